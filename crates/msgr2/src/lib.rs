@@ -1,0 +1,13 @@
+// SPDX-License-Identifier: LGPL-3.0-or-later
+//! Ceph messenger v2 (msgr2, revision 1 "v2.1") as a sans-IO protocol engine.
+//!
+//! Bytes and events go in, bytes and events come out; nothing here opens sockets, reads clocks or spawns threads
+//! (the optional [`blocking`] module is the one thin std::net adapter). See docs/msgr2.md for the state machine,
+//! the frame layouts and the seams.
+
+pub mod auth;
+#[cfg(feature = "blocking")]
+pub mod blocking;
+pub mod types;
+
+pub use types::EntityName;
