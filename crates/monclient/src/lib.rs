@@ -1,0 +1,17 @@
+// SPDX-License-Identifier: LGPL-3.0-or-later
+//! Ceph MonClient.
+//!
+//! * [`MonClient`] is the sans-IO core: hunting over the monmap, subscriptions (monmap, osdmap, config, mgrmap),
+//!   OSDMap catch-up (full maps and incrementals, re-requesting missing epochs), mon commands and version
+//!   queries that survive reconnections, keepalives. It is driven with `(now, event)` and yields [`Output`]s and
+//!   [`Event`]s; see `core.rs` for the life cycle.
+//! * [`monmap_lite`] decodes the part of a MonMap the client needs (fsid, epoch, monitor addresses).
+
+mod core;
+pub mod monmap_lite;
+mod rng;
+
+pub use crate::core::{
+    CommandReply, Config, ConnId, Event, MonClient, MonClientError, MonTarget, OsdMapLike, Output, errno,
+};
+pub use monmap_lite::MonMapLite;
