@@ -1,0 +1,111 @@
+// SPDX-License-Identifier: LGPL-3.0-or-later
+//! Every `CrushWrapper` sample of Ceph's object corpus: 16.2 samples decode and re-encode byte-identically with
+//! Pacific's features; newer samples decode (their extra trailing fields are recognised) or are refused with an
+//! error, never a panic.
+
+use std::path::{Path, PathBuf};
+
+use crush::CrushMap;
+use denc::Encoder;
+
+/// The feature mask a Ceph 16.2.15 daemon advertises.
+const PACIFIC_FEATURES: u64 = 0x3f01_cfbd_fffd_ffff;
+
+fn corpus_root() -> Option<PathBuf> {
+    let dir = match std::env::var_os("FERRO_CORPUS") {
+        Some(p) => PathBuf::from(p),
+        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/corpus"),
+    };
+    dir.is_dir().then_some(dir)
+}
+
+fn samples() -> Vec<(String, PathBuf, Vec<u8>)> {
+    let Some(root) = corpus_root() else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    let mut versions: Vec<_> = std::fs::read_dir(&root)
+        .map(|rd| rd.filter_map(|e| e.ok()).map(|e| e.file_name()).collect())
+        .unwrap_or_default();
+    versions.sort();
+    for v in versions {
+        let dir = root.join(&v).join("objects/CrushWrapper");
+        let Ok(rd) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        let mut files: Vec<_> = rd.filter_map(|e| e.ok()).map(|e| e.path()).collect();
+        files.sort();
+        for f in files {
+            if let Ok(bytes) = std::fs::read(&f) {
+                out.push((v.to_string_lossy().into_owned(), f, bytes));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn corpus_crush_maps() {
+    let all = samples();
+    if all.is_empty() {
+        eprintln!("skipping: ../shared/corpus not found (or has no CrushWrapper samples)");
+        return;
+    }
+    let (mut pacific_identical, mut newer_decoded, mut newer_refused) = (0, 0, 0);
+    for (version, path, bytes) in &all {
+        let decoded = CrushMap::decode_bytes(bytes.clone());
+        if version.starts_with("16.2") {
+            let map = decoded.unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            let mut e = Encoder::new(PACIFIC_FEATURES);
+            map.encode(&mut e);
+            assert_eq!(
+                e.as_slice(),
+                &bytes[..],
+                "{}: re-encoding differs",
+                path.display()
+            );
+            // The decoded map is self-consistent: mapping every rule does not panic.
+            let weights = vec![0x10000u32; map.max_devices.max(0) as usize];
+            for (id, r) in map.rules.iter().enumerate() {
+                if r.is_some() {
+                    for x in 0..64 {
+                        let out = map.do_rule(id, x, 3, &weights, Some(-1));
+                        assert!(out.len() <= 3);
+                    }
+                }
+            }
+            pacific_identical += 1;
+        } else {
+            match decoded {
+                Ok(map) => {
+                    newer_decoded += 1;
+                    if map.msr_tunables.is_some() || map.has_unknown_rule_ops() {
+                        eprintln!(
+                            "{version} {}: msr tunables {:?}, rules with ops Pacific lacks: {}",
+                            path.display(),
+                            map.msr_tunables,
+                            map.has_unknown_rule_ops()
+                        );
+                    }
+                    // Re-encoding what we understood must decode again to the same map.
+                    let mut e = Encoder::new(PACIFIC_FEATURES);
+                    map.encode(&mut e);
+                    let again = CrushMap::decode_bytes(e.into_bytes())
+                        .unwrap_or_else(|err| panic!("{}: re-decode: {err}", path.display()));
+                    let mut expect = map.clone();
+                    expect.msr_tunables = None;
+                    assert_eq!(again, expect, "{}", path.display());
+                }
+                Err(err) => {
+                    eprintln!("{} {}: refused: {err}", version, path.display());
+                    newer_refused += 1;
+                }
+            }
+        }
+    }
+    eprintln!(
+        "CrushWrapper corpus: {pacific_identical} Pacific samples re-encoded identically, \
+         {newer_decoded} newer decoded, {newer_refused} newer refused"
+    );
+    assert!(pacific_identical > 0);
+}
