@@ -6,6 +6,9 @@ Reassembles the TCP streams to the mon (port 3700), parses msgr2.1 crc-mode fram
 frames per message type that mon clients exchange. Output records (all little-endian):
   u16 type, u16 version, u16 compat, u16 priority, u64 tid, then front, middle, data each as u32 len + bytes.
 The file starts with the 8-byte magic b"FRMSGS1\\n". Usage: extract.py CAPTURE.pcap.xz OUT.bin
+
+With `--session PORT OUTDIR CAPTURE.pcap.xz` instead, it writes the raw TCP byte streams of the client session from local port
+PORT to the mon (`c2s.bin`, `s2c.bin`): msgr2 banner and frames exactly as on the wire.
 """
 import collections, lzma, struct, sys
 
@@ -83,6 +86,12 @@ MAX_BYTES = 3000
 
 
 def main():
+    if sys.argv[1] == '--session':
+        port, outdir = int(sys.argv[2]), sys.argv[3]
+        streams = tcp_streams(lzma.open(sys.argv[4]).read())
+        open(outdir + '/c2s.bin', 'wb').write(streams[(port, MON_PORT)])
+        open(outdir + '/s2c.bin', 'wb').write(streams[(MON_PORT, port)])
+        return
     streams = tcp_streams(lzma.open(sys.argv[1]).read())
     found = collections.defaultdict(dict)
     for key, buf in streams.items():
