@@ -254,8 +254,6 @@ pub struct EntityAddr {
     pub nonce: u32,
     /// The union image; `sa[0..2]` is the family (LE).
     pub sa: [u8; SOCKADDR_UNION_LEN],
-    /// The `elen` this address was decoded with (`None` = derive from the family when encoding).
-    pub wire_len: Option<u32>,
 }
 
 impl Default for EntityAddr {
@@ -264,7 +262,6 @@ impl Default for EntityAddr {
             kind: addr_type::NONE,
             nonce: 0,
             sa: [0; SOCKADDR_UNION_LEN],
-            wire_len: None,
         }
     }
 }
@@ -283,12 +280,7 @@ impl EntityAddr {
         sa[0..2].copy_from_slice(&AF_INET.to_le_bytes());
         sa[2..4].copy_from_slice(&port.to_be_bytes());
         sa[4..8].copy_from_slice(&ip);
-        EntityAddr {
-            kind,
-            nonce,
-            sa,
-            wire_len: None,
-        }
+        EntityAddr { kind, nonce, sa }
     }
 
     fn sockaddr_len(&self) -> usize {
@@ -322,7 +314,6 @@ impl EntityAddr {
             kind: addr_type::LEGACY,
             nonce,
             sa,
-            wire_len: None,
         })
     }
 
@@ -399,12 +390,7 @@ impl Decode for EntityAddr {
                     }
                     sa[..n].copy_from_slice(b.take_slice(n)?);
                 }
-                Ok(EntityAddr {
-                    kind,
-                    nonce,
-                    sa,
-                    wire_len: Some(elen),
-                })
+                Ok(EntityAddr { kind, nonce, sa })
             }
             m => Err(DecodeError::invalid(
                 "entity_addr_t",
@@ -428,11 +414,8 @@ impl Encode for EntityAddr {
             }
             e.u32(kind);
             e.u32(self.nonce);
-            let n = match self.wire_len {
-                Some(l) => l as usize,
-                None => self.sockaddr_len(),
-            }
-            .min(SOCKADDR_UNION_LEN);
+            // Ceph's get_sockaddr_len(): by family, the whole union for anything else (blank included).
+            let n = self.sockaddr_len();
             e.u32(n as u32);
             e.raw(&self.sa[..n]);
         });
