@@ -237,6 +237,8 @@ impl<'a> Check<'a> {
             return summary;
         }
         let mut failures = Vec::new();
+        // A line of its own, so the table is readable after the test harness's "test x ... ".
+        eprintln!();
         for version in versions() {
             let ours = is_our_release(&version);
             let incompat_listed = is_forward_incompat(&version, self.type_name);

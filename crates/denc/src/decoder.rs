@@ -235,6 +235,63 @@ impl Decoder {
         Ok((h, d))
     }
 
+    /// ENCODE_START/DECODE_START with the body handled by `f`: refuses `compat > supported`, confines `f` to the
+    /// struct body and skips whatever `f` leaves unread (newer versions' trailing fields).
+    pub fn decode_struct<T>(
+        &mut self,
+        type_name: &'static str,
+        supported: u8,
+        f: impl FnOnce(StructHeader, &mut Decoder) -> Result<T>,
+    ) -> Result<T> {
+        let (h, mut body) = self.start_struct(type_name, supported)?;
+        f(h, &mut body)
+    }
+
+    /// Ceph's `DECODE_START_LEGACY_COMPAT_LEN` family, for types whose oldest encodings predate the envelope:
+    /// the compat byte is present only from version `legacy.compat_since`, the length only from
+    /// `legacy.len_since`, and versions before `compat_since` may carry `legacy.skip` filler bytes after the version
+    /// (the `_16`/`_32` variants, whose version was once a wider integer).
+    ///
+    /// `f` decodes the body. With a length, it sees a decoder confined to the body and unread trailing bytes are
+    /// skipped; without one (old versions) it reads straight from this decoder. For headers without a compat byte
+    /// the header reports `compat = version`; without a length it reports `len = 0`.
+    pub fn decode_struct_legacy<T>(
+        &mut self,
+        type_name: &'static str,
+        supported: u8,
+        legacy: LegacyHeader,
+        f: impl FnOnce(StructHeader, &mut Decoder) -> Result<T>,
+    ) -> Result<T> {
+        let version = self.u8()?;
+        let mut compat = version;
+        if version >= legacy.compat_since {
+            compat = self.u8()?;
+            if compat > supported {
+                return Err(DecodeError::Incompatible {
+                    type_name,
+                    compat,
+                    supported,
+                });
+            }
+        } else {
+            self.skip(legacy.skip)?;
+        }
+        if version >= legacy.len_since {
+            let len = self.u32()?;
+            let mut body = self.sub(len as usize)?;
+            f(StructHeader { version, compat, len }, &mut body)
+        } else {
+            f(
+                StructHeader {
+                    version,
+                    compat,
+                    len: 0,
+                },
+                self,
+            )
+        }
+    }
+
     /// Decode a value of type `T`.
     pub fn decode<T: Decode>(&mut self) -> Result<T> {
         T::decode(self)
@@ -249,6 +306,44 @@ impl Decoder {
             });
         }
         Ok(())
+    }
+}
+
+/// Which parts of a versioned-struct header old versions lack (see [`Decoder::decode_struct_legacy`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LegacyHeader {
+    /// First version that has the compat byte (`compatv` in Ceph's macro).
+    pub compat_since: u8,
+    /// First version that has the `le32` length (`lenv`).
+    pub len_since: u8,
+    /// Filler bytes after the version in versions before `compat_since`: 0, 1 (`_16`) or 3 (`_32`).
+    pub skip: usize,
+}
+
+impl LegacyHeader {
+    /// `DECODE_START_LEGACY_COMPAT_LEN(v, compatv, lenv)`.
+    pub const fn new(compat_since: u8, len_since: u8) -> Self {
+        LegacyHeader {
+            compat_since,
+            len_since,
+            skip: 0,
+        }
+    }
+    /// `DECODE_START_LEGACY_COMPAT_LEN_16`.
+    pub const fn len16(compat_since: u8, len_since: u8) -> Self {
+        LegacyHeader {
+            compat_since,
+            len_since,
+            skip: 1,
+        }
+    }
+    /// `DECODE_START_LEGACY_COMPAT_LEN_32`.
+    pub const fn len32(compat_since: u8, len_since: u8) -> Self {
+        LegacyHeader {
+            compat_since,
+            len_since,
+            skip: 3,
+        }
     }
 }
 

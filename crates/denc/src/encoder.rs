@@ -124,6 +124,17 @@ impl Encoder {
         self.buf[at..at + 4].copy_from_slice(&len.to_le_bytes());
     }
 
+    /// ENCODE_START(version, compat) ... ENCODE_FINISH_NEW_COMPAT: `body` returns the compat version actually
+    /// needed, which may be raised above `compat` by what it encoded (e.g. `object_locator_t` with a hash).
+    pub fn versioned_new_compat(&mut self, version: u8, compat: u8, body: impl FnOnce(&mut Encoder) -> u8) {
+        let start = self.buf.len();
+        let mut new_compat = compat;
+        self.versioned(version, compat, |e| new_compat = body(e));
+        if new_compat != compat {
+            self.set_compat_at(start, new_compat);
+        }
+    }
+
     /// Overwrite the compat byte of a struct started at `struct_start` (Ceph's ENCODE_FINISH_NEW_COMPAT).
     pub fn set_compat_at(&mut self, struct_start: usize, compat: u8) {
         self.buf[struct_start + 1] = compat;

@@ -6,16 +6,24 @@
 //!   input before anything is allocated, so a hostile length cannot cause a large allocation.
 //! * Versioned structs (ENCODE_START/DECODE_START) decode through [`Decoder::start_struct`], which refuses
 //!   incompatible versions and confines the body so that newer versions' trailing fields are skipped.
-//! * [`Encoder`] carries the peer's feature bits for the few types whose encoding depends on them.
+//! * [`Encoder`] carries the peer's feature bits for the few types whose encoding depends on them; the bits are in
+//!   [`features`].
+//! * [`types`] (re-exported here) holds Ceph's identifier types: `utime_t`, `uuid_d`, entity names and addresses,
+//!   `eversion_t`, `osd_reqid_t`, `pg_t`, `spg_t`, `pg_shard_t`, `object_locator_t`, `hobject_t`/`ghobject_t` with
+//!   Ceph's bitwise order, `coll_t`, `snapid_t`.
 
 mod decoder;
 mod encoder;
 mod error;
+pub mod features;
 mod impls;
+pub mod types;
 
-pub use decoder::{Decode, Decoder, MAX_ITEM_LEN, StructHeader};
+pub use decoder::{Decode, Decoder, LegacyHeader, MAX_ITEM_LEN, StructHeader};
 pub use encoder::{Encode, Encoder};
 pub use error::{DecodeError, Result};
+pub use features::CEPH_FEATURES_ALL;
+pub use types::*;
 
 #[cfg(test)]
 mod tests {

@@ -1,0 +1,147 @@
+// SPDX-License-Identifier: LGPL-3.0-or-later
+//! Ceph feature bits (`src/include/ceph_features.h`, as of 16.2.15 Pacific).
+//!
+//! Bits have been recycled: a bit's meaning depends on its *incarnation*. A feature of incarnation 2 or 3 is present
+//! only if its bit **and** the incarnation mask are set (Ceph's `HAVE_FEATURE`). The `MASK_*` constants include the
+//! incarnation bits; test with [`has`]. Plain `1 << n` constants are what goes into a feature word.
+
+/// Incarnation masks: a recycled bit only means its new feature when these bits are also set.
+pub const INCARNATION_1: u64 = 0;
+/// SERVER_JEWEL.
+pub const INCARNATION_2: u64 = 1 << 57;
+/// SERVER_JEWEL | SERVER_MIMIC.
+pub const INCARNATION_3: u64 = (1 << 57) | (1 << 28);
+
+macro_rules! features {
+    ($($bit:literal, $inc:ident, $name:ident, $mask:ident;)*) => {$(
+        pub const $name: u64 = 1 << $bit;
+        pub const $mask: u64 = (1 << $bit) | $inc;
+    )*};
+}
+
+features! {
+    0, INCARNATION_1, UID, MASK_UID;
+    1, INCARNATION_1, NOSRCADDR, MASK_NOSRCADDR;
+    2, INCARNATION_3, SERVER_NAUTILUS, MASK_SERVER_NAUTILUS;
+    3, INCARNATION_1, FLOCK, MASK_FLOCK;
+    4, INCARNATION_1, SUBSCRIBE2, MASK_SUBSCRIBE2;
+    5, INCARNATION_1, MONNAMES, MASK_MONNAMES;
+    6, INCARNATION_1, RECONNECT_SEQ, MASK_RECONNECT_SEQ;
+    7, INCARNATION_1, DIRLAYOUTHASH, MASK_DIRLAYOUTHASH;
+    8, INCARNATION_1, OBJECTLOCATOR, MASK_OBJECTLOCATOR;
+    9, INCARNATION_1, PGID64, MASK_PGID64;
+    10, INCARNATION_1, INCSUBOSDMAP, MASK_INCSUBOSDMAP;
+    11, INCARNATION_1, PGPOOL3, MASK_PGPOOL3;
+    12, INCARNATION_1, OSDREPLYMUX, MASK_OSDREPLYMUX;
+    13, INCARNATION_1, OSDENC, MASK_OSDENC;
+    14, INCARNATION_2, SERVER_KRAKEN, MASK_SERVER_KRAKEN;
+    15, INCARNATION_1, MONENC, MASK_MONENC;
+    16, INCARNATION_3, SERVER_OCTOPUS, MASK_SERVER_OCTOPUS;
+    16, INCARNATION_3, OSD_REPOP_MLCOD, MASK_OSD_REPOP_MLCOD;
+    17, INCARNATION_3, OS_PERF_STAT_NS, MASK_OS_PERF_STAT_NS;
+    18, INCARNATION_1, CRUSH_TUNABLES, MASK_CRUSH_TUNABLES;
+    19, INCARNATION_2, OSD_PGLOG_HARDLIMIT, MASK_OSD_PGLOG_HARDLIMIT;
+    20, INCARNATION_3, SERVER_PACIFIC, MASK_SERVER_PACIFIC;
+    21, INCARNATION_2, SERVER_LUMINOUS, MASK_SERVER_LUMINOUS;
+    21, INCARNATION_2, RESEND_ON_SPLIT, MASK_RESEND_ON_SPLIT;
+    21, INCARNATION_2, RADOS_BACKOFF, MASK_RADOS_BACKOFF;
+    21, INCARNATION_2, OSDMAP_PG_UPMAP, MASK_OSDMAP_PG_UPMAP;
+    21, INCARNATION_2, CRUSH_CHOOSE_ARGS, MASK_CRUSH_CHOOSE_ARGS;
+    22, INCARNATION_2, OSD_FIXED_COLLECTION_LIST, MASK_OSD_FIXED_COLLECTION_LIST;
+    23, INCARNATION_1, MSG_AUTH, MASK_MSG_AUTH;
+    24, INCARNATION_2, RECOVERY_RESERVATION_2, MASK_RECOVERY_RESERVATION_2;
+    25, INCARNATION_1, CRUSH_TUNABLES2, MASK_CRUSH_TUNABLES2;
+    26, INCARNATION_1, CREATEPOOLID, MASK_CREATEPOOLID;
+    27, INCARNATION_1, REPLY_CREATE_INODE, MASK_REPLY_CREATE_INODE;
+    28, INCARNATION_2, SERVER_MIMIC, MASK_SERVER_MIMIC;
+    29, INCARNATION_1, MDSENC, MASK_MDSENC;
+    30, INCARNATION_1, OSDHASHPSPOOL, MASK_OSDHASHPSPOOL;
+    31, INCARNATION_1, MON_SINGLE_PAXOS, MASK_MON_SINGLE_PAXOS;
+    32, INCARNATION_3, STRETCH_MODE, MASK_STRETCH_MODE;
+    34, INCARNATION_3, RANGE_BLOCKLIST, MASK_RANGE_BLOCKLIST;
+    35, INCARNATION_1, OSD_CACHEPOOL, MASK_OSD_CACHEPOOL;
+    36, INCARNATION_1, CRUSH_V2, MASK_CRUSH_V2;
+    37, INCARNATION_1, EXPORT_PEER, MASK_EXPORT_PEER;
+    39, INCARNATION_1, OSDMAP_ENC, MASK_OSDMAP_ENC;
+    40, INCARNATION_1, MDS_INLINE_DATA, MASK_MDS_INLINE_DATA;
+    41, INCARNATION_1, CRUSH_TUNABLES3, MASK_CRUSH_TUNABLES3;
+    41, INCARNATION_1, OSD_PRIMARY_AFFINITY, MASK_OSD_PRIMARY_AFFINITY;
+    42, INCARNATION_1, MSGR_KEEPALIVE2, MASK_MSGR_KEEPALIVE2;
+    43, INCARNATION_1, OSD_POOLRESEND, MASK_OSD_POOLRESEND;
+    46, INCARNATION_1, OSD_FADVISE_FLAGS, MASK_OSD_FADVISE_FLAGS;
+    47, INCARNATION_1, MDS_QUOTA, MASK_MDS_QUOTA;
+    48, INCARNATION_1, CRUSH_V4, MASK_CRUSH_V4;
+    56, INCARNATION_1, NEW_OSDOP_ENCODING, MASK_NEW_OSDOP_ENCODING;
+    57, INCARNATION_1, SERVER_JEWEL, MASK_SERVER_JEWEL;
+    57, INCARNATION_1, MON_STATEFUL_SUB, MASK_MON_STATEFUL_SUB;
+    57, INCARNATION_1, MON_ROUTE_OSDMAP, MASK_MON_ROUTE_OSDMAP;
+    57, INCARNATION_1, OSDSUBOP_NO_SNAPCONTEXT, MASK_OSDSUBOP_NO_SNAPCONTEXT;
+    58, INCARNATION_1, CRUSH_TUNABLES5, MASK_CRUSH_TUNABLES5;
+    58, INCARNATION_1, NEW_OSDOPREPLY_ENCODING, MASK_NEW_OSDOPREPLY_ENCODING;
+    58, INCARNATION_1, FS_FILE_LAYOUT_V2, MASK_FS_FILE_LAYOUT_V2;
+    59, INCARNATION_1, FS_BTIME, MASK_FS_BTIME;
+    59, INCARNATION_1, FS_CHANGE_ATTR, MASK_FS_CHANGE_ATTR;
+    59, INCARNATION_1, MSG_ADDR2, MASK_MSG_ADDR2;
+    60, INCARNATION_1, OSD_RECOVERY_DELETES, MASK_OSD_RECOVERY_DELETES;
+    61, INCARNATION_1, CEPHX_V2, MASK_CEPHX_V2;
+    62, INCARNATION_1, RESERVED, MASK_RESERVED;
+}
+
+/// Every feature a Ceph 16.2.15 daemon advertises (Pacific's `CEPH_FEATURES_ALL`), as seen on the wire.
+pub const CEPH_FEATURES_ALL: u64 = 0x3f01_cfbd_fffd_ffff;
+
+/// The CRUSH-related features (Ceph's `CEPH_FEATURES_CRUSH`): tunables 1/2/3/5, rule v2, straw2, and choose_args
+/// (with its incarnation bit, as Ceph uses the mask there).
+pub const CEPH_FEATURES_CRUSH: u64 = CRUSH_TUNABLES
+    | CRUSH_TUNABLES2
+    | CRUSH_TUNABLES3
+    | CRUSH_TUNABLES5
+    | CRUSH_V2
+    | CRUSH_V4
+    | MASK_CRUSH_CHOOSE_ARGS;
+
+/// Ceph's `HAVE_FEATURE(features, X)`: the bit and its incarnation are all present. Pass a `MASK_*` constant.
+pub const fn has(features: u64, mask: u64) -> bool {
+    features & mask == mask
+}
+
+// The Pacific mask must carry every incarnation-3 feature Pacific itself uses.
+const _: () = assert!(has(CEPH_FEATURES_ALL, MASK_SERVER_PACIFIC));
+const _: () = assert!(has(CEPH_FEATURES_ALL, MASK_SERVER_NAUTILUS));
+const _: () = assert!(has(CEPH_FEATURES_ALL, MASK_SERVER_OCTOPUS));
+const _: () = assert!(has(CEPH_FEATURES_ALL, MASK_MSG_ADDR2));
+const _: () = assert!(has(CEPH_FEATURES_ALL, MASK_RANGE_BLOCKLIST));
+const _: () = assert!(!has(CEPH_FEATURES_ALL, MASK_OS_PERF_STAT_NS));
+const _: () = assert!(CEPH_FEATURES_ALL & CEPH_FEATURES_CRUSH == CEPH_FEATURES_CRUSH);
+const _: () = assert!(CEPH_FEATURES_ALL & RESERVED == 0);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn incarnations_matter() {
+        // Bit 2 alone is the retired MONCLOCKCHECK, not Nautilus.
+        assert!(!has(SERVER_NAUTILUS, MASK_SERVER_NAUTILUS));
+        assert!(has(SERVER_NAUTILUS | INCARNATION_3, MASK_SERVER_NAUTILUS));
+        // Incarnation 2 features need only SERVER_JEWEL.
+        assert!(has(SERVER_LUMINOUS | SERVER_JEWEL, MASK_SERVER_LUMINOUS));
+        assert!(!has(SERVER_LUMINOUS | SERVER_JEWEL, MASK_SERVER_PACIFIC));
+    }
+
+    #[test]
+    fn pacific_mask_bits() {
+        // Bits 0-31 except 17, plus 32, 34-37, 39-43, 46-48, 56-61 (observed on a 16.2.15 cluster).
+        let mut want = 0u64;
+        for b in (0..32)
+            .filter(|b| *b != 17)
+            .chain([32, 34, 35, 36, 37, 39, 40, 41, 42, 43, 46, 47, 48])
+        {
+            want |= 1 << b;
+        }
+        for b in 56..=61 {
+            want |= 1 << b;
+        }
+        assert_eq!(want, CEPH_FEATURES_ALL);
+    }
+}

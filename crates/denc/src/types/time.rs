@@ -1,0 +1,161 @@
+// SPDX-License-Identifier: LGPL-3.0-or-later
+//! `utime_t` (src/include/utime.h) and `uuid_d` (src/include/uuid.h).
+
+use std::fmt;
+use std::str::FromStr;
+
+use crate::{Decode, DecodeError, Decoder, Encode, Encoder, Result};
+
+/// `utime_t`: `le32 sec, le32 nsec` (8 bytes). Ordered by (sec, nsec) like Ceph's.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Utime {
+    pub sec: u32,
+    pub nsec: u32,
+}
+
+impl Utime {
+    pub const fn new(sec: u32, nsec: u32) -> Self {
+        Utime { sec, nsec }
+    }
+    pub fn is_zero(&self) -> bool {
+        self.sec == 0 && self.nsec == 0
+    }
+    pub fn as_nanos(&self) -> u64 {
+        u64::from(self.sec) * 1_000_000_000 + u64::from(self.nsec)
+    }
+}
+
+impl Decode for Utime {
+    fn decode(d: &mut Decoder) -> Result<Self> {
+        Ok(Utime {
+            sec: d.u32()?,
+            nsec: d.u32()?,
+        })
+    }
+}
+impl Encode for Utime {
+    fn encode(&self, e: &mut Encoder) {
+        e.u32(self.sec);
+        e.u32(self.nsec);
+    }
+}
+
+/// Ceph's `operator<<` for `utime_t`: durations (under ten years) as `sec.usec`, instants as a date. Ceph uses
+/// local time; we print UTC, which is what a Ceph daemon on a UTC host prints.
+impl fmt::Display for Utime {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let usec = self.nsec / 1000;
+        if self.sec < 60 * 60 * 24 * 365 * 10 {
+            return write!(f, "{}.{usec:06}", self.sec);
+        }
+        let days = i64::from(self.sec / 86_400);
+        let rem = self.sec % 86_400;
+        let (y, m, d) = civil_from_days(days);
+        write!(
+            f,
+            "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{usec:06}+0000",
+            rem / 3600,
+            rem / 60 % 60,
+            rem % 60
+        )
+    }
+}
+
+/// Days since 1970-01-01 to (year, month, day), proleptic Gregorian (Howard Hinnant's algorithm).
+fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    (y, m, d)
+}
+
+/// `uuid_d`: 16 raw bytes in textual (big-endian) order.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Uuid(pub [u8; 16]);
+
+impl Uuid {
+    pub fn is_zero(&self) -> bool {
+        self.0 == [0; 16]
+    }
+}
+
+impl Decode for Uuid {
+    fn decode(d: &mut Decoder) -> Result<Self> {
+        Ok(Uuid(d.take_array()?))
+    }
+}
+impl Encode for Uuid {
+    fn encode(&self, e: &mut Encoder) {
+        e.raw(&self.0)
+    }
+}
+
+impl fmt::Display for Uuid {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, b) in self.0.iter().enumerate() {
+            if matches!(i, 4 | 6 | 8 | 10) {
+                f.write_str("-")?;
+            }
+            write!(f, "{b:02x}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Parses the canonical `8-4-4-4-12` form (either case).
+impl FromStr for Uuid {
+    type Err = DecodeError;
+    fn from_str(s: &str) -> Result<Self> {
+        let bad = || DecodeError::invalid("uuid", format!("not a canonical uuid: {s:?}"));
+        let b = s.as_bytes();
+        if b.len() != 36 || [8, 13, 18, 23].iter().any(|&i| b.get(i) != Some(&b'-')) {
+            return Err(bad());
+        }
+        let mut out = [0u8; 16];
+        let mut hex = b.iter().filter(|c| **c != b'-');
+        for o in &mut out {
+            let hi = hex
+                .next()
+                .and_then(|c| (*c as char).to_digit(16))
+                .ok_or_else(bad)?;
+            let lo = hex
+                .next()
+                .and_then(|c| (*c as char).to_digit(16))
+                .ok_or_else(bad)?;
+            *o = (hi * 16 + lo) as u8;
+        }
+        Ok(Uuid(out))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn utime_layout_and_text() {
+        let t = Utime::new(0x0102_0304, 5);
+        assert_eq!(&t.to_bytes(0)[..], &[4, 3, 2, 1, 5, 0, 0, 0]);
+        assert_eq!(Utime::new(12, 345_678_000).to_string(), "12.345678");
+        assert_eq!(
+            Utime::new(1_700_000_000, 1000).to_string(),
+            "2023-11-14T22:13:20.000001+0000"
+        );
+    }
+
+    #[test]
+    fn uuid_text_round_trip() {
+        let s = "5b1b2c3d-0000-4a5b-8c9d-0123456789ab";
+        let u: Uuid = s.parse().unwrap();
+        assert_eq!(u.0[0], 0x5b);
+        assert_eq!(u.to_string(), s);
+        assert!("5b1b2c3d00004a5b8c9d0123456789ab".parse::<Uuid>().is_err());
+        assert!("5b1b2c3d-0000-4a5b-8c9d-0123456789ag".parse::<Uuid>().is_err());
+    }
+}
