@@ -5,8 +5,11 @@
 //!   OSDMap catch-up (full maps and incrementals, re-requesting missing epochs), mon commands and version
 //!   queries that survive reconnections, keepalives. It is driven with `(now, event)` and yields [`Output`]s and
 //!   [`Event`]s; see `core.rs` for the life cycle.
+//! * [`blocking`] (feature `blocking`): a thin std::net driver over msgr2's sans-IO connection.
 //! * [`monmap_lite`] decodes the part of a MonMap the client needs (fsid, epoch, monitor addresses).
 
+#[cfg(feature = "blocking")]
+pub mod blocking;
 mod core;
 pub mod monmap_lite;
 mod rng;
