@@ -11,3 +11,17 @@ pub mod blocking;
 pub mod types;
 
 pub use types::EntityName;
+pub mod addr;
+pub mod control;
+pub mod crypto;
+pub mod frame;
+pub mod message;
+
+pub use addr::{AddrVec, EntityAddr};
+pub use message::Message;
+pub mod connection;
+pub mod testing;
+
+pub use connection::{
+    AcceptDecision, AcceptRequest, Config, ConnError, Connection, Event, PeerInfo, TakeOver,
+};

@@ -1,0 +1,1595 @@
+// SPDX-License-Identifier: LGPL-3.0-or-later
+//! The msgr2 connection state machine (sans-IO).
+//!
+//! A [`Connection`] is one logical session with one peer. It is driven by its owner:
+//!
+//! * bytes from the socket go into [`Connection::handle_input`];
+//! * bytes to write come out of [`Connection::poll_output`] (a list of shared buffers, for vectored writes);
+//! * what happened comes out of [`Connection::poll_event`];
+//! * [`Connection::poll_timeout`] says when to call [`Connection::handle_timeout`] (keepalives, idle timeout);
+//! * when the socket dies, [`Connection::handle_transport_closed`]; a lossless connector then calls
+//!   [`Connection::reconnect`] on a fresh socket, and the session resumes with no loss and no duplicates.
+//!
+//! The state is split in two: the [`Session`] (cookies, sequence numbers, queues: it outlives sockets) and the
+//! transport (banner, auth, frame codec: one per socket). An acceptor that sees a SESSION_RECONNECT asks its owner
+//! which existing connection it belongs to; [`Connection::take_over`] then moves the new socket's transport into
+//! the existing connection, as Ceph's `reuse_connection` does, so the object upper layers hold stays the same.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::{Bytes, BytesMut};
+
+use crate::addr::{AddrVec, EntityAddr};
+use crate::auth::{AuthContext, AuthError, AuthStep, CON_MODE_CRC, CON_MODE_SECURE, ClientAuth, ServerAuth};
+use crate::control::{
+    BANNER_HEAD_LEN, BANNER_PAYLOAD_LEN, BANNER_PREFIX, Banner, ClientIdent, Control, IDENT_FLAG_LOSSY,
+    MSGR2_FEATURE_REVISION_1, ServerIdent, SessionReconnect, UTime,
+};
+use crate::crypto::{CryptoProvider, default_provider};
+use crate::frame::{
+    ALIGN_DEFAULT, Frame, FrameDecoder, FrameError, FrameLimits, Role, SecureRx, SecureTx, Tag, encode_frame,
+};
+use crate::message::{MESSAGE_ALIGNS, Message, MessageError};
+use crate::types::EntityName;
+
+/// `CEPH_FEATURE_MSG_ADDR2` (bit 59): msgr2 requires it of every peer.
+pub const FEATURE_MSG_ADDR2: u64 = 1 << 59;
+/// Everything Ceph 16.2.15 (Pacific) daemons and clients advertise.
+pub const PACIFIC_FEATURES: u64 = 0x3f01_cfbd_fffd_ffff;
+
+/// Static configuration of a connection.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Our entity type (`types::ENTITY_TYPE_*`).
+    pub entity_type: u8,
+    /// Our entity number (`entity_name_t::num`, the "gid" in idents): the OSD id, the client's global id, …
+    pub entity_num: i64,
+    /// The addresses we advertise (CLIENT_IDENT / SERVER_IDENT / SESSION_RECONNECT).
+    pub my_addrs: AddrVec,
+    /// Ceph feature bits we support and require (CEPH_FEATURE_*).
+    pub features_supported: u64,
+    pub features_required: u64,
+    /// Lossy sessions drop everything on a fault (clients, heartbeats); lossless ones reconnect and replay.
+    /// For a connector this is our policy; an acceptor takes the connector's flag from CLIENT_IDENT.
+    pub lossy: bool,
+    pub limits: FrameLimits,
+    /// Send KEEPALIVE2 this often while the session is ready (None: never).
+    pub keepalive_interval: Option<Duration>,
+    /// Fault the transport if nothing arrives for this long (None: never).
+    pub idle_timeout: Option<Duration>,
+    /// Bounds of the outgoing queue (messages waiting to be written plus, on lossless sessions, messages written
+    /// but not yet acknowledged). [`Connection::send`] refuses beyond them: that is the backpressure signal.
+    pub max_queued_messages: usize,
+    pub max_queued_bytes: usize,
+    /// Send an ACK after this many unacknowledged received messages even if no message carries it.
+    pub ack_every: u64,
+    pub crypto: Arc<dyn CryptoProvider>,
+    /// Seed for cookies (the state machine has no randomness of its own; the driver passes some in).
+    pub seed: u64,
+    /// Our messenger's global_seq for this connection attempt.
+    pub global_seq: u64,
+    /// Acceptor only: accept every CLIENT_IDENT as a new session and answer every SESSION_RECONNECT with a full
+    /// SESSION_RESET, without asking the owner. Owners that track sessions set this to false and answer
+    /// [`Event::AcceptRequest`].
+    pub auto_accept: bool,
+}
+
+impl Config {
+    pub fn new(entity_type: u8, entity_num: i64) -> Self {
+        Config {
+            entity_type,
+            entity_num,
+            my_addrs: AddrVec::default(),
+            features_supported: PACIFIC_FEATURES,
+            features_required: FEATURE_MSG_ADDR2,
+            lossy: false,
+            limits: FrameLimits::default(),
+            keepalive_interval: Some(Duration::from_secs(10)),
+            idle_timeout: Some(Duration::from_secs(900)),
+            max_queued_messages: 4096,
+            max_queued_bytes: 512 << 20,
+            ack_every: 64,
+            crypto: default_provider(),
+            seed: 0x5eed,
+            global_seq: 1,
+            auto_accept: true,
+        }
+    }
+}
+
+/// Why a connection or session ended.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConnError {
+    #[error("bad banner: {0}")]
+    Banner(String),
+    #[error("peer requires msgr2 features {0:#x} we lack")]
+    Msgr2Features(u64),
+    #[error("peer does not speak msgr2 revision 1 (v2.0 peers are not supported)")]
+    Rev0Peer,
+    #[error("frame error: {0}")]
+    Frame(#[from] FrameError),
+    #[error("undecodable {what} payload: {detail}")]
+    Payload { what: &'static str, detail: String },
+    #[error("unexpected {tag:?} frame in state {state}")]
+    Unexpected { tag: Tag, state: &'static str },
+    #[error("authentication failed: {0}")]
+    Auth(#[from] AuthError),
+    #[error("AUTH_SIGNATURE mismatch: the peer saw different pre-auth bytes (tampering or a bug)")]
+    BadSignature,
+    #[error("feature mismatch: missing {missing:#x}")]
+    MissingFeatures { missing: u64 },
+    #[error("peer identifies as {peer} which does not include the target address {target}")]
+    WrongPeer { peer: String, target: String },
+    #[error("peer asked us to WAIT (connection race); retry later")]
+    Wait,
+    #[error("transport closed")]
+    TransportClosed,
+    #[error("no data from peer for {0:?}")]
+    IdleTimeout(Duration),
+    #[error("connection was replaced by a newer one for the same session")]
+    Replaced,
+    #[error("session was reset by the peer")]
+    SessionReset,
+    #[error("closed locally")]
+    Closed,
+    #[error("message: {0}")]
+    Message(#[from] MessageError),
+    #[error("operation not valid in state {0}")]
+    InvalidState(&'static str),
+}
+
+/// Why [`Connection::send`] refused a message; the message is handed back.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("message not queued: {kind:?}")]
+pub struct SendError {
+    pub kind: SendErrorKind,
+    pub msg: Box<Message>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SendErrorKind {
+    /// The outgoing queue is at its bounds (backpressure): retry after [`Event::Writable`].
+    QueueFull,
+    /// The connection is closed.
+    Closed,
+}
+
+/// What the owner learns from the connection.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Event {
+    /// The session is ready (first time, or again after a reconnect).
+    Connected(PeerInfo),
+    /// A message from the peer, delivered exactly once per session.
+    Message(Message),
+    /// KEEPALIVE2_ACK received: the peer echoed this stamp.
+    KeepaliveAck { stamp: UTime },
+    /// The peer told us the address it sees for us (HELLO).
+    MyAddr(EntityAddr),
+    /// Acceptor: a CLIENT_IDENT or SESSION_RECONNECT needs the owner's decision (see [`Config::auto_accept`]).
+    AcceptRequest(AcceptRequest),
+    /// The transport failed; a lossless session survives (`will_resume`), queued messages are kept and
+    /// unacknowledged ones will be replayed.
+    Faulted { error: ConnError, will_resume: bool },
+    /// The session was reset: unsent and unacknowledged messages are dropped, sequence numbers restart. The
+    /// peer restarted or the session was lossy.
+    Reset { error: ConnError },
+    /// The connection is closed for good.
+    Closed { error: ConnError },
+    /// The outgoing queue dropped below its bounds after [`Connection::send`] refused a message.
+    Writable,
+}
+
+/// Who the peer is, once the session is established.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PeerInfo {
+    pub peer_type: u8,
+    /// `entity_name_t::num` of the peer (its gid in the ident).
+    pub peer_num: i64,
+    pub peer_addrs: AddrVec,
+    /// Ceph features of the peer and the negotiated intersection (use the latter to encode messages).
+    pub peer_features: u64,
+    pub features: u64,
+    /// From AUTH_DONE.
+    pub global_id: u64,
+    /// Auth identity the acceptor verified (acceptor side only).
+    pub auth_name: Option<EntityName>,
+    pub con_mode: u32,
+    pub lossy: bool,
+    /// true when an existing session resumed (SESSION_RECONNECT_OK) instead of starting anew.
+    pub resumed: bool,
+}
+
+/// An acceptor-side decision point.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AcceptRequest {
+    Ident(ClientIdent),
+    Reconnect(SessionReconnect),
+}
+
+/// Answers an owner can give to [`Event::AcceptRequest`] other than [`Connection::take_over`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AcceptDecision {
+    /// CLIENT_IDENT: start a new session on this connection.
+    NewSession,
+    /// SESSION_RECONNECT: no such session here (SESSION_RESET full=true).
+    ResetSession,
+    /// Ask the peer to retry with a higher connect_seq / global_seq.
+    Retry {
+        connect_seq: u64,
+    },
+    RetryGlobal {
+        global_seq: u64,
+    },
+    /// Connection race lost: tell the peer to wait for our own connection.
+    Wait,
+    /// Drop the connection.
+    Close,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    /// Waiting for the peer's banner.
+    Banner,
+    /// Waiting for the peer's HELLO.
+    Hello,
+    AuthConnecting,
+    AuthConnectingSign,
+    SessionConnecting,
+    SessionReconnecting,
+    AuthAccepting,
+    AuthAcceptingSign,
+    SessionAccepting,
+    /// Acceptor waiting for its owner's answer to an AcceptRequest.
+    AcceptPending,
+    Ready,
+    /// No transport; a lossless session waiting to resume.
+    Standby,
+    Closed,
+}
+
+impl State {
+    fn name(self) -> &'static str {
+        match self {
+            State::Banner => "BANNER",
+            State::Hello => "HELLO",
+            State::AuthConnecting => "AUTH_CONNECTING",
+            State::AuthConnectingSign => "AUTH_CONNECTING_SIGN",
+            State::SessionConnecting => "SESSION_CONNECTING",
+            State::SessionReconnecting => "SESSION_RECONNECTING",
+            State::AuthAccepting => "AUTH_ACCEPTING",
+            State::AuthAcceptingSign => "AUTH_ACCEPTING_SIGN",
+            State::SessionAccepting => "SESSION_ACCEPTING",
+            State::AcceptPending => "ACCEPT_PENDING",
+            State::Ready => "READY",
+            State::Standby => "STANDBY",
+            State::Closed => "CLOSED",
+        }
+    }
+}
+
+/// Per-socket state: thrown away on a fault, moved between connections by [`Connection::take_over`].
+struct Transport {
+    state: State,
+    decoder: FrameDecoder,
+    tx: Option<SecureTx>,
+    out: VecDeque<Bytes>,
+    /// Bytes sent and received before auth completed, for AUTH_SIGNATURE (None once disabled).
+    pre_auth_rx: Option<BytesMut>,
+    pre_auth_tx: Option<BytesMut>,
+    /// The sent pre-auth bytes once recording stopped, until the peer's AUTH_SIGNATURE is checked.
+    pre_auth_tx_done: Option<BytesMut>,
+    peer_type: u8,
+    session_key: Bytes,
+    con_mode: u32,
+    global_id: u64,
+    auth_name: Option<EntityName>,
+    pending: Option<AcceptRequest>,
+    /// From the peer's CLIENT_IDENT or SERVER_IDENT (the new transport's view of the peer).
+    peer_features: u64,
+    peer_addrs: AddrVec,
+    peer_num: i64,
+    peer_global_seq: u64,
+    peer_lossy: bool,
+    client_cookie: u64,
+    last_rx: Option<Instant>,
+}
+
+impl Transport {
+    fn new(limits: FrameLimits, state: State) -> Self {
+        Transport {
+            state,
+            decoder: FrameDecoder::new(limits),
+            tx: None,
+            out: VecDeque::new(),
+            pre_auth_rx: Some(BytesMut::new()),
+            pre_auth_tx: Some(BytesMut::new()),
+            pre_auth_tx_done: None,
+            peer_type: 0,
+            session_key: Bytes::new(),
+            con_mode: CON_MODE_CRC,
+            global_id: 0,
+            auth_name: None,
+            pending: None,
+            peer_features: 0,
+            peer_addrs: AddrVec::default(),
+            peer_num: 0,
+            peer_global_seq: 0,
+            peer_lossy: false,
+            client_cookie: 0,
+            last_rx: None,
+        }
+    }
+}
+
+/// Per-session state: survives transport faults on lossless sessions.
+#[derive(Debug, Default)]
+struct Session {
+    client_cookie: u64,
+    server_cookie: u64,
+    connect_seq: u64,
+    peer_global_seq: u64,
+    /// Seq of the last message received and delivered.
+    in_seq: u64,
+    /// Seq of the last message sent.
+    out_seq: u64,
+    /// in_seq value last sent to the peer (ACK or piggybacked).
+    acked_in_seq: u64,
+    /// Messages not yet written, by priority (highest first), FIFO within a priority.
+    queue: BTreeMap<u16, VecDeque<Message>>,
+    /// Written, not yet acknowledged (lossless only), in seq order.
+    sent: VecDeque<Message>,
+    /// Messages written on a previous transport and not acknowledged: resent first, with their original seqs,
+    /// before anything new (Ceph requeues them at the highest priority).
+    requeued: VecDeque<Message>,
+    queued_msgs: usize,
+    queued_bytes: usize,
+    blocked: bool,
+    lossy: bool,
+    established: bool,
+    peer: Option<PeerInfo>,
+}
+
+impl Session {
+    fn push_back(&mut self, m: Message) {
+        self.queued_msgs += 1;
+        self.queued_bytes += m.payload_len();
+        self.queue.entry(m.priority).or_default().push_back(m);
+    }
+
+    fn pop_next(&mut self) -> Option<Message> {
+        if let Some(m) = self.requeued.pop_front() {
+            return Some(m);
+        }
+        let (&prio, q) = self.queue.iter_mut().next_back()?;
+        let m = q.pop_front();
+        if q.is_empty() {
+            self.queue.remove(&prio);
+        }
+        m
+    }
+
+    fn release(&mut self, m: &Message) {
+        self.queued_msgs -= 1;
+        self.queued_bytes -= m.payload_len();
+    }
+
+    /// Ceph's requeue_sent: written-but-unacked messages go back to the front of the queue, keeping their seqs.
+    fn requeue_sent(&mut self) {
+        while let Some(m) = self.sent.pop_back() {
+            self.requeued.push_front(m);
+        }
+    }
+
+    /// Drop requeued messages the peer already has (seq <= `upto`).
+    fn discard_requeued_up_to(&mut self, upto: u64) {
+        while let Some(m) = self.requeued.front() {
+            if m.seq > upto {
+                break;
+            }
+            if let Some(m) = self.requeued.pop_front() {
+                self.release(&m);
+            }
+        }
+    }
+
+    /// Forget every message and sequence number (a session reset).
+    fn reset(&mut self) {
+        self.queue.clear();
+        self.sent.clear();
+        self.requeued.clear();
+        self.queued_msgs = 0;
+        self.queued_bytes = 0;
+        self.in_seq = 0;
+        self.out_seq = 0;
+        self.acked_in_seq = 0;
+        self.client_cookie = 0;
+        self.server_cookie = 0;
+        self.connect_seq = 0;
+        self.peer_global_seq = 0;
+        self.established = false;
+    }
+}
+
+/// One msgr2 connection (see the module documentation).
+pub struct Connection {
+    role: Role,
+    cfg: Config,
+    t: Transport,
+    s: Session,
+    client_auth: Option<Box<dyn ClientAuth + Send>>,
+    server_auth: Option<Box<dyn ServerAuth + Send>>,
+    /// Connector: the address we dialled and the entity type we expect there.
+    target_addr: EntityAddr,
+    target_type: u8,
+    events: VecDeque<Event>,
+    cookie_counter: u64,
+    keepalive_due: Option<Instant>,
+    /// Our KEEPALIVE2 stamps count from this instant.
+    epoch: Instant,
+    last_keepalive_ack: Option<Instant>,
+}
+
+impl std::fmt::Debug for Connection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Connection")
+            .field("role", &self.role)
+            .field("state", &self.t.state)
+            .field("in_seq", &self.s.in_seq)
+            .field("out_seq", &self.s.out_seq)
+            .finish_non_exhaustive()
+    }
+}
+
+fn splitmix64(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+type R<T = ()> = Result<T, ConnError>;
+
+impl Connection {
+    /// Open a connection to `target_addr`, where an entity of type `target_type` is expected. The banner is
+    /// queued for output at once.
+    pub fn connector(
+        cfg: Config,
+        auth: Box<dyn ClientAuth + Send>,
+        target_addr: EntityAddr,
+        target_type: u8,
+        now: Instant,
+    ) -> Self {
+        let mut c = Connection::new(Role::Connector, cfg, now);
+        c.s.lossy = c.cfg.lossy;
+        c.client_auth = Some(auth);
+        c.target_addr = target_addr;
+        c.target_type = target_type;
+        c.start_transport(now);
+        c
+    }
+
+    /// Serve an accepted socket. The banner is queued for output at once.
+    pub fn acceptor(cfg: Config, auth: Box<dyn ServerAuth + Send>, now: Instant) -> Self {
+        let mut c = Connection::new(Role::Acceptor, cfg, now);
+        c.server_auth = Some(auth);
+        c.start_transport(now);
+        c
+    }
+
+    fn new(role: Role, cfg: Config, now: Instant) -> Self {
+        let limits = cfg.limits;
+        Connection {
+            role,
+            cfg,
+            t: Transport::new(limits, State::Banner),
+            s: Session::default(),
+            client_auth: None,
+            server_auth: None,
+            target_addr: EntityAddr::default(),
+            target_type: 0,
+            events: VecDeque::new(),
+            cookie_counter: 0,
+            keepalive_due: None,
+            epoch: now,
+            last_keepalive_ack: None,
+        }
+    }
+
+    fn start_transport(&mut self, now: Instant) {
+        self.t = Transport::new(self.cfg.limits, State::Banner);
+        self.t.last_rx = Some(now);
+        self.keepalive_due = None;
+        let banner = Banner {
+            supported: MSGR2_FEATURE_REVISION_1,
+            required: 0,
+        }
+        .encode();
+        self.push_out(banner);
+    }
+
+    pub fn role(&self) -> Role {
+        self.role
+    }
+
+    pub fn is_ready(&self) -> bool {
+        self.t.state == State::Ready
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.t.state == State::Closed
+    }
+
+    /// A lossless session whose transport is gone (connector: call [`Connection::reconnect`]).
+    pub fn is_standby(&self) -> bool {
+        self.t.state == State::Standby
+    }
+
+    pub fn state_name(&self) -> &'static str {
+        self.t.state.name()
+    }
+
+    /// The peer, once a session was established.
+    pub fn peer(&self) -> Option<&PeerInfo> {
+        self.s.peer.as_ref()
+    }
+
+    /// The negotiated Ceph feature bits (ours ∩ the peer's); 0 before the session is established.
+    pub fn features(&self) -> u64 {
+        self.s.peer.as_ref().map_or(0, |p| p.features)
+    }
+
+    pub fn is_lossy(&self) -> bool {
+        self.s.lossy
+    }
+
+    /// Messages queued or written-but-unacknowledged, and their payload bytes.
+    pub fn queued(&self) -> (usize, usize) {
+        (self.s.queued_msgs, self.s.queued_bytes)
+    }
+
+    pub fn in_seq(&self) -> u64 {
+        self.s.in_seq
+    }
+
+    pub fn out_seq(&self) -> u64 {
+        self.s.out_seq
+    }
+
+    pub fn last_keepalive_ack(&self) -> Option<Instant> {
+        self.last_keepalive_ack
+    }
+
+    /// The client cookie of this session (acceptor: the one the connector presented; 0 for lossy sessions).
+    pub fn client_cookie(&self) -> u64 {
+        self.s.client_cookie
+    }
+
+    fn new_cookie(&mut self) -> u64 {
+        loop {
+            self.cookie_counter += 1;
+            let c = splitmix64(self.cfg.seed ^ splitmix64(self.cookie_counter));
+            if c != 0 {
+                return c;
+            }
+        }
+    }
+
+    // ---------------------------------------------------------------------------------------------------------
+    // Output
+
+    fn push_out(&mut self, b: Bytes) {
+        if let Some(tx) = self.t.pre_auth_tx.as_mut() {
+            tx.extend_from_slice(&b);
+        }
+        self.t.out.push_back(b);
+    }
+
+    fn send_control(&mut self, c: &Control) -> R {
+        let payload = c.encode();
+        let bufs = encode_frame(self.t.tx.as_mut(), c.tag(), &[payload], &[ALIGN_DEFAULT])?;
+        for b in bufs {
+            self.push_out(b);
+        }
+        Ok(())
+    }
+
+    /// The next buffer to write, if any. Messages are framed lazily here, so at most one frame is buffered
+    /// inside the connection and queue bounds apply to everything else.
+    pub fn poll_output(&mut self) -> Option<Bytes> {
+        if self.t.out.is_empty() {
+            self.fill_output();
+        }
+        self.t.out.pop_front()
+    }
+
+    /// Move every buffer ready to write into `out` (for one vectored write).
+    pub fn drain_output(&mut self, out: &mut Vec<Bytes>) {
+        while let Some(b) = self.poll_output() {
+            out.push(b);
+        }
+    }
+
+    /// Whether [`Connection::poll_output`] would return something.
+    pub fn wants_write(&mut self) -> bool {
+        if self.t.out.is_empty() {
+            self.fill_output();
+        }
+        !self.t.out.is_empty()
+    }
+
+    fn fill_output(&mut self) {
+        if self.t.state != State::Ready {
+            return;
+        }
+        if let Some(mut m) = self.s.pop_next() {
+            if m.seq == 0 {
+                self.s.out_seq += 1;
+                m.seq = self.s.out_seq;
+            }
+            m.ack_seq = self.s.in_seq;
+            self.s.acked_in_seq = self.s.in_seq;
+            let segs = m.segments();
+            match encode_frame(self.t.tx.as_mut(), Tag::Message, &segs, &MESSAGE_ALIGNS) {
+                Ok(bufs) => {
+                    self.t.out.extend(bufs);
+                }
+                Err(e) => {
+                    self.s.release(&m);
+                    self.fault(ConnError::Frame(e));
+                    return;
+                }
+            }
+            if self.s.lossy {
+                self.s.release(&m);
+            } else {
+                self.s.sent.push_back(m);
+            }
+            self.maybe_unblock();
+        } else if self.s.acked_in_seq < self.s.in_seq {
+            let seq = self.s.in_seq;
+            self.s.acked_in_seq = seq;
+            if let Err(e) = self.send_control(&Control::Ack { seq }) {
+                self.fault(e);
+            }
+        }
+    }
+
+    fn maybe_unblock(&mut self) {
+        if self.s.blocked
+            && self.s.queued_msgs < self.cfg.max_queued_messages
+            && self.s.queued_bytes < self.cfg.max_queued_bytes
+        {
+            self.s.blocked = false;
+            self.events.push_back(Event::Writable);
+        }
+    }
+
+    /// Queue a message. Refused (and handed back) when the queue bounds are reached — wait for
+    /// [`Event::Writable`] — or when the connection is closed.
+    pub fn send(&mut self, mut msg: Message) -> Result<(), SendError> {
+        if self.t.state == State::Closed {
+            return Err(SendError {
+                kind: SendErrorKind::Closed,
+                msg: Box::new(msg),
+            });
+        }
+        let over_bytes =
+            self.s.queued_bytes + msg.payload_len() > self.cfg.max_queued_bytes && self.s.queued_msgs > 0;
+        if self.s.queued_msgs >= self.cfg.max_queued_messages || over_bytes {
+            self.s.blocked = true;
+            return Err(SendError {
+                kind: SendErrorKind::QueueFull,
+                msg: Box::new(msg),
+            });
+        }
+        msg.seq = 0;
+        self.s.push_back(msg);
+        Ok(())
+    }
+
+    /// Queue a KEEPALIVE2 now (sent only while ready).
+    pub fn send_keepalive(&mut self, now: Instant) {
+        if self.t.state == State::Ready {
+            let ns = now.saturating_duration_since(self.epoch).as_nanos() as u64;
+            if let Err(e) = self.send_control(&Control::Keepalive2 {
+                stamp: UTime::from_nanos(ns),
+            }) {
+                self.fault(e);
+            }
+        }
+    }
+
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
+    }
+
+    // ---------------------------------------------------------------------------------------------------------
+    // Timers
+
+    /// When [`Connection::handle_timeout`] should next be called.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        let idle = match (self.cfg.idle_timeout, self.t.last_rx) {
+            (Some(d), Some(t)) if self.has_transport() => Some(t + d),
+            _ => None,
+        };
+        let ka = if self.t.state == State::Ready {
+            self.keepalive_due
+        } else {
+            None
+        };
+        match (idle, ka) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    fn has_transport(&self) -> bool {
+        !matches!(self.t.state, State::Standby | State::Closed)
+    }
+
+    pub fn handle_timeout(&mut self, now: Instant) {
+        if !self.has_transport() {
+            return;
+        }
+        if let (Some(d), Some(t)) = (self.cfg.idle_timeout, self.t.last_rx)
+            && now >= t + d
+        {
+            self.fault(ConnError::IdleTimeout(d));
+            return;
+        }
+        if self.t.state == State::Ready
+            && let Some(due) = self.keepalive_due
+            && now >= due
+        {
+            self.send_keepalive(now);
+            self.keepalive_due = self.cfg.keepalive_interval.map(|i| now + i);
+        }
+    }
+
+    // ---------------------------------------------------------------------------------------------------------
+    // Faults
+
+    /// The socket is gone (EOF, reset, write error).
+    pub fn handle_transport_closed(&mut self) {
+        if self.has_transport() {
+            self.fault(ConnError::TransportClosed);
+        }
+    }
+
+    /// Close for good, dropping everything.
+    pub fn close(&mut self) {
+        if self.t.state != State::Closed {
+            self.t.state = State::Closed;
+            self.t.out.clear();
+            self.events.push_back(Event::Closed {
+                error: ConnError::Closed,
+            });
+        }
+    }
+
+    fn close_with(&mut self, error: ConnError) {
+        if self.t.state != State::Closed {
+            self.t.state = State::Closed;
+            self.events.push_back(Event::Closed { error });
+        }
+    }
+
+    /// A transport failure. Lossy sessions (or sessions never established by an acceptor) end; lossless ones
+    /// keep their queues and wait for a new transport.
+    fn fault(&mut self, error: ConnError) {
+        if !self.has_transport() {
+            return;
+        }
+        let fatal = matches!(
+            error,
+            ConnError::Auth(_)
+                | ConnError::BadSignature
+                | ConnError::MissingFeatures { .. }
+                | ConnError::Msgr2Features(_)
+                | ConnError::Rev0Peer
+                | ConnError::WrongPeer { .. }
+        );
+        let lossy_ready = self.s.lossy && self.s.established;
+        let acceptor_unestablished = self.role == Role::Acceptor && !self.s.established;
+        if fatal || lossy_ready || acceptor_unestablished {
+            if self.s.established {
+                self.s.reset();
+                self.events.push_back(Event::Reset { error: error.clone() });
+            }
+            self.t.out.clear();
+            self.t.decoder.reset();
+            self.close_with(error);
+            return;
+        }
+        // Lossless (or a connector still establishing): keep the session, drop the transport.
+        self.s.requeue_sent();
+        self.t.decoder.reset();
+        self.t.out.clear();
+        self.t.tx = None;
+        self.t.state = State::Standby;
+        self.events.push_back(Event::Faulted {
+            error,
+            will_resume: true,
+        });
+    }
+
+    /// Connector: start over on a fresh socket after a fault (banner, auth, then SESSION_RECONNECT if a session
+    /// exists, CLIENT_IDENT otherwise). Queued and unacknowledged messages are kept.
+    pub fn reconnect(&mut self, now: Instant) -> R {
+        if self.role != Role::Connector || self.t.state != State::Standby {
+            return Err(ConnError::InvalidState(self.t.state.name()));
+        }
+        if self.s.server_cookie != 0 {
+            self.s.connect_seq += 1;
+        }
+        self.cfg.global_seq += 1;
+        self.start_transport(now);
+        Ok(())
+    }
+
+    /// Acceptor owner: set our global_seq for SERVER_IDENT (a messenger-wide counter in Ceph).
+    pub fn set_global_seq(&mut self, gs: u64) {
+        self.cfg.global_seq = gs;
+    }
+
+    // ---------------------------------------------------------------------------------------------------------
+    // Input
+
+    /// Bytes received from the socket. On `Err` the transport is unusable (the matching `Faulted`/`Closed`
+    /// event is queued); drop the socket.
+    pub fn handle_input(&mut self, now: Instant, data: &[u8]) -> R {
+        if !self.has_transport() {
+            return Err(ConnError::InvalidState(self.t.state.name()));
+        }
+        self.t.last_rx = Some(now);
+        self.t.decoder.push(data);
+        match self.process(now) {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                self.fault(e.clone());
+                Err(e)
+            }
+        }
+    }
+
+    fn process(&mut self, now: Instant) -> R {
+        loop {
+            match self.t.state {
+                State::Banner => {
+                    if !self.read_banner()? {
+                        return Ok(());
+                    }
+                }
+                State::Closed | State::Standby | State::AcceptPending => return Ok(()),
+                _ => {
+                    let Some(frame) = self.t.decoder.next_frame()? else {
+                        return Ok(());
+                    };
+                    if let (Some(rx), Some(raw)) = (self.t.pre_auth_rx.as_mut(), frame.raw.as_ref()) {
+                        rx.extend_from_slice(raw);
+                    }
+                    self.handle_frame(now, frame)?;
+                }
+            }
+        }
+    }
+
+    fn read_banner(&mut self) -> R<bool> {
+        if self.t.decoder.buffered() < BANNER_HEAD_LEN + BANNER_PAYLOAD_LEN {
+            // Reject a wrong prefix early rather than waiting for 26 bytes that may never come.
+            return Ok(false);
+        }
+        let Some(b) = self.t.decoder.take_raw(BANNER_HEAD_LEN + BANNER_PAYLOAD_LEN) else {
+            return Ok(false);
+        };
+        if let Some(rx) = self.t.pre_auth_rx.as_mut() {
+            rx.extend_from_slice(&b);
+        }
+        if &b[..8] != BANNER_PREFIX {
+            return Err(ConnError::Banner(format!(
+                "prefix {:?} is not \"ceph v2\\n\"",
+                String::from_utf8_lossy(&b[..8])
+            )));
+        }
+        let len = u16::from_le_bytes([b[8], b[9]]) as usize;
+        if len != BANNER_PAYLOAD_LEN {
+            return Err(ConnError::Banner(format!("payload length {len}, expected 16")));
+        }
+        let u64_at = |o: usize| {
+            let mut a = [0u8; 8];
+            a.copy_from_slice(&b[o..o + 8]);
+            u64::from_le_bytes(a)
+        };
+        let peer = Banner {
+            supported: u64_at(10),
+            required: u64_at(18),
+        };
+        let ours = MSGR2_FEATURE_REVISION_1;
+        if peer.required & !ours != 0 {
+            return Err(ConnError::Msgr2Features(peer.required & !ours));
+        }
+        if peer.supported & MSGR2_FEATURE_REVISION_1 == 0 {
+            return Err(ConnError::Rev0Peer);
+        }
+        // HELLO: our entity type and the address we see for the peer.
+        let peer_addr = match self.role {
+            Role::Connector => self.target_addr,
+            Role::Acceptor => EntityAddr::default(),
+        };
+        self.t.state = State::Hello;
+        self.send_control(&Control::Hello {
+            entity_type: self.cfg.entity_type,
+            peer_addr,
+        })?;
+        Ok(true)
+    }
+
+    fn unexpected(&self, tag: Tag) -> ConnError {
+        ConnError::Unexpected {
+            tag,
+            state: self.t.state.name(),
+        }
+    }
+
+    fn handle_frame(&mut self, now: Instant, frame: Frame) -> R {
+        let tag = frame.tag().ok_or(FrameError::UnknownTag(frame.tag))?;
+        if tag == Tag::Message {
+            if self.t.state != State::Ready {
+                return Err(self.unexpected(tag));
+            }
+            let m = Message::from_segments(&frame.segments)?;
+            return self.handle_message(m);
+        }
+        let ctl = Control::decode(tag, frame.segments[0].clone()).map_err(|e| ConnError::Payload {
+            what: tag_name(tag),
+            detail: e.to_string(),
+        })?;
+        match (self.t.state, ctl) {
+            (
+                State::Hello,
+                Control::Hello {
+                    entity_type,
+                    peer_addr,
+                },
+            ) => {
+                self.t.peer_type = entity_type;
+                if peer_addr.addr.is_some() {
+                    self.events.push_back(Event::MyAddr(peer_addr));
+                }
+                match self.role {
+                    Role::Connector => {
+                        if self.target_type != 0 && entity_type != self.target_type {
+                            return Err(ConnError::WrongPeer {
+                                peer: crate::types::entity_type_name(entity_type).into(),
+                                target: crate::types::entity_type_name(self.target_type).into(),
+                            });
+                        }
+                        self.t.state = State::AuthConnecting;
+                        let ctx = self.auth_ctx();
+                        let req = self.client_auth_mut()?.initial_request(&ctx)?;
+                        self.send_control(&Control::AuthRequest {
+                            method: req.method,
+                            preferred_modes: req.preferred_modes,
+                            payload: req.payload,
+                        })
+                    }
+                    Role::Acceptor => {
+                        self.t.state = State::AuthAccepting;
+                        Ok(())
+                    }
+                }
+            }
+            // ---- connector auth
+            (
+                State::AuthConnecting,
+                Control::AuthBadMethod {
+                    method,
+                    result,
+                    allowed_methods,
+                    allowed_modes,
+                },
+            ) => {
+                let req = self.client_auth_mut()?.handle_bad_method(
+                    method,
+                    result,
+                    &allowed_methods,
+                    &allowed_modes,
+                )?;
+                self.send_control(&Control::AuthRequest {
+                    method: req.method,
+                    preferred_modes: req.preferred_modes,
+                    payload: req.payload,
+                })
+            }
+            (State::AuthConnecting, Control::AuthReplyMore { payload }) => {
+                let reply = self.client_auth_mut()?.handle_reply_more(payload)?;
+                self.send_control(&Control::AuthRequestMore { payload: reply })
+            }
+            (
+                State::AuthConnecting,
+                Control::AuthDone {
+                    global_id,
+                    con_mode,
+                    payload,
+                },
+            ) => {
+                let done = self
+                    .client_auth_mut()?
+                    .handle_done(global_id, con_mode, payload)?;
+                self.t.global_id = global_id;
+                self.t.con_mode = con_mode;
+                self.t.session_key = done.session_key;
+                self.switch_mode(&done.connection_secret)?;
+                let rx = self.t.pre_auth_rx.take().unwrap_or_default();
+                let sig = self.signature(&rx);
+                self.t.pre_auth_tx_freeze();
+                self.t.state = State::AuthConnectingSign;
+                self.send_control(&Control::AuthSignature { sha256: sig })
+            }
+            (State::AuthConnectingSign, Control::AuthSignature { sha256 }) => {
+                self.check_signature(&sha256)?;
+                if self.s.server_cookie == 0 {
+                    self.send_client_ident()
+                } else {
+                    self.send_reconnect()
+                }
+            }
+            // ---- connector session
+            (State::SessionConnecting, Control::ServerIdent(si)) => self.handle_server_ident(now, si),
+            (State::SessionConnecting, Control::IdentMissingFeatures { features }) => {
+                Err(ConnError::MissingFeatures { missing: features })
+            }
+            (State::SessionConnecting | State::SessionReconnecting, Control::Wait) => Err(ConnError::Wait),
+            (State::SessionReconnecting, Control::SessionReconnectOk { msg_seq }) => {
+                self.s.discard_requeued_up_to(msg_seq);
+                self.become_ready(now, true);
+                Ok(())
+            }
+            (State::SessionReconnecting, Control::SessionReset { full }) => {
+                if full {
+                    self.reset_session(ConnError::SessionReset);
+                } else {
+                    self.s.server_cookie = 0;
+                    self.s.connect_seq = 0;
+                    self.s.in_seq = 0;
+                    self.s.acked_in_seq = 0;
+                }
+                self.send_client_ident()
+            }
+            (State::SessionReconnecting, Control::SessionRetry { connect_seq }) => {
+                self.s.connect_seq = connect_seq + 1;
+                self.send_reconnect()
+            }
+            (State::SessionReconnecting, Control::SessionRetryGlobal { global_seq }) => {
+                self.cfg.global_seq = self.cfg.global_seq.max(global_seq) + 1;
+                self.send_reconnect()
+            }
+            // ---- acceptor auth
+            (
+                State::AuthAccepting,
+                Control::AuthRequest {
+                    method,
+                    preferred_modes,
+                    payload,
+                },
+            ) => {
+                let ctx = self.auth_ctx();
+                let step = self
+                    .server_auth_mut()?
+                    .handle_request(&ctx, method, &preferred_modes, payload)?;
+                self.handle_auth_step(step, &preferred_modes)
+            }
+            (State::AuthAccepting, Control::AuthRequestMore { payload }) => {
+                let step = self.server_auth_mut()?.handle_request_more(payload)?;
+                self.handle_auth_step(step, &[])
+            }
+            (State::AuthAcceptingSign, Control::AuthSignature { sha256 }) => {
+                self.check_signature(&sha256)?;
+                self.t.state = State::SessionAccepting;
+                Ok(())
+            }
+            // ---- acceptor session
+            (State::SessionAccepting, Control::ClientIdent(ci)) => self.handle_client_ident(now, ci),
+            (State::SessionAccepting, Control::SessionReconnect(r)) => {
+                self.t.peer_addrs = r.addrs.clone();
+                self.t.peer_global_seq = r.global_seq;
+                self.t.client_cookie = r.client_cookie;
+                if self.cfg.auto_accept {
+                    self.send_control(&Control::SessionReset { full: true })
+                } else {
+                    self.t.state = State::AcceptPending;
+                    self.t.pending = Some(AcceptRequest::Reconnect(r.clone()));
+                    self.events
+                        .push_back(Event::AcceptRequest(AcceptRequest::Reconnect(r)));
+                    Ok(())
+                }
+            }
+            // ---- ready
+            (State::Ready, Control::Ack { seq }) => {
+                self.handle_ack(seq);
+                Ok(())
+            }
+            (State::Ready, Control::Keepalive2 { stamp }) => {
+                self.send_control(&Control::Keepalive2Ack { stamp })
+            }
+            (State::Ready, Control::Keepalive2Ack { stamp }) => {
+                self.last_keepalive_ack = Some(now);
+                self.events.push_back(Event::KeepaliveAck { stamp });
+                Ok(())
+            }
+            (_, ctl) => Err(self.unexpected(ctl.tag())),
+        }
+    }
+
+    fn auth_ctx(&self) -> AuthContext {
+        AuthContext {
+            local_type: self.cfg.entity_type,
+            peer_type: self.t.peer_type,
+        }
+    }
+
+    fn client_auth_mut(&mut self) -> R<&mut (dyn ClientAuth + Send + 'static)> {
+        self.client_auth
+            .as_deref_mut()
+            .ok_or(ConnError::InvalidState("connector without ClientAuth"))
+    }
+
+    fn server_auth_mut(&mut self) -> R<&mut (dyn ServerAuth + Send + 'static)> {
+        self.server_auth
+            .as_deref_mut()
+            .ok_or(ConnError::InvalidState("acceptor without ServerAuth"))
+    }
+
+    fn handle_auth_step(&mut self, step: AuthStep, preferred_modes: &[u32]) -> R {
+        match step {
+            AuthStep::More(payload) => self.send_control(&Control::AuthReplyMore { payload }),
+            AuthStep::Bad {
+                result,
+                allowed_methods,
+                allowed_modes,
+            } => self.send_control(&Control::AuthBadMethod {
+                method: 0,
+                result,
+                allowed_methods,
+                allowed_modes,
+            }),
+            AuthStep::Done(done) => {
+                if !preferred_modes.is_empty() && !preferred_modes.contains(&done.con_mode) {
+                    return Err(ConnError::Auth(AuthError::Protocol(format!(
+                        "server auth chose mode {} not offered ({preferred_modes:?})",
+                        done.con_mode
+                    ))));
+                }
+                self.t.global_id = done.global_id;
+                self.t.con_mode = done.con_mode;
+                self.t.session_key = done.session_key;
+                self.t.auth_name = Some(done.peer_name);
+                // AUTH_DONE still goes out in crc mode and counts as pre-auth bytes.
+                self.send_control(&Control::AuthDone {
+                    global_id: done.global_id,
+                    con_mode: done.con_mode,
+                    payload: done.payload,
+                })?;
+                self.switch_mode(&done.connection_secret)?;
+                let rx = self.t.pre_auth_rx.take().unwrap_or_default();
+                let sig = self.signature(&rx);
+                self.t.pre_auth_tx_freeze();
+                self.t.state = State::AuthAcceptingSign;
+                self.send_control(&Control::AuthSignature { sha256: sig })
+            }
+        }
+    }
+
+    fn switch_mode(&mut self, secret: &Bytes) -> R {
+        match self.t.con_mode {
+            CON_MODE_CRC => Ok(()),
+            CON_MODE_SECURE => {
+                let p = self.cfg.crypto.clone();
+                self.t.tx = Some(SecureTx::new(p.as_ref(), secret, self.role)?);
+                self.t
+                    .decoder
+                    .set_secure(Some(SecureRx::new(p.as_ref(), secret, self.role)?));
+                Ok(())
+            }
+            m => Err(ConnError::Auth(AuthError::Protocol(format!(
+                "unknown connection mode {m}"
+            )))),
+        }
+    }
+
+    /// HMAC-SHA256 keyed by the session key; all zeros without one (auth none), as Ceph does.
+    fn signature(&self, data: &[u8]) -> [u8; 32] {
+        if self.t.session_key.is_empty() {
+            [0; 32]
+        } else {
+            self.cfg.crypto.hmac_sha256(&self.t.session_key, &[data])
+        }
+    }
+
+    fn check_signature(&mut self, got: &[u8; 32]) -> R {
+        let tx = self.t.pre_auth_tx_done.take().unwrap_or_default();
+        let want = self.signature(&tx);
+        // Constant-time comparison is not needed for a value the peer computed over bytes it already knows, but
+        // it costs nothing.
+        let diff = want.iter().zip(got.iter()).fold(0u8, |a, (x, y)| a | (x ^ y));
+        if diff != 0 {
+            return Err(ConnError::BadSignature);
+        }
+        Ok(())
+    }
+
+    fn send_client_ident(&mut self) -> R {
+        if !self.s.lossy && self.s.client_cookie == 0 {
+            self.s.client_cookie = self.new_cookie();
+        }
+        self.t.state = State::SessionConnecting;
+        let ci = ClientIdent {
+            addrs: self.cfg.my_addrs.clone(),
+            target_addr: self.target_addr,
+            gid: self.cfg.entity_num,
+            global_seq: self.cfg.global_seq,
+            supported_features: self.cfg.features_supported,
+            required_features: self.cfg.features_required | FEATURE_MSG_ADDR2,
+            flags: if self.s.lossy { IDENT_FLAG_LOSSY } else { 0 },
+            cookie: self.s.client_cookie,
+        };
+        self.send_control(&Control::ClientIdent(ci))
+    }
+
+    fn send_reconnect(&mut self) -> R {
+        self.t.state = State::SessionReconnecting;
+        let r = SessionReconnect {
+            addrs: self.cfg.my_addrs.clone(),
+            client_cookie: self.s.client_cookie,
+            server_cookie: self.s.server_cookie,
+            global_seq: self.cfg.global_seq,
+            connect_seq: self.s.connect_seq,
+            msg_seq: self.s.in_seq,
+        };
+        self.send_control(&Control::SessionReconnect(r))
+    }
+
+    fn handle_server_ident(&mut self, now: Instant, si: ServerIdent) -> R {
+        if self.target_addr.addr.is_some()
+            && !si.addrs.0.is_empty()
+            && !si.addrs.0.iter().any(|a| a.addr == self.target_addr.addr)
+        {
+            return Err(ConnError::WrongPeer {
+                peer: si.addrs.to_string(),
+                target: self.target_addr.to_string(),
+            });
+        }
+        let missing = self.cfg.features_required & !si.supported_features;
+        if missing != 0 {
+            return Err(ConnError::MissingFeatures { missing });
+        }
+        self.s.server_cookie = si.cookie;
+        self.s.peer_global_seq = si.global_seq;
+        self.s.lossy = si.flags & IDENT_FLAG_LOSSY != 0;
+        self.t.peer_features = si.supported_features;
+        self.t.peer_addrs = si.addrs;
+        self.t.peer_num = si.gid;
+        self.become_ready(now, false);
+        Ok(())
+    }
+
+    fn handle_client_ident(&mut self, now: Instant, ci: ClientIdent) -> R {
+        let missing = self.cfg.features_required & !ci.supported_features;
+        if missing != 0 {
+            self.send_control(&Control::IdentMissingFeatures { features: missing })?;
+            return Ok(());
+        }
+        let theirs_missing = ci.required_features & !self.cfg.features_supported;
+        if theirs_missing != 0 {
+            self.send_control(&Control::IdentMissingFeatures {
+                features: theirs_missing,
+            })?;
+            return Ok(());
+        }
+        self.t.peer_features = ci.supported_features;
+        self.t.peer_addrs = ci.addrs.clone();
+        self.t.peer_num = ci.gid;
+        self.t.peer_global_seq = ci.global_seq;
+        self.t.peer_lossy = ci.flags & IDENT_FLAG_LOSSY != 0;
+        self.t.client_cookie = ci.cookie;
+        if self.cfg.auto_accept {
+            self.accept_new_session(now)
+        } else {
+            self.t.state = State::AcceptPending;
+            self.t.pending = Some(AcceptRequest::Ident(ci.clone()));
+            self.events
+                .push_back(Event::AcceptRequest(AcceptRequest::Ident(ci)));
+            Ok(())
+        }
+    }
+
+    /// Acceptor: send SERVER_IDENT and start a fresh session on this connection.
+    fn accept_new_session(&mut self, now: Instant) -> R {
+        self.s.reset();
+        self.s.lossy = self.t.peer_lossy;
+        self.s.client_cookie = self.t.client_cookie;
+        self.s.peer_global_seq = self.t.peer_global_seq;
+        if !self.s.lossy {
+            self.s.server_cookie = self.new_cookie();
+        }
+        let si = ServerIdent {
+            addrs: self.cfg.my_addrs.clone(),
+            gid: self.cfg.entity_num,
+            global_seq: self.cfg.global_seq,
+            supported_features: self.cfg.features_supported,
+            required_features: self.cfg.features_required | FEATURE_MSG_ADDR2,
+            flags: if self.s.lossy { IDENT_FLAG_LOSSY } else { 0 },
+            cookie: self.s.server_cookie,
+        };
+        self.send_control(&Control::ServerIdent(si))?;
+        self.become_ready(now, false);
+        Ok(())
+    }
+
+    fn become_ready(&mut self, now: Instant, resumed: bool) {
+        self.t.state = State::Ready;
+        self.s.established = true;
+        let peer = PeerInfo {
+            peer_type: self.t.peer_type,
+            peer_num: self.t.peer_num,
+            peer_addrs: self.t.peer_addrs.clone(),
+            peer_features: self.t.peer_features,
+            features: self.t.peer_features & self.cfg.features_supported,
+            global_id: self.t.global_id,
+            auth_name: self.t.auth_name.clone(),
+            con_mode: self.t.con_mode,
+            lossy: self.s.lossy,
+            resumed,
+        };
+        self.s.peer = Some(peer.clone());
+        self.keepalive_due = self.cfg.keepalive_interval.map(|i| now + i);
+        self.events.push_back(Event::Connected(peer));
+    }
+
+    fn reset_session(&mut self, error: ConnError) {
+        let was = self.s.established || self.s.queued_msgs > 0;
+        let lossy = self.s.lossy;
+        self.s.reset();
+        self.s.lossy = lossy;
+        if was {
+            self.events.push_back(Event::Reset { error });
+        }
+        self.maybe_unblock();
+    }
+
+    fn handle_message(&mut self, m: Message) -> R {
+        self.handle_ack(m.ack_seq);
+        if m.seq <= self.s.in_seq {
+            // Already delivered before a reconnect: the replay overlapped. Dropping it is what makes delivery
+            // exactly-once.
+            return Ok(());
+        }
+        self.s.in_seq = m.seq;
+        self.events.push_back(Event::Message(m));
+        if self.s.in_seq - self.s.acked_in_seq >= self.cfg.ack_every.max(1) && self.s.queue.is_empty() {
+            let seq = self.s.in_seq;
+            self.s.acked_in_seq = seq;
+            self.send_control(&Control::Ack { seq })?;
+        }
+        Ok(())
+    }
+
+    fn handle_ack(&mut self, seq: u64) {
+        if self.s.lossy {
+            return;
+        }
+        while let Some(m) = self.s.sent.front() {
+            if m.seq > seq {
+                break;
+            }
+            if let Some(m) = self.s.sent.pop_front() {
+                self.s.release(&m);
+            }
+        }
+        self.maybe_unblock();
+    }
+
+    // ---------------------------------------------------------------------------------------------------------
+    // Acceptor decisions
+
+    /// The pending acceptor request, if this connection waits for its owner.
+    pub fn pending_accept(&self) -> Option<&AcceptRequest> {
+        self.t.pending.as_ref()
+    }
+
+    /// Answer an [`Event::AcceptRequest`] without another connection involved.
+    pub fn resolve_accept(&mut self, now: Instant, d: AcceptDecision) -> R {
+        let Some(req) = self.t.pending.take() else {
+            return Err(ConnError::InvalidState(self.t.state.name()));
+        };
+        self.t.state = State::SessionAccepting;
+        let r = match (d, &req) {
+            (AcceptDecision::NewSession, AcceptRequest::Ident(_)) => self.accept_new_session(now),
+            (AcceptDecision::ResetSession, AcceptRequest::Reconnect(_)) => {
+                self.send_control(&Control::SessionReset { full: true })
+            }
+            (AcceptDecision::Retry { connect_seq }, _) => {
+                self.send_control(&Control::SessionRetry { connect_seq })
+            }
+            (AcceptDecision::RetryGlobal { global_seq }, _) => {
+                self.send_control(&Control::SessionRetryGlobal { global_seq })
+            }
+            (AcceptDecision::Wait, _) => self.send_control(&Control::Wait),
+            (AcceptDecision::Close, _) => {
+                self.close();
+                Ok(())
+            }
+            (d, req) => {
+                self.t.pending = Some(req.clone());
+                self.t.state = State::AcceptPending;
+                return Err(ConnError::InvalidState(match d {
+                    AcceptDecision::NewSession => "NewSession answers only a CLIENT_IDENT",
+                    _ => "ResetSession answers only a SESSION_RECONNECT",
+                }));
+            }
+        };
+        if let Err(e) = &r {
+            self.fault(e.clone());
+        }
+        r
+    }
+
+    /// Acceptor: `new` holds a freshly accepted transport whose pending request (SESSION_RECONNECT or
+    /// CLIENT_IDENT) names the session held by `self` (the owner found it by peer address or cookie). Applies
+    /// Ceph's rules and either moves `new`'s transport into `self` — the session resumes (RECONNECT_OK, replay)
+    /// or restarts (SERVER_IDENT) on it, and `new` is closed as replaced — or answers on `new` (RESET, RETRY,
+    /// RETRY_GLOBAL, WAIT). Returns the decision taken.
+    pub fn take_over(&mut self, new: &mut Connection, now: Instant) -> R<TakeOver> {
+        let Some(req) = new.t.pending.clone() else {
+            return Err(ConnError::InvalidState(new.t.state.name()));
+        };
+        let decision = decide(self, &req);
+        match decision {
+            TakeOver::Reset { full } => {
+                new.t.pending = None;
+                new.t.state = State::SessionAccepting;
+                new.send_control(&Control::SessionReset { full })?;
+            }
+            TakeOver::Retry { connect_seq } => {
+                new.t.pending = None;
+                new.t.state = State::SessionAccepting;
+                new.send_control(&Control::SessionRetry { connect_seq })?;
+            }
+            TakeOver::RetryGlobal { global_seq } => {
+                new.t.pending = None;
+                new.t.state = State::SessionAccepting;
+                new.send_control(&Control::SessionRetryGlobal { global_seq })?;
+            }
+            TakeOver::Resumed | TakeOver::Restarted | TakeOver::NewSessionOnExisting => {
+                // Move the socket's transport into the existing connection.
+                let dead = std::mem::replace(&mut self.t, Transport::new(self.cfg.limits, State::Closed));
+                drop(dead);
+                std::mem::swap(&mut self.t, &mut new.t);
+                new.t.state = State::Closed;
+                new.events.push_back(Event::Closed {
+                    error: ConnError::Replaced,
+                });
+                self.t.pending = None;
+                self.t.state = State::SessionAccepting;
+                self.t.last_rx = Some(now);
+                match (decision, req) {
+                    (TakeOver::Resumed, AcceptRequest::Reconnect(r)) => {
+                        self.s.connect_seq = r.connect_seq;
+                        self.s.peer_global_seq = r.global_seq;
+                        self.s.requeue_sent();
+                        self.s.discard_requeued_up_to(r.msg_seq);
+                        let ms = self.s.in_seq;
+                        self.s.acked_in_seq = ms;
+                        self.send_control(&Control::SessionReconnectOk { msg_seq: ms })?;
+                        self.become_ready(now, true);
+                    }
+                    _ => {
+                        // The peer restarted (new client cookie) or the old session was lossy: start anew on the
+                        // existing connection; whatever was queued for the old incarnation is dropped.
+                        let had = self.s.established;
+                        if had {
+                            self.events.push_back(Event::Reset {
+                                error: ConnError::SessionReset,
+                            });
+                        }
+                        self.accept_new_session(now)?;
+                    }
+                }
+            }
+        }
+        Ok(decision)
+    }
+}
+
+/// What [`Connection::take_over`] decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TakeOver {
+    /// SESSION_RECONNECT accepted: the session resumed on the existing connection.
+    Resumed,
+    /// CLIENT_IDENT from a restarted peer: a new session on the existing connection.
+    Restarted,
+    /// CLIENT_IDENT replacing a lossy or unestablished session.
+    NewSessionOnExisting,
+    Reset {
+        full: bool,
+    },
+    Retry {
+        connect_seq: u64,
+    },
+    RetryGlobal {
+        global_seq: u64,
+    },
+}
+
+/// Ceph's `handle_reconnect` / `handle_existing_connection` rules, reduced to what a single acceptor sees.
+fn decide(existing: &Connection, req: &AcceptRequest) -> TakeOver {
+    let s = &existing.s;
+    match req {
+        AcceptRequest::Reconnect(r) => {
+            if existing.t.state == State::Closed {
+                return TakeOver::Reset { full: true };
+            }
+            if s.client_cookie != r.client_cookie {
+                return TakeOver::Reset { full: true };
+            }
+            if s.server_cookie == 0 || s.server_cookie != r.server_cookie {
+                // We never finished SERVER_IDENT for this cookie: resume establishment.
+                return TakeOver::Reset { full: false };
+            }
+            if s.peer_global_seq > r.global_seq {
+                return TakeOver::RetryGlobal {
+                    global_seq: s.peer_global_seq,
+                };
+            }
+            if s.connect_seq > r.connect_seq {
+                return TakeOver::Retry {
+                    connect_seq: s.connect_seq,
+                };
+            }
+            TakeOver::Resumed
+        }
+        AcceptRequest::Ident(ci) => {
+            if s.lossy || !s.established {
+                TakeOver::NewSessionOnExisting
+            } else if s.client_cookie != ci.cookie {
+                TakeOver::Restarted
+            } else {
+                TakeOver::NewSessionOnExisting
+            }
+        }
+    }
+}
+
+impl Transport {
+    /// Stop recording sent bytes; what was recorded is kept until the peer's signature is checked.
+    fn pre_auth_tx_freeze(&mut self) {
+        self.pre_auth_tx_done = self.pre_auth_tx.take();
+    }
+}
+
+fn tag_name(tag: Tag) -> &'static str {
+    match tag {
+        Tag::Hello => "HELLO",
+        Tag::AuthRequest => "AUTH_REQUEST",
+        Tag::AuthBadMethod => "AUTH_BAD_METHOD",
+        Tag::AuthReplyMore => "AUTH_REPLY_MORE",
+        Tag::AuthRequestMore => "AUTH_REQUEST_MORE",
+        Tag::AuthDone => "AUTH_DONE",
+        Tag::AuthSignature => "AUTH_SIGNATURE",
+        Tag::ClientIdent => "CLIENT_IDENT",
+        Tag::ServerIdent => "SERVER_IDENT",
+        Tag::IdentMissingFeatures => "IDENT_MISSING_FEATURES",
+        Tag::SessionReconnect => "SESSION_RECONNECT",
+        Tag::SessionReset => "SESSION_RESET",
+        Tag::SessionRetry => "SESSION_RETRY",
+        Tag::SessionRetryGlobal => "SESSION_RETRY_GLOBAL",
+        Tag::SessionReconnectOk => "SESSION_RECONNECT_OK",
+        Tag::Wait => "WAIT",
+        Tag::Message => "MESSAGE",
+        Tag::Keepalive2 => "KEEPALIVE2",
+        Tag::Keepalive2Ack => "KEEPALIVE2_ACK",
+        Tag::Ack => "ACK",
+    }
+}

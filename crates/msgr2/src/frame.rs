@@ -1,0 +1,750 @@
+// SPDX-License-Identifier: LGPL-3.0-or-later
+//! msgr2 rev1 frames: preamble, segments, inline crc / epilogue (crc mode) and the AES-GCM layout (secure mode).
+//!
+//! ```text
+//! preamble (32 B): u8 tag, u8 num_segments, 4 x {le32 len, le16 align}, u8[2] reserved, le32 crc32c(0, ..28)
+//!
+//! crc mode (rev1):
+//!   preamble | seg0 | le32 crc32c(-1, seg0)   (crc only if seg0 is non-empty)
+//!   [num_segments > 1:] seg1 | seg2 | seg3 | epilogue{u8 late_status, 3 x le32 crc32c(-1, seg_i)}  (13 B)
+//!
+//! secure mode (rev1), every segment zero-padded to 16 B, one GCM nonce per sealed block:
+//!   seal(preamble | first 48 B of seg0, zero-padded) = 80 + 16 tag = 96 B
+//!   [padded seg0 > 48:] seal(rest of padded seg0) + tag
+//!   [num_segments > 1:] seal(pad(seg1) | pad(seg2) | pad(seg3) | epilogue{u8 late_status, 15 zero B}) + tag
+//! ```
+
+use bytes::{BufMut, Bytes, BytesMut};
+use ceph_crc::ceph_crc32c;
+
+use crate::crypto::{AeadKey, CryptoError, CryptoProvider, KEY_LEN, NONCE_LEN, TAG_LEN};
+
+pub const PREAMBLE_LEN: usize = 32;
+/// Bytes of segment 0 carried inside the first sealed block in secure mode.
+pub const INLINE_LEN: usize = 48;
+/// The first sealed block of a secure frame: preamble + inline area + tag.
+pub const SECURE_HEAD_LEN: usize = PREAMBLE_LEN + INLINE_LEN + TAG_LEN;
+pub const MAX_SEGMENTS: usize = 4;
+pub const CRC_LEN: usize = 4;
+/// rev1 crc-mode epilogue: late_status + crcs of segments 1..3.
+pub const CRC_EPILOGUE_LEN: usize = 1 + 3 * 4;
+/// rev1 secure-mode epilogue (before the tag): late_status + padding to one cipher block.
+pub const SECURE_EPILOGUE_LEN: usize = 16;
+const CIPHER_BLOCK: usize = 16;
+
+/// Epilogue late_status: the frame is complete (low nibble 0xE); 0x1 means the sender aborted it.
+pub const LATE_STATUS_COMPLETE: u8 = 0x0E;
+pub const LATE_STATUS_ABORTED: u8 = 0x01;
+const LATE_STATUS_MASK: u8 = 0x0F;
+
+/// Segment alignment hints as Ceph sets them: control payloads and message header/front/middle use 8 (the size of
+/// a pointer), message data uses the page size so the receiver can read it into aligned buffers.
+pub const ALIGN_DEFAULT: u16 = 8;
+pub const ALIGN_PAGE: u16 = 4096;
+
+const _: () = assert!(PREAMBLE_LEN.is_multiple_of(CIPHER_BLOCK) && INLINE_LEN.is_multiple_of(CIPHER_BLOCK));
+const _: () = assert!(SECURE_HEAD_LEN == 96);
+
+/// Frame tags (`frames_v2.h` `enum class Tag`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum Tag {
+    Hello = 1,
+    AuthRequest = 2,
+    AuthBadMethod = 3,
+    AuthReplyMore = 4,
+    AuthRequestMore = 5,
+    AuthDone = 6,
+    AuthSignature = 7,
+    ClientIdent = 8,
+    ServerIdent = 9,
+    IdentMissingFeatures = 10,
+    SessionReconnect = 11,
+    SessionReset = 12,
+    SessionRetry = 13,
+    SessionRetryGlobal = 14,
+    SessionReconnectOk = 15,
+    Wait = 16,
+    Message = 17,
+    Keepalive2 = 18,
+    Keepalive2Ack = 19,
+    Ack = 20,
+}
+
+impl Tag {
+    pub fn from_u8(v: u8) -> Option<Tag> {
+        use Tag::*;
+        Some(match v {
+            1 => Hello,
+            2 => AuthRequest,
+            3 => AuthBadMethod,
+            4 => AuthReplyMore,
+            5 => AuthRequestMore,
+            6 => AuthDone,
+            7 => AuthSignature,
+            8 => ClientIdent,
+            9 => ServerIdent,
+            10 => IdentMissingFeatures,
+            11 => SessionReconnect,
+            12 => SessionReset,
+            13 => SessionRetry,
+            14 => SessionRetryGlobal,
+            15 => SessionReconnectOk,
+            16 => Wait,
+            17 => Message,
+            18 => Keepalive2,
+            19 => Keepalive2Ack,
+            20 => Ack,
+            _ => return None,
+        })
+    }
+}
+
+/// Everything that can be wrong with a frame. Any of these closes the connection.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FrameError {
+    #[error("bad preamble crc: computed {computed:#010x}, frame says {expected:#010x}")]
+    PreambleCrc { computed: u32, expected: u32 },
+    #[error("bad crc of segment {segment}: computed {computed:#010x}, frame says {expected:#010x}")]
+    SegmentCrc {
+        segment: usize,
+        computed: u32,
+        expected: u32,
+    },
+    #[error("bad number of segments {0} (1..=4)")]
+    SegmentCount(u8),
+    #[error("last segment of a multi-segment frame is empty")]
+    EmptyLastSegment,
+    #[error("segment {segment} of {len} bytes exceeds the limit of {limit}")]
+    SegmentTooLong { segment: usize, len: u32, limit: u32 },
+    #[error("frame of {len} bytes exceeds the limit of {limit}")]
+    FrameTooLong { len: u64, limit: u64 },
+    #[error("unknown frame tag {0}")]
+    UnknownTag(u8),
+    #[error("bad epilogue late_status {0:#04x}")]
+    LateStatus(u8),
+    #[error("secure mode: {0}")]
+    Crypto(#[from] CryptoError),
+    #[error("connection secret of {0} bytes is too short for secure mode (need 40)")]
+    ShortSecret(usize),
+    #[error("too many segments ({0}) for one frame")]
+    TooManySegments(usize),
+}
+
+/// Size limits applied to every received frame before any buffer is reserved for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FrameLimits {
+    pub max_segment_len: u32,
+    pub max_frame_len: u64,
+}
+
+impl Default for FrameLimits {
+    /// 256 MiB per frame: above Ceph's largest messages (osd_max_write_size 90 MiB, large OSDMap batches).
+    fn default() -> Self {
+        FrameLimits {
+            max_segment_len: 256 << 20,
+            max_frame_len: 256 << 20,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SegmentDesc {
+    pub len: u32,
+    pub align: u16,
+}
+
+/// The 32-byte frame preamble.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Preamble {
+    pub tag: u8,
+    pub num_segments: u8,
+    pub segments: [SegmentDesc; MAX_SEGMENTS],
+}
+
+impl Preamble {
+    pub fn encode(&self) -> [u8; PREAMBLE_LEN] {
+        let mut b = [0u8; PREAMBLE_LEN];
+        b[0] = self.tag;
+        b[1] = self.num_segments;
+        for (i, s) in self.segments.iter().enumerate() {
+            let o = 2 + i * 6;
+            b[o..o + 4].copy_from_slice(&s.len.to_le_bytes());
+            b[o + 4..o + 6].copy_from_slice(&s.align.to_le_bytes());
+        }
+        let crc = ceph_crc32c(0, &b[..28]);
+        b[28..32].copy_from_slice(&crc.to_le_bytes());
+        b
+    }
+
+    /// Parse and validate a preamble: crc first, then the segment count and lengths against `limits`.
+    pub fn decode(b: &[u8; PREAMBLE_LEN], limits: &FrameLimits) -> Result<Preamble, FrameError> {
+        let expected = u32::from_le_bytes([b[28], b[29], b[30], b[31]]);
+        let computed = ceph_crc32c(0, &b[..28]);
+        if computed != expected {
+            return Err(FrameError::PreambleCrc { computed, expected });
+        }
+        let num_segments = b[1];
+        if !(1..=MAX_SEGMENTS as u8).contains(&num_segments) {
+            return Err(FrameError::SegmentCount(num_segments));
+        }
+        let mut segments = [SegmentDesc::default(); MAX_SEGMENTS];
+        let mut total: u64 = 0;
+        for (i, s) in segments.iter_mut().enumerate() {
+            let o = 2 + i * 6;
+            s.len = u32::from_le_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]]);
+            s.align = u16::from_le_bytes([b[o + 4], b[o + 5]]);
+            if i < num_segments as usize {
+                if s.len > limits.max_segment_len {
+                    return Err(FrameError::SegmentTooLong {
+                        segment: i,
+                        len: s.len,
+                        limit: limits.max_segment_len,
+                    });
+                }
+                total += u64::from(s.len);
+            }
+        }
+        if total > limits.max_frame_len {
+            return Err(FrameError::FrameTooLong {
+                len: total,
+                limit: limits.max_frame_len,
+            });
+        }
+        if num_segments > 1 && segments[num_segments as usize - 1].len == 0 {
+            return Err(FrameError::EmptyLastSegment);
+        }
+        Ok(Preamble {
+            tag: b[0],
+            num_segments,
+            segments,
+        })
+    }
+
+    fn n(&self) -> usize {
+        self.num_segments as usize
+    }
+
+    fn seg_len(&self, i: usize) -> usize {
+        self.segments[i].len as usize
+    }
+}
+
+/// Which side of the connection we are: it decides which half of the connection secret keys which direction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// The side that opened the TCP connection (Ceph's "client" side of msgr2, even between daemons).
+    Connector,
+    /// The side that accepted it.
+    Acceptor,
+}
+
+/// One direction of AES-128-GCM with the rev1 nonce: `le32 fixed, le64 counter`; the counter advances by one after
+/// each sealed block.
+struct GcmStream {
+    key: Box<dyn AeadKey>,
+    nonce: [u8; NONCE_LEN],
+}
+
+impl std::fmt::Debug for GcmStream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GcmStream").finish_non_exhaustive()
+    }
+}
+
+impl GcmStream {
+    /// Key = secret[0..16]; the connector receives with nonce secret[16..28] and sends with secret[28..40]; the
+    /// acceptor the other way round.
+    fn new(
+        provider: &dyn CryptoProvider,
+        secret: &[u8],
+        role: Role,
+        rx: bool,
+    ) -> Result<GcmStream, FrameError> {
+        if secret.len() < KEY_LEN + 2 * NONCE_LEN {
+            return Err(FrameError::ShortSecret(secret.len()));
+        }
+        let mut key = [0u8; KEY_LEN];
+        key.copy_from_slice(&secret[..KEY_LEN]);
+        let first = matches!((role, rx), (Role::Connector, true) | (Role::Acceptor, false));
+        let at = if first { KEY_LEN } else { KEY_LEN + NONCE_LEN };
+        let mut nonce = [0u8; NONCE_LEN];
+        nonce.copy_from_slice(&secret[at..at + NONCE_LEN]);
+        Ok(GcmStream {
+            key: provider.aes128_gcm(&key)?,
+            nonce,
+        })
+    }
+
+    fn next_nonce(&mut self) -> [u8; NONCE_LEN] {
+        let n = self.nonce;
+        let mut ctr = [0u8; 8];
+        ctr.copy_from_slice(&self.nonce[4..12]);
+        let c = u64::from_le_bytes(ctr).wrapping_add(1);
+        self.nonce[4..12].copy_from_slice(&c.to_le_bytes());
+        n
+    }
+
+    /// Seal `buf` (plaintext) in place and append the tag.
+    fn seal(&mut self, buf: &mut BytesMut) -> Result<(), FrameError> {
+        let nonce = self.next_nonce();
+        let tag = self.key.seal_in_place(&nonce, &mut buf[..])?;
+        buf.extend_from_slice(&tag);
+        Ok(())
+    }
+
+    /// Open `buf` = ciphertext ‖ tag in place and drop the tag.
+    fn open(&mut self, buf: &mut BytesMut) -> Result<(), FrameError> {
+        let nonce = self.next_nonce();
+        self.key.open_in_place(&nonce, &mut buf[..])?;
+        buf.truncate(buf.len() - TAG_LEN);
+        Ok(())
+    }
+}
+
+/// The sending half of secure mode.
+#[derive(Debug)]
+pub struct SecureTx(GcmStream);
+
+impl SecureTx {
+    pub fn new(
+        provider: &dyn CryptoProvider,
+        connection_secret: &[u8],
+        role: Role,
+    ) -> Result<Self, FrameError> {
+        Ok(SecureTx(GcmStream::new(
+            provider,
+            connection_secret,
+            role,
+            false,
+        )?))
+    }
+}
+
+/// The receiving half of secure mode. Usable on its own on a captured byte stream: build it from the connection
+/// secret and the role of the side that *received* the stream, then feed a [`FrameDecoder`] in secure mode.
+#[derive(Debug)]
+pub struct SecureRx(GcmStream);
+
+impl SecureRx {
+    pub fn new(
+        provider: &dyn CryptoProvider,
+        connection_secret: &[u8],
+        role: Role,
+    ) -> Result<Self, FrameError> {
+        Ok(SecureRx(GcmStream::new(provider, connection_secret, role, true)?))
+    }
+}
+
+fn padded(len: usize) -> usize {
+    len.div_ceil(CIPHER_BLOCK) * CIPHER_BLOCK
+}
+
+/// Build the preamble for `segments` (trailing empty segments are not counted; at least one).
+fn preamble_for(tag: Tag, segments: &[Bytes], aligns: &[u16]) -> Result<Preamble, FrameError> {
+    if segments.is_empty() || segments.len() > MAX_SEGMENTS || aligns.len() < segments.len() {
+        return Err(FrameError::TooManySegments(segments.len()));
+    }
+    let mut p = Preamble {
+        tag: tag as u8,
+        num_segments: 1,
+        segments: [SegmentDesc::default(); MAX_SEGMENTS],
+    };
+    for (i, s) in segments.iter().enumerate() {
+        let len = u32::try_from(s.len()).map_err(|_| FrameError::SegmentTooLong {
+            segment: i,
+            len: u32::MAX,
+            limit: u32::MAX,
+        })?;
+        if len > 0 {
+            p.num_segments = i as u8 + 1;
+        }
+        p.segments[i] = SegmentDesc {
+            len,
+            align: aligns[i],
+        };
+    }
+    // Segments past the last non-empty one are not described at all (zeroed).
+    for d in p.segments.iter_mut().skip(p.num_segments as usize) {
+        *d = SegmentDesc::default();
+    }
+    Ok(p)
+}
+
+/// Assemble one frame. In crc mode the returned list shares the segment buffers (nothing is copied but small
+/// segments glued to the preamble); in secure mode it is one freshly encrypted buffer.
+pub fn encode_frame(
+    tx: Option<&mut SecureTx>,
+    tag: Tag,
+    segments: &[Bytes],
+    aligns: &[u16],
+) -> Result<Vec<Bytes>, FrameError> {
+    let p = preamble_for(tag, segments, aligns)?;
+    let n = p.n();
+    match tx {
+        None => {
+            // Glue small seg0 (control payloads, message headers) to the preamble: one buffer instead of three.
+            const GLUE_MAX: usize = 512;
+            let mut out = Vec::with_capacity(2 + n);
+            let seg0 = &segments[0];
+            let mut head = BytesMut::with_capacity(PREAMBLE_LEN + GLUE_MAX.min(seg0.len()) + CRC_LEN);
+            head.put_slice(&p.encode());
+            if !seg0.is_empty() {
+                let crc = ceph_crc32c(u32::MAX, seg0);
+                if seg0.len() <= GLUE_MAX {
+                    head.put_slice(seg0);
+                    head.put_u32_le(crc);
+                    out.push(head.freeze());
+                } else {
+                    out.push(head.freeze());
+                    out.push(seg0.clone());
+                    out.push(Bytes::copy_from_slice(&crc.to_le_bytes()));
+                }
+            } else {
+                out.push(head.freeze());
+            }
+            if n > 1 {
+                let mut epi = BytesMut::with_capacity(CRC_EPILOGUE_LEN);
+                epi.put_u8(LATE_STATUS_COMPLETE);
+                for i in 1..MAX_SEGMENTS {
+                    epi.put_u32_le(
+                        segments
+                            .get(i)
+                            .filter(|_| i < n)
+                            .map_or(0, |s| ceph_crc32c(u32::MAX, s)),
+                    );
+                }
+                for s in &segments[1..n] {
+                    if !s.is_empty() {
+                        out.push(s.clone());
+                    }
+                }
+                out.push(epi.freeze());
+            }
+            Ok(out)
+        }
+        Some(SecureTx(gcm)) => {
+            let seg0 = &segments[0];
+            let seg0_pad = padded(seg0.len());
+            let mut total = SECURE_HEAD_LEN;
+            if seg0_pad > INLINE_LEN {
+                total += seg0_pad - INLINE_LEN + TAG_LEN;
+            }
+            if n > 1 {
+                total += segments[1..n].iter().map(|s| padded(s.len())).sum::<usize>()
+                    + SECURE_EPILOGUE_LEN
+                    + TAG_LEN;
+            }
+            let mut out = BytesMut::with_capacity(total);
+            // Block 1: preamble + inline part of seg0.
+            let mut block = BytesMut::with_capacity(SECURE_HEAD_LEN);
+            block.put_slice(&p.encode());
+            let inline = seg0.len().min(INLINE_LEN);
+            block.put_slice(&seg0[..inline]);
+            block.put_bytes(0, INLINE_LEN - inline);
+            gcm.seal(&mut block)?;
+            out.unsplit(block);
+            // Block 2: the rest of seg0.
+            if seg0_pad > INLINE_LEN {
+                let mut block = BytesMut::with_capacity(seg0_pad - INLINE_LEN + TAG_LEN);
+                block.put_slice(&seg0[INLINE_LEN..]);
+                block.put_bytes(0, seg0_pad - seg0.len());
+                gcm.seal(&mut block)?;
+                out.unsplit(block);
+            }
+            // Block 3: segments 1.. and the epilogue.
+            if n > 1 {
+                let mut block = BytesMut::with_capacity(total - out.len());
+                for s in &segments[1..n] {
+                    block.put_slice(s);
+                    block.put_bytes(0, padded(s.len()) - s.len());
+                }
+                block.put_u8(LATE_STATUS_COMPLETE);
+                block.put_bytes(0, SECURE_EPILOGUE_LEN - 1);
+                gcm.seal(&mut block)?;
+                out.unsplit(block);
+            }
+            debug_assert_eq!(out.len(), total);
+            Ok(vec![out.freeze()])
+        }
+    }
+}
+
+/// A received frame: the tag byte, its segments (unpadded, shared with the receive buffer), and in crc mode the
+/// raw on-wire bytes (for AUTH_SIGNATURE and for re-encoding checks).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Frame {
+    pub tag: u8,
+    pub preamble: Preamble,
+    pub segments: [Bytes; MAX_SEGMENTS],
+    /// The frame exactly as it was on the wire (crc mode only).
+    pub raw: Option<Bytes>,
+}
+
+impl Frame {
+    pub fn tag(&self) -> Option<Tag> {
+        Tag::from_u8(self.tag)
+    }
+    /// Segment 0: the payload of a control frame, the header of a MESSAGE frame.
+    pub fn payload(&self) -> &Bytes {
+        &self.segments[0]
+    }
+}
+
+#[derive(Debug)]
+enum RxState {
+    Preamble,
+    /// Secure mode: the first block is decrypted; waiting for the rest.
+    SecureRest {
+        preamble: Preamble,
+        head: Bytes,
+        rest_len: usize,
+    },
+}
+
+/// An incremental frame parser. Feed received bytes with [`FrameDecoder::push`]; take frames with
+/// [`FrameDecoder::next_frame`]. Nothing is reserved for a frame until its preamble has passed the crc and the
+/// limits, and every length is checked before slicing.
+#[derive(Debug)]
+pub struct FrameDecoder {
+    buf: BytesMut,
+    state: RxState,
+    limits: FrameLimits,
+    rx: Option<SecureRx>,
+}
+
+impl FrameDecoder {
+    pub fn new(limits: FrameLimits) -> Self {
+        FrameDecoder {
+            buf: BytesMut::new(),
+            state: RxState::Preamble,
+            limits,
+            rx: None,
+        }
+    }
+
+    /// Switch to secure mode (after AUTH_DONE). Bytes already buffered are parsed with the new mode.
+    pub fn set_secure(&mut self, rx: Option<SecureRx>) {
+        self.rx = rx;
+    }
+
+    pub fn is_secure(&self) -> bool {
+        self.rx.is_some()
+    }
+
+    pub fn push(&mut self, data: &[u8]) {
+        self.buf.extend_from_slice(data);
+    }
+
+    /// Bytes received but not yet parsed.
+    pub fn buffered(&self) -> usize {
+        self.buf.len()
+    }
+
+    /// Take exactly `n` raw bytes (for the banner, which precedes framing), if that many are buffered.
+    pub fn take_raw(&mut self, n: usize) -> Option<Bytes> {
+        if self.buf.len() < n {
+            return None;
+        }
+        Some(self.buf.split_to(n).freeze())
+    }
+
+    /// Discard buffered input and any partial frame (the transport was replaced).
+    pub fn reset(&mut self) {
+        self.buf.clear();
+        self.state = RxState::Preamble;
+        self.rx = None;
+    }
+
+    /// The next complete frame, `Ok(None)` if more input is needed. Frames the sender aborted (late_status) are
+    /// skipped.
+    pub fn next_frame(&mut self) -> Result<Option<Frame>, FrameError> {
+        loop {
+            let r = if self.rx.is_some() {
+                self.next_secure()?
+            } else {
+                self.next_crc()?
+            };
+            match r {
+                None => return Ok(None),
+                Some(Some(f)) => return Ok(Some(f)),
+                Some(None) => continue, // aborted frame
+            }
+        }
+    }
+
+    fn next_crc(&mut self) -> Result<Option<Option<Frame>>, FrameError> {
+        if self.buf.len() < PREAMBLE_LEN {
+            return Ok(None);
+        }
+        let mut pb = [0u8; PREAMBLE_LEN];
+        pb.copy_from_slice(&self.buf[..PREAMBLE_LEN]);
+        let p = Preamble::decode(&pb, &self.limits)?;
+        let n = p.n();
+        let seg0 = p.seg_len(0);
+        let mut total = PREAMBLE_LEN + seg0 + if seg0 > 0 { CRC_LEN } else { 0 };
+        if n > 1 {
+            total += (1..n).map(|i| p.seg_len(i)).sum::<usize>() + CRC_EPILOGUE_LEN;
+        }
+        if self.buf.len() < total {
+            // Reserve what the (validated) frame needs, so large frames are not regrown many times.
+            self.buf.reserve(total - self.buf.len());
+            return Ok(None);
+        }
+        let raw = self.buf.split_to(total).freeze();
+        let mut segments: [Bytes; MAX_SEGMENTS] = Default::default();
+        let mut at = PREAMBLE_LEN;
+        segments[0] = raw.slice(at..at + seg0);
+        at += seg0;
+        if seg0 > 0 {
+            let expected = le32(&raw[at..at + CRC_LEN]);
+            let computed = ceph_crc32c(u32::MAX, &segments[0]);
+            if computed != expected {
+                return Err(FrameError::SegmentCrc {
+                    segment: 0,
+                    computed,
+                    expected,
+                });
+            }
+            at += CRC_LEN;
+        }
+        if n > 1 {
+            let epi_at = total - CRC_EPILOGUE_LEN;
+            let late = raw[epi_at];
+            for (i, seg) in segments.iter_mut().enumerate().take(n).skip(1) {
+                let len = p.seg_len(i);
+                *seg = raw.slice(at..at + len);
+                at += len;
+                let expected = le32(&raw[epi_at + 1 + (i - 1) * 4..epi_at + 1 + i * 4]);
+                let computed = ceph_crc32c(u32::MAX, seg);
+                if computed != expected {
+                    return Err(FrameError::SegmentCrc {
+                        segment: i,
+                        computed,
+                        expected,
+                    });
+                }
+            }
+            if !late_status_ok(late)? {
+                return Ok(Some(None));
+            }
+        }
+        Ok(Some(Some(Frame {
+            tag: p.tag,
+            preamble: p,
+            segments,
+            raw: Some(raw),
+        })))
+    }
+
+    fn next_secure(&mut self) -> Result<Option<Option<Frame>>, FrameError> {
+        let Some(SecureRx(gcm)) = self.rx.as_mut() else {
+            return Ok(None);
+        };
+        if let RxState::Preamble = self.state {
+            if self.buf.len() < SECURE_HEAD_LEN {
+                return Ok(None);
+            }
+            let mut head = self.buf.split_to(SECURE_HEAD_LEN);
+            gcm.open(&mut head)?;
+            let mut pb = [0u8; PREAMBLE_LEN];
+            pb.copy_from_slice(&head[..PREAMBLE_LEN]);
+            let p = Preamble::decode(&pb, &self.limits)?;
+            let n = p.n();
+            let seg0_pad = padded(p.seg_len(0));
+            let mut rest_len = 0;
+            if seg0_pad > INLINE_LEN {
+                rest_len += seg0_pad - INLINE_LEN + TAG_LEN;
+            }
+            if n > 1 {
+                rest_len +=
+                    (1..n).map(|i| padded(p.seg_len(i))).sum::<usize>() + SECURE_EPILOGUE_LEN + TAG_LEN;
+            }
+            self.state = RxState::SecureRest {
+                preamble: p,
+                head: head.freeze(),
+                rest_len,
+            };
+        }
+        let RxState::SecureRest {
+            preamble: p,
+            head,
+            rest_len,
+        } = &self.state
+        else {
+            return Ok(None);
+        };
+        let (p, rest_len) = (*p, *rest_len);
+        if self.buf.len() < rest_len {
+            self.buf.reserve(rest_len - self.buf.len());
+            return Ok(None);
+        }
+        let head = head.clone();
+        self.state = RxState::Preamble;
+        let n = p.n();
+        let seg0 = p.seg_len(0);
+        let seg0_pad = padded(seg0);
+        let mut segments: [Bytes; MAX_SEGMENTS] = Default::default();
+        if seg0_pad > INLINE_LEN {
+            let mut block = self.buf.split_to(seg0_pad - INLINE_LEN + TAG_LEN);
+            gcm.open(&mut block)?;
+            let mut s = BytesMut::with_capacity(seg0_pad);
+            s.put_slice(&head[PREAMBLE_LEN..PREAMBLE_LEN + INLINE_LEN]);
+            s.put_slice(&block);
+            s.truncate(seg0);
+            segments[0] = s.freeze();
+        } else {
+            segments[0] = head.slice(PREAMBLE_LEN..PREAMBLE_LEN + seg0);
+        }
+        if n > 1 {
+            let len = (1..n).map(|i| padded(p.seg_len(i))).sum::<usize>() + SECURE_EPILOGUE_LEN + TAG_LEN;
+            let mut block = self.buf.split_to(len);
+            gcm.open(&mut block)?;
+            let block = block.freeze();
+            let mut at = 0;
+            for (i, seg) in segments.iter_mut().enumerate().take(n).skip(1) {
+                let l = p.seg_len(i);
+                *seg = block.slice(at..at + l);
+                at += padded(l);
+            }
+            if !late_status_ok(block[at])? {
+                return Ok(Some(None));
+            }
+        }
+        Ok(Some(Some(Frame {
+            tag: p.tag,
+            preamble: p,
+            segments,
+            raw: None,
+        })))
+    }
+}
+
+fn le32(b: &[u8]) -> u32 {
+    let mut a = [0u8; 4];
+    a.copy_from_slice(&b[..4]);
+    u32::from_le_bytes(a)
+}
+
+/// true = complete, false = aborted by the sender (drop the frame).
+fn late_status_ok(late: u8) -> Result<bool, FrameError> {
+    match late & LATE_STATUS_MASK {
+        LATE_STATUS_COMPLETE => Ok(true),
+        LATE_STATUS_ABORTED => Ok(false),
+        _ => Err(FrameError::LateStatus(late)),
+    }
+}
+
+/// Total bytes of a list of buffers.
+pub fn iov_len(bufs: &[Bytes]) -> usize {
+    bufs.iter().map(|b| b.len()).sum()
+}
+
+/// Concatenate a list of buffers (tests and tools).
+pub fn concat(bufs: &[Bytes]) -> Bytes {
+    let mut out = BytesMut::with_capacity(iov_len(bufs));
+    for b in bufs {
+        out.put_slice(b);
+    }
+    out.freeze()
+}
