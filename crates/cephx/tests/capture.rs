@@ -1,0 +1,634 @@
+// SPDX-License-Identifier: LGPL-3.0-or-later
+//! Proof against real Ceph 16.2.15: replay the cephx exchanges of `../shared/captures/secure` (msgr2 secure mode)
+//! with nothing but the cluster's keyrings.
+//!
+//! * Every client.admin/osd.0 authentication with the monitor: our key proof equals the one the real client sent,
+//!   our client opens the real AUTH_DONE (session key, 64-byte connection secret, extra service tickets), and the
+//!   first secure frame each way is an AUTH_SIGNATURE whose HMAC (keyed by our session key) matches.
+//! * osd.0's CEPHX_GET_ROTATING_KEY reply (inside the encrypted mon session) opens with osd.0's key.
+//! * Every client → OSD authorizer: our service side opens the real ticket with those rotating keys; our client
+//!   side answers the real OSD challenge exactly as the real client did, verifies the OSD's reply (nonce + 1) and
+//!   extracts the connection secret, with which the client's MOSDOp decrypts to the known `hello ferro\n`.
+//!
+//! A tiny pcap + TCP reassembly + msgr2 (rev1) frame reader lives here; AES-128-GCM for secure frames comes
+//! from aws-lc-rs.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use cephx::client::MonAuthClient;
+use cephx::crypto::{decode_decrypt, decrypt_enc_bl};
+use cephx::service::{ServiceAuthorizerVerifier, ServiceKeys, ServiceStep};
+use cephx::*;
+use denc::{Decode, Decoder};
+
+// ---------------------------------------------------------------------------------------------------------------
+// pcap + TCP reassembly
+
+type FlowKey = ([u8; 4], u16, [u8; 4], u16);
+
+#[derive(Default)]
+struct Flow {
+    isn: Option<u32>,
+    segments: BTreeMap<u32, Vec<u8>>,
+    first_packet: usize,
+}
+
+impl Flow {
+    fn stream(&self) -> Vec<u8> {
+        let Some(isn) = self.isn else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        let next = isn.wrapping_add(1);
+        let mut pending: Vec<(u32, &Vec<u8>)> = self
+            .segments
+            .iter()
+            .map(|(s, d)| (s.wrapping_sub(next), d))
+            .collect();
+        pending.sort_by_key(|(rel, _)| *rel);
+        for (rel, data) in pending {
+            let have = out.len() as u32;
+            if rel > have {
+                break; // a gap: stop at the contiguous prefix
+            }
+            let skip = (have - rel) as usize;
+            if skip < data.len() {
+                out.extend_from_slice(&data[skip..]);
+            }
+        }
+        out
+    }
+}
+
+fn read_pcap(bytes: &[u8]) -> Vec<(FlowKey, Flow)> {
+    let le = bytes[..4] == [0xd4, 0xc3, 0xb2, 0xa1] || bytes[..4] == [0x4d, 0x3c, 0xb2, 0xa1];
+    assert!(le, "little-endian pcap expected");
+    let u32le = |b: &[u8]| u32::from_le_bytes(b[..4].try_into().unwrap());
+    let linktype = u32le(&bytes[20..]);
+    let l2 = match linktype {
+        1 => 14,
+        0 => 4,
+        113 => 16,
+        276 => 20,
+        t => panic!("unsupported linktype {t}"),
+    };
+    let mut flows: Vec<(FlowKey, Flow)> = Vec::new();
+    let mut current: BTreeMap<FlowKey, usize> = BTreeMap::new();
+    let mut pos = 24;
+    let mut n = 0;
+    while pos + 16 <= bytes.len() {
+        let incl = u32le(&bytes[pos + 8..]) as usize;
+        let pkt = &bytes[pos + 16..(pos + 16 + incl).min(bytes.len())];
+        pos += 16 + incl;
+        n += 1;
+        if pkt.len() < l2 + 20 {
+            continue;
+        }
+        let ip = &pkt[l2..];
+        if ip[0] >> 4 != 4 || ip[9] != 6 {
+            continue;
+        }
+        let ihl = usize::from(ip[0] & 15) * 4;
+        let total = usize::from(u16::from_be_bytes([ip[2], ip[3]])).min(ip.len());
+        let tcp = &ip[ihl..total];
+        let src: [u8; 4] = ip[12..16].try_into().unwrap();
+        let dst: [u8; 4] = ip[16..20].try_into().unwrap();
+        let sport = u16::from_be_bytes([tcp[0], tcp[1]]);
+        let dport = u16::from_be_bytes([tcp[2], tcp[3]]);
+        let seq = u32::from_be_bytes(tcp[4..8].try_into().unwrap());
+        let doff = usize::from(tcp[12] >> 4) * 4;
+        let syn = tcp[13] & 0x02 != 0;
+        let key = (src, sport, dst, dport);
+        if syn {
+            flows.push((
+                key,
+                Flow {
+                    isn: Some(seq),
+                    first_packet: n,
+                    ..Default::default()
+                },
+            ));
+            current.insert(key, flows.len() - 1);
+            continue;
+        }
+        let payload = &tcp[doff.min(tcp.len())..];
+        if payload.is_empty() {
+            continue;
+        }
+        if let Some(&i) = current.get(&key) {
+            flows[i].1.segments.entry(seq).or_insert_with(|| payload.to_vec());
+        }
+    }
+    flows
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// msgr2 rev1 frames
+
+const TAG_AUTH_REQUEST: u8 = 2;
+const TAG_AUTH_REPLY_MORE: u8 = 4;
+const TAG_AUTH_REQUEST_MORE: u8 = 5;
+const TAG_AUTH_DONE: u8 = 6;
+const TAG_AUTH_SIGNATURE: u8 = 7;
+const TAG_MESSAGE: u8 = 17;
+
+#[derive(Debug, Clone)]
+struct Frame {
+    tag: u8,
+    segments: Vec<Bytes>,
+    /// Where the frame ends in the stream.
+    end: usize,
+}
+
+fn preamble_segments(p: &[u8]) -> (u8, Vec<usize>) {
+    let nseg = usize::from(p[1]);
+    let lens = (0..nseg.min(4))
+        .map(|i| u32::from_le_bytes(p[2 + i * 6..6 + i * 6].try_into().unwrap()) as usize)
+        .collect();
+    (p[0], lens)
+}
+
+/// One crc-mode (rev1) frame at `pos`.
+fn plain_frame(s: &[u8], pos: usize) -> Option<Frame> {
+    let p = s.get(pos..pos + 32)?;
+    let (tag, lens) = preamble_segments(p);
+    let mut at = pos + 32;
+    let mut segments = Vec::new();
+    let l0 = *lens.first()?;
+    segments.push(Bytes::copy_from_slice(s.get(at..at + l0)?));
+    at += l0 + 4;
+    if lens.len() > 1 {
+        for &l in &lens[1..] {
+            segments.push(Bytes::copy_from_slice(s.get(at..at + l)?));
+            at += l;
+        }
+        at += 13;
+    }
+    (at <= s.len()).then_some(Frame {
+        tag,
+        segments,
+        end: at,
+    })
+}
+
+/// AES-128-GCM receive state of one direction (rev1 nonce: le32 fixed, le64 counter, +1 per GCM message).
+struct SecureRx {
+    key: aws_lc_rs::aead::LessSafeKey,
+    fixed: [u8; 4],
+    counter: u64,
+}
+
+impl SecureRx {
+    fn new(key: &[u8], nonce: &[u8]) -> Self {
+        let k = aws_lc_rs::aead::UnboundKey::new(&aws_lc_rs::aead::AES_128_GCM, key).unwrap();
+        SecureRx {
+            key: aws_lc_rs::aead::LessSafeKey::new(k),
+            fixed: nonce[..4].try_into().unwrap(),
+            counter: u64::from_le_bytes(nonce[4..12].try_into().unwrap()),
+        }
+    }
+    fn open(&mut self, ct: &[u8]) -> Option<Vec<u8>> {
+        let mut n = [0u8; 12];
+        n[..4].copy_from_slice(&self.fixed);
+        n[4..].copy_from_slice(&self.counter.to_le_bytes());
+        self.counter = self.counter.wrapping_add(1);
+        let mut buf = ct.to_vec();
+        let pt = self
+            .key
+            .open_in_place(
+                aws_lc_rs::aead::Nonce::assume_unique_for_key(n),
+                aws_lc_rs::aead::Aad::empty(),
+                &mut buf,
+            )
+            .ok()?;
+        Some(pt.to_vec())
+    }
+}
+
+fn pad16(n: usize) -> usize {
+    n.div_ceil(16) * 16
+}
+
+/// One secure-mode (rev1) frame at `pos`.
+fn secure_frame(s: &[u8], pos: usize, rx: &mut SecureRx) -> Option<Frame> {
+    let head = rx.open(s.get(pos..pos + 96)?)?;
+    let (tag, lens) = preamble_segments(&head[..32]);
+    let mut at = pos + 96;
+    let l0 = *lens.first()?;
+    let mut seg0 = head[32..32 + l0.min(48)].to_vec();
+    if l0 > 48 {
+        let rest = pad16(l0 - 48);
+        let pt = rx.open(s.get(at..at + rest + 16)?)?;
+        seg0.extend_from_slice(&pt[..l0 - 48]);
+        at += rest + 16;
+    }
+    let mut segments = vec![Bytes::from(seg0)];
+    if lens.len() > 1 {
+        let body: usize = lens[1..].iter().map(|&l| pad16(l)).sum::<usize>() + 16;
+        let pt = rx.open(s.get(at..at + body + 16)?)?;
+        let mut off = 0;
+        for &l in &lens[1..] {
+            segments.push(Bytes::copy_from_slice(&pt[off..off + l]));
+            off += pad16(l);
+        }
+        at += body + 16;
+    }
+    Some(Frame {
+        tag,
+        segments,
+        end: at,
+    })
+}
+
+/// The plain (pre-auth) part of a stream: banner then frames up to and including the last auth frame of this
+/// direction. Returns the frames and the offset where encrypted frames start.
+fn plain_part(s: &[u8], last_tags: &[u8]) -> (Vec<Frame>, usize) {
+    assert!(s.starts_with(b"ceph v2\n"), "not an msgr2 stream");
+    let mut pos = 8 + 2 + 16;
+    let mut frames = Vec::new();
+    while let Some(f) = plain_frame(s, pos) {
+        pos = f.end;
+        let done = last_tags.contains(&f.tag);
+        frames.push(f);
+        if done {
+            break;
+        }
+    }
+    (frames, pos)
+}
+
+fn secure_frames(s: &[u8], mut pos: usize, rx: &mut SecureRx, max: usize) -> Vec<Frame> {
+    let mut out = Vec::new();
+    while out.len() < max {
+        match secure_frame(s, pos, rx) {
+            Some(f) => {
+                pos = f.end;
+                out.push(f);
+            }
+            None => break,
+        }
+    }
+    out
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+
+fn capture_dir() -> Option<PathBuf> {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/captures/secure");
+    p.is_dir().then_some(p)
+}
+
+fn keyring_key(path: &Path, name: &str) -> CryptoKey {
+    let text = std::fs::read_to_string(path).unwrap();
+    let keyring = ceph_config::Keyring::parse(&text, &path.display().to_string()).unwrap();
+    CryptoKey::from_base64(keyring.key_of(name).unwrap()).unwrap()
+}
+
+struct Conn {
+    to_server: Vec<u8>,
+    to_client: Vec<u8>,
+    server_port: u16,
+    first_packet: usize,
+}
+
+fn connections(pcap: &[u8]) -> Vec<Conn> {
+    let flows = read_pcap(pcap);
+    let mut by_key: BTreeMap<FlowKey, Vec<&Flow>> = BTreeMap::new();
+    for (k, f) in &flows {
+        by_key.entry(*k).or_default().push(f);
+    }
+    let mut out = Vec::new();
+    for (k, f) in &flows {
+        // A SYN from the client side: the reverse flow is the SYN-ACK with the lowest packet index after it.
+        let rev = (k.2, k.3, k.0, k.1);
+        let Some(back) = by_key.get(&rev).and_then(|v| {
+            v.iter()
+                .filter(|b| b.first_packet > f.first_packet)
+                .min_by_key(|b| b.first_packet)
+        }) else {
+            continue;
+        };
+        // Only the connector's flow starts first.
+        if by_key.get(&rev).is_some_and(|v| {
+            v.iter()
+                .any(|b| b.first_packet < f.first_packet && b.first_packet + 2 > f.first_packet)
+        }) {
+            continue;
+        }
+        out.push(Conn {
+            to_server: f.stream(),
+            to_client: back.stream(),
+            server_port: k.3,
+            first_packet: f.first_packet,
+        });
+    }
+    out.sort_by_key(|c| c.first_packet);
+    out
+}
+
+fn bl(frame: &Frame, skip: usize) -> Bytes {
+    let mut d = Decoder::new(frame.segments[0].slice(skip..));
+    d.bufferlist().unwrap()
+}
+
+/// What a verified mon session gives us.
+struct MonAuthResult {
+    client: MonAuthClient,
+    global_id: u64,
+}
+
+#[test]
+fn secure_capture_cephx_end_to_end() {
+    let Some(dir) = capture_dir() else {
+        eprintln!("skipping: ../shared/captures/secure not found");
+        return;
+    };
+    let Ok(out) = Command::new("xz")
+        .arg("-dc")
+        .arg(dir.join("secure.pcap.xz"))
+        .output()
+    else {
+        eprintln!("skipping: xz not installed");
+        return;
+    };
+    assert!(out.status.success());
+    let conns = connections(&out.stdout);
+    let p: Arc<dyn CryptoProvider> = Arc::new(AwsLcProvider);
+    let keys: BTreeMap<String, CryptoKey> = [
+        ("client.admin", "keyring.admin-and-mon"),
+        ("osd.0", "keyring.osd.0"),
+        ("mgr.x", "keyring.mgr.x"),
+    ]
+    .into_iter()
+    .map(|(n, f)| (n.to_string(), keyring_key(&dir.join(f), n)))
+    .collect();
+
+    let now = UTime::new(1_762_000_000, 0);
+    let mut sessions: Vec<MonAuthResult> = Vec::new();
+    let mut rotating: Option<RotatingSecrets> = None;
+    let mut signatures = 0;
+    let mut reconnects = 0;
+    for c in conns.iter().filter(|c| c.server_port == 3800) {
+        let (cf, c_secure_at) = plain_part(&c.to_server, &[TAG_AUTH_REQUEST_MORE]);
+        let (sf, s_secure_at) = plain_part(&c.to_client, &[TAG_AUTH_DONE]);
+        let Some(req) = cf.iter().find(|f| f.tag == TAG_AUTH_REQUEST) else {
+            continue;
+        };
+        let mut d = Decoder::new(req.segments[0].clone());
+        assert_eq!(d.u32().unwrap(), 2, "cephx");
+        let _modes: Vec<u32> = Vec::decode(&mut d).unwrap();
+        let payload = d.bufferlist().unwrap();
+        let mut pd = Decoder::new(payload.clone());
+        assert_eq!(pd.u8().unwrap(), 10, "AUTH_MODE_MON");
+        let name = EntityName::decode(&mut pd).unwrap();
+        let Some(secret) = keys.get(&name.to_string()) else {
+            continue;
+        };
+        let challenge = bl(sf.iter().find(|f| f.tag == TAG_AUTH_REPLY_MORE).unwrap(), 0);
+        let more = bl(cf.iter().find(|f| f.tag == TAG_AUTH_REQUEST_MORE).unwrap(), 0);
+        let done = sf.iter().find(|f| f.tag == TAG_AUTH_DONE).expect("AUTH_DONE");
+
+        // 1. The key proof the real client computed equals ours.
+        let server_challenge = CephXServerChallenge::decode_all(challenge.clone())
+            .unwrap()
+            .server_challenge;
+        let mut md = Decoder::new(more.clone());
+        assert_eq!(
+            CephXRequestHeader::decode(&mut md).unwrap().request_type,
+            CEPHX_GET_AUTH_SESSION_KEY
+        );
+        let auth = CephXAuthenticate::decode(&mut md).unwrap();
+        assert_eq!(auth.struct_v, 3, "16.2.15 sends CephXAuthenticate v3");
+        let ours = client::calc_client_server_challenge(&*p, secret, server_challenge, auth.client_challenge)
+            .unwrap();
+        assert_eq!(ours, auth.key, "{name}: key proof differs from the real client's");
+
+        // 2. Our client opens the real AUTH_DONE.
+        // A reconnect (global_id != 0) continues the previous session of that entity: it presents the old AUTH
+        // ticket, and the monitor seals the new ticket with the old session key.
+        let claimed_gid = pd.u64().unwrap();
+        let mut client = match sessions
+            .iter()
+            .rposition(|s| claimed_gid != 0 && s.client.name() == &name)
+        {
+            Some(i) => {
+                reconnects += 1;
+                sessions.remove(i).client
+            }
+            None => MonAuthClient::new(
+                p.clone(),
+                name.clone(),
+                secret.clone(),
+                ENTITY_TYPE_MON | ENTITY_TYPE_OSD | ENTITY_TYPE_MGR,
+            ),
+        };
+        assert_eq!(
+            client.initial_request(),
+            payload,
+            "{name}: our AUTH_REQUEST payload equals the real one"
+        );
+        client.handle_reply_more(&challenge).unwrap();
+        let mut dd = Decoder::new(done.segments[0].clone());
+        let global_id = dd.u64().unwrap();
+        let con_mode = dd.u32().unwrap();
+        assert_eq!(con_mode, 2, "secure mode");
+        let done_payload = dd.bufferlist().unwrap();
+        let session = client.handle_done(global_id, &done_payload, now).unwrap();
+        assert_eq!(session.connection_secret.len(), 64);
+        let (have, _) = client.validate_tickets(now);
+        // The monitor answered every service asked for in other_keys in the same reply (no MDS in this cluster).
+        let asked = auth.other_keys & !ENTITY_TYPE_MDS;
+        assert_eq!(
+            have & asked,
+            asked,
+            "{name}: tickets {have:#x}, asked {:#x}",
+            auth.other_keys
+        );
+        assert!(auth.other_keys & ENTITY_TYPE_AUTH != 0);
+
+        // 3. The secure streams: first frame each way is AUTH_SIGNATURE = HMAC(session key, what that side received).
+        let cs = &session.connection_secret;
+        let mut c_rx = SecureRx::new(&cs[..16], &cs[28..40]);
+        let mut s_rx = SecureRx::new(&cs[..16], &cs[16..28]);
+        let c_frames = secure_frames(&c.to_server, c_secure_at, &mut c_rx, 200);
+        let s_frames = secure_frames(&c.to_client, s_secure_at, &mut s_rx, 200);
+        assert_eq!(
+            c_frames.first().map(|f| f.tag),
+            Some(TAG_AUTH_SIGNATURE),
+            "{name}: client's first secure frame"
+        );
+        assert_eq!(s_frames.first().map(|f| f.tag), Some(TAG_AUTH_SIGNATURE));
+        let hmac = |data: &[u8]| p.hmac_sha256(&session.session_key.secret, data);
+        assert_eq!(
+            &c_frames[0].segments[0][..32],
+            &hmac(&c.to_client[..s_secure_at])[..]
+        );
+        assert_eq!(
+            &s_frames[0].segments[0][..32],
+            &hmac(&c.to_server[..c_secure_at])[..]
+        );
+        signatures += 2;
+
+        // 4. osd.0's rotating keys, from MAuthReply (type 18) frames in the encrypted session.
+        if name.to_string() == "osd.0" {
+            for f in s_frames.iter().filter(|f| f.tag == TAG_MESSAGE) {
+                let msg_type = u16::from_le_bytes(f.segments[0][16..18].try_into().unwrap());
+                if msg_type != 18 {
+                    continue;
+                }
+                let mut fd = Decoder::new(f.segments[1].clone());
+                let _protocol = fd.u32().unwrap();
+                let result = fd.i32().unwrap();
+                let _gid = fd.u64().unwrap();
+                let result_bl = fd.bufferlist().unwrap();
+                let mut rd = Decoder::new(result_bl.clone());
+                if CephXResponseHeader::decode(&mut rd).unwrap().request_type == CEPHX_GET_ROTATING_KEY {
+                    let kind = client.handle_response(result, &result_bl, now).unwrap();
+                    assert_eq!(kind, client::ResponseKind::RotatingKeys);
+                    rotating = client.rotating_secrets().cloned();
+                }
+            }
+        }
+        sessions.push(MonAuthResult { client, global_id });
+    }
+    let rotating = rotating.expect("osd.0 fetched its rotating keys");
+    assert!(!rotating.secrets.is_empty());
+    eprintln!(
+        "mon sessions verified: {} + {reconnects} reconnects ({signatures} AUTH_SIGNATUREs); osd rotating secrets: {:?}",
+        sessions.len(),
+        rotating.secrets.keys().collect::<Vec<_>>()
+    );
+    assert!(
+        sessions
+            .iter()
+            .filter(|s| s.client.name().to_string() == "client.admin")
+            .count()
+            >= 4
+    );
+
+    // Client → OSD (port 6801): verify authorizers with our service side, follow the challenge, decrypt.
+    let osd_keys = ServiceKeys {
+        service_id: ENTITY_TYPE_OSD,
+        rotating,
+        own: None,
+    };
+    let mut found_plaintext = 0;
+    let mut authorizers = 0;
+    for c in conns.iter().filter(|c| c.server_port == 6801) {
+        let (cf, c_secure_at) = plain_part(&c.to_server, &[TAG_AUTH_REQUEST_MORE]);
+        let (sf, s_secure_at) = plain_part(&c.to_client, &[TAG_AUTH_DONE]);
+        let Some(req) = cf.iter().find(|f| f.tag == TAG_AUTH_REQUEST) else {
+            continue;
+        };
+        let mut d = Decoder::new(req.segments[0].clone());
+        assert_eq!(d.u32().unwrap(), 2);
+        let _modes: Vec<u32> = Vec::decode(&mut d).unwrap();
+        let first = d.bufferlist().unwrap();
+        // Our service side opens the real ticket with osd.0's rotating secrets and challenges.
+        let mut verifier = ServiceAuthorizerVerifier::new(p.clone());
+        let step = verifier.verify(&osd_keys, &first, 64).unwrap();
+        assert!(matches!(step, ServiceStep::Challenge(_)));
+        // Find whose ticket it is: the session with that global id.
+        let mut ad = Decoder::new(first.clone());
+        let _v = ad.u8().unwrap();
+        let gid = ad.u64().unwrap();
+        let Some(sess) = sessions.iter().find(|s| s.global_id == gid) else {
+            continue;
+        };
+        let ticket = &sess.client.tickets().tickets[&ENTITY_TYPE_OSD];
+        let mut a = Authorizer::build(
+            p.clone(),
+            gid,
+            ENTITY_TYPE_OSD,
+            &ticket.ticket,
+            ticket.session_key.clone(),
+        )
+        .unwrap();
+        // The real authorizer's nonce (our Authorizer picks its own; use the real one to replay exactly).
+        let _svc = ad.u32().unwrap();
+        let _tb = CephXTicketBlob::decode(&mut ad).unwrap();
+        let real: CephXAuthorize = decode_decrypt(&*p, &ticket.session_key, &mut ad).unwrap();
+        let challenge = bl(
+            sf.iter()
+                .find(|f| f.tag == TAG_AUTH_REPLY_MORE)
+                .expect("OSD challenges"),
+            0,
+        );
+        let ch: CephXAuthorizeChallenge = decrypt_enc_bl(&*p, &ticket.session_key, &challenge).unwrap();
+        let second = bl(cf.iter().find(|f| f.tag == TAG_AUTH_REQUEST_MORE).unwrap(), 0);
+        let answered: CephXAuthorize = {
+            let mut x = Decoder::new(second.clone());
+            let _ = x.u8();
+            let _ = x.u64();
+            let _ = x.u32();
+            let _ = CephXTicketBlob::decode(&mut x).unwrap();
+            decode_decrypt(&*p, &ticket.session_key, &mut x).unwrap()
+        };
+        assert_eq!(
+            answered,
+            CephXAuthorize {
+                nonce: real.nonce,
+                have_challenge: true,
+                server_challenge_plus_one: ch.server_challenge + 1
+            }
+        );
+        // Our client side answers the same challenge the same way (same ticket, same +1).
+        let ours = a.add_challenge(&challenge).unwrap();
+        assert_eq!(
+            &ours[..first.len() - 36],
+            &second[..first.len() - 36],
+            "same authorizer header and ticket"
+        );
+        let done = sf.iter().find(|f| f.tag == TAG_AUTH_DONE).expect("OSD AUTH_DONE");
+        let mut dd = Decoder::new(done.segments[0].clone());
+        let _gid = dd.u64().unwrap();
+        assert_eq!(dd.u32().unwrap(), 2, "secure mode");
+        let reply_payload = dd.bufferlist().unwrap();
+        // Verify with the real nonce: rebuild an Authorizer whose nonce is the real one is not possible through the
+        // public API (nonces are random), so check the reply's nonce + 1 directly and take the secret.
+        let reply: CephXAuthorizeReply =
+            decode_decrypt(&*p, &ticket.session_key, &mut Decoder::new(reply_payload.clone())).unwrap();
+        assert_eq!(reply.nonce_plus_one, real.nonce + 1);
+        assert!(
+            matches!(
+                a.verify_reply(&reply_payload),
+                Err(CephxError::NonceMismatch { .. })
+            ),
+            "a different nonce must not verify"
+        );
+        let cs = reply.connection_secret;
+        assert_eq!(cs.len(), 64);
+        authorizers += 1;
+
+        let mut c_rx = SecureRx::new(&cs[..16], &cs[28..40]);
+        let c_frames = secure_frames(&c.to_server, c_secure_at, &mut c_rx, 500);
+        assert_eq!(c_frames.first().map(|f| f.tag), Some(TAG_AUTH_SIGNATURE));
+        let sig = p.hmac_sha256(&ticket.session_key.secret, &c.to_client[..s_secure_at]);
+        assert_eq!(
+            &c_frames[0].segments[0][..32],
+            &sig[..],
+            "client→OSD AUTH_SIGNATURE keyed by the ticket session key"
+        );
+        for f in c_frames.iter().filter(|f| f.tag == TAG_MESSAGE) {
+            let msg_type = u16::from_le_bytes(f.segments[0][16..18].try_into().unwrap());
+            if msg_type == 42
+                && f.segments
+                    .iter()
+                    .any(|s| s.windows(12).any(|w| w == b"hello ferro\n"))
+            {
+                found_plaintext += 1;
+            }
+        }
+    }
+    eprintln!(
+        "client→OSD authorizers verified: {authorizers}; MOSDOp frames with 'hello ferro\\n': {found_plaintext}"
+    );
+    assert!(authorizers >= 1);
+    assert!(found_plaintext >= 1, "the known plaintext must decrypt");
+}
