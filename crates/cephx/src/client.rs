@@ -115,9 +115,9 @@ impl TicketManager {
                 handler.expires = None;
                 handler.renew_after = None;
             } else {
-                let expires = now.saturating_add(msg_a.validity);
+                let expires = utime_add(now, msg_a.validity);
                 handler.expires = Some(expires);
-                handler.renew_after = Some(UTime::from_nanos(
+                handler.renew_after = Some(utime_from_nanos(
                     expires
                         .as_nanos()
                         .saturating_sub(u64::from(msg_a.validity.sec) * 1_000_000_000 / 4),

@@ -109,7 +109,7 @@ impl ServiceAuthorizerVerifier {
             return Err(CephxError::Protocol("empty ticket".into()));
         }
         let service_secret = if ticket.secret_id == u64::MAX {
-            keys.get_secret(&EntityName::new(service_id, ""))
+            keys.get_secret(&entity_name(service_id, ""))
         } else {
             keys.get_service_secret(service_id, ticket.secret_id)
         }
@@ -282,7 +282,7 @@ impl MonAuthServer {
                 r.max_ver,
                 ExpiringCryptoKey {
                     key: CryptoKey::generate(&*self.provider, now),
-                    expiration: now.saturating_add(UTime::new(3600 * (i + 1), 0)),
+                    expiration: utime_add(now, UTime::new(3600 * (i + 1), 0)),
                 },
             );
         }
@@ -324,7 +324,7 @@ impl MonAuthServer {
             name: name.clone(),
             global_id,
             created: now,
-            expires: now.saturating_add(ttl),
+            expires: utime_add(now, ttl),
             caps,
             flags: 0,
         }
@@ -467,7 +467,7 @@ impl MonAuthServer {
                     .ok_or(CephxError::Rejected { errno: -EACCES })?;
                 let secrets = self
                     .rotating
-                    .get(&name.entity_type)
+                    .get(&name.ty)
                     .cloned()
                     .ok_or(CephxError::Rejected { errno: -EACCES })?;
                 encode_encrypt(&*p, &entry.key, &secrets, &mut e)?;

@@ -30,117 +30,38 @@ pub const AUTH_MODE_MON: u8 = 10;
 /// `CEPH_AUTH_UID_DEFAULT`: the retired auid field is always encoded as -1.
 pub const AUTH_UID_DEFAULT: u64 = u64::MAX;
 
-/// `utime_t`: `le32 sec, le32 nsec`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default, Hash)]
-pub struct UTime {
-    pub sec: u32,
-    pub nsec: u32,
+/// `utime_t` and the auth `EntityName` are the shared `denc` types.
+pub use denc::{EntityName, Utime as UTime};
+
+/// `utime_t` from nanoseconds since the epoch (saturating at u32 seconds).
+pub fn utime_from_nanos(n: u64) -> UTime {
+    UTime::new(
+        (n / 1_000_000_000).min(u64::from(u32::MAX)) as u32,
+        (n % 1_000_000_000) as u32,
+    )
 }
 
-impl UTime {
-    pub const fn new(sec: u32, nsec: u32) -> Self {
-        UTime { sec, nsec }
-    }
-    pub fn is_zero(&self) -> bool {
-        self.sec == 0 && self.nsec == 0
-    }
-    /// Nanoseconds since the epoch (for arithmetic).
-    pub fn as_nanos(&self) -> u64 {
-        u64::from(self.sec) * 1_000_000_000 + u64::from(self.nsec)
-    }
-    pub fn from_nanos(n: u64) -> Self {
-        UTime {
-            sec: (n / 1_000_000_000).min(u64::from(u32::MAX)) as u32,
-            nsec: (n % 1_000_000_000) as u32,
-        }
-    }
-    pub fn saturating_add(self, d: UTime) -> Self {
-        UTime::from_nanos(self.as_nanos().saturating_add(d.as_nanos()))
-    }
+/// `a + b`, saturating.
+pub fn utime_add(a: UTime, b: UTime) -> UTime {
+    utime_from_nanos(a.as_nanos().saturating_add(b.as_nanos()))
 }
 
-impl Decode for UTime {
-    fn decode(d: &mut Decoder) -> denc::Result<Self> {
-        Ok(UTime {
-            sec: d.u32()?,
-            nsec: d.u32()?,
-        })
-    }
-}
-impl Encode for UTime {
-    fn encode(&self, e: &mut Encoder) {
-        e.u32(self.sec);
-        e.u32(self.nsec);
-    }
-}
-
-/// An auth entity name (`EntityName`): `le32 type` + string id; `client.admin` is (8, "admin").
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
-pub struct EntityName {
-    pub entity_type: u32,
-    pub id: String,
-}
-
-/// Type names as Ceph prints them (`ceph_entity_type_name`).
+/// Type names as Ceph prints them (`ceph_entity_type_name`); `None` for unknown types.
 pub fn entity_type_name(t: u32) -> Option<&'static str> {
-    Some(match t {
-        ENTITY_TYPE_MON => "mon",
-        ENTITY_TYPE_MDS => "mds",
-        ENTITY_TYPE_OSD => "osd",
-        ENTITY_TYPE_CLIENT => "client",
-        ENTITY_TYPE_MGR => "mgr",
-        ENTITY_TYPE_AUTH => "auth",
-        _ => return None,
+    Some(match denc::entity_type_name(t) {
+        "unknown" => return None,
+        n => n,
     })
 }
 
-impl EntityName {
-    pub fn new(entity_type: u32, id: impl Into<String>) -> Self {
-        EntityName {
-            entity_type,
-            id: id.into(),
-        }
-    }
-
-    /// Parse `type.id` (`client.admin`, `osd.0`, `mon.`).
-    pub fn parse(s: &str) -> Option<Self> {
-        let (t, id) = s.split_once('.')?;
-        let entity_type = [
-            ENTITY_TYPE_MON,
-            ENTITY_TYPE_MDS,
-            ENTITY_TYPE_OSD,
-            ENTITY_TYPE_CLIENT,
-            ENTITY_TYPE_MGR,
-            ENTITY_TYPE_AUTH,
-        ]
-        .into_iter()
-        .find(|&ty| entity_type_name(ty) == Some(t))?;
-        Some(EntityName::new(entity_type, id))
-    }
+/// Parse `type.id` (`client.admin`, `osd.0`, `mon.`).
+pub fn parse_entity_name(s: &str) -> Option<EntityName> {
+    s.parse().ok()
 }
 
-impl std::fmt::Display for EntityName {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match entity_type_name(self.entity_type) {
-            Some(t) => write!(f, "{t}.{}", self.id),
-            None => write!(f, "{}.{}", self.entity_type, self.id),
-        }
-    }
-}
-
-impl Decode for EntityName {
-    fn decode(d: &mut Decoder) -> denc::Result<Self> {
-        Ok(EntityName {
-            entity_type: d.u32()?,
-            id: d.string()?,
-        })
-    }
-}
-impl Encode for EntityName {
-    fn encode(&self, e: &mut Encoder) {
-        e.u32(self.entity_type);
-        e.string(&self.id);
-    }
+/// An `EntityName` from a u32 service/entity type.
+pub fn entity_name(ty: u32, id: impl Into<String>) -> EntityName {
+    EntityName { ty, id: id.into() }
 }
 
 /// Decodes `struct_v` and refuses 0 (never produced by any Ceph version; a zero first byte means garbage).

@@ -22,7 +22,7 @@ fn mon_with(entities: &[Entity<'_>]) -> MonAuthServer {
     let mut mon = MonAuthServer::new(provider());
     for (name, key, caps) in entities {
         mon.entities.insert(
-            EntityName::parse(name).unwrap(),
+            parse_entity_name(name).unwrap(),
             AuthEntry {
                 key: (*key).clone(),
                 caps: caps.iter().map(|(s, c)| (s.to_string(), c.to_string())).collect(),
@@ -57,7 +57,7 @@ fn client_gets_session_tickets_and_connection_secret() {
     let mut mon = mon_with(&[("client.admin", &key, &[("osd", "allow rwx pool=rbd")])]);
     let mut c = MonAuthClient::new(
         p.clone(),
-        EntityName::parse("client.admin").unwrap(),
+        parse_entity_name("client.admin").unwrap(),
         key,
         ENTITY_TYPE_MON | ENTITY_TYPE_OSD | ENTITY_TYPE_MGR,
     );
@@ -103,7 +103,7 @@ fn crc_mode_gets_an_empty_connection_secret() {
     let mut mon = mon_with(&[("client.admin", &key, &[])]);
     let mut c = MonAuthClient::new(
         p,
-        EntityName::parse("client.admin").unwrap(),
+        parse_entity_name("client.admin").unwrap(),
         key,
         ENTITY_TYPE_MON,
     );
@@ -119,7 +119,7 @@ fn wrong_key_is_refused_with_eacces() {
     let mut mon = mon_with(&[("client.admin", &key, &[])]);
     let mut c = MonAuthClient::new(
         p,
-        EntityName::parse("client.admin").unwrap(),
+        parse_entity_name("client.admin").unwrap(),
         wrong,
         ENTITY_TYPE_MON,
     );
@@ -137,7 +137,7 @@ fn a_session_reply_sealed_for_another_key_is_eperm() {
     let mut mon = mon_with(&[("client.admin", &key, &[])]);
     let mut good = MonAuthClient::new(
         p.clone(),
-        EntityName::parse("client.admin").unwrap(),
+        parse_entity_name("client.admin").unwrap(),
         key.clone(),
         ENTITY_TYPE_MON,
     );
@@ -148,7 +148,7 @@ fn a_session_reply_sealed_for_another_key_is_eperm() {
     // An impostor that received the same reply cannot open it.
     let mut impostor = MonAuthClient::new(
         p.clone(),
-        EntityName::parse("client.admin").unwrap(),
+        parse_entity_name("client.admin").unwrap(),
         CryptoKey::generate(&*p, NOW),
         ENTITY_TYPE_MON,
     );
@@ -167,7 +167,7 @@ fn osd_daemon(mon: &mut MonAuthServer, osd_key: &CryptoKey) -> Daemon {
     let p = provider();
     let mut c = MonAuthClient::new(
         p,
-        EntityName::parse("osd.0").unwrap(),
+        parse_entity_name("osd.0").unwrap(),
         osd_key.clone(),
         ENTITY_TYPE_MON | ENTITY_TYPE_OSD | ENTITY_TYPE_MGR,
     );
@@ -203,7 +203,7 @@ fn authorizer_with_challenge_against_osd() {
     let osd = osd_daemon(&mut mon, &osd_key);
     let mut c = MonAuthClient::new(
         p.clone(),
-        EntityName::parse("client.admin").unwrap(),
+        parse_entity_name("client.admin").unwrap(),
         admin_key,
         ENTITY_TYPE_MON | ENTITY_TYPE_OSD,
     );
@@ -258,7 +258,7 @@ fn authorizer_failures() {
     let osd = osd_daemon(&mut mon, &osd_key);
     let mut c = MonAuthClient::new(
         p.clone(),
-        EntityName::parse("client.admin").unwrap(),
+        parse_entity_name("client.admin").unwrap(),
         admin_key,
         ENTITY_TYPE_OSD,
     );
