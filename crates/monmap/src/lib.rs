@@ -8,9 +8,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::{self, Write as _};
 
+use denc::features::{self, has};
 use denc::{Decode, DecodeError, Decoder, Encode, Encoder, Result};
-use osdmap::features::{self, has};
-pub use osdmap::types::{EntityAddr, EntityAddrvec, Utime, Uuid, addr_type};
+pub use denc::{EntityAddr, EntityAddrvec, Utime, Uuid};
 
 /// `mon_feature_t`: a set of monitor feature bits.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -172,11 +172,7 @@ impl Default for MonMap {
 
 /// Ceph's `legacy_or_front_addr()`: the v1 address if any, else the first one.
 fn legacy_or_front(av: &EntityAddrvec) -> EntityAddr {
-    av.v.iter()
-        .find(|a| a.kind == addr_type::LEGACY)
-        .or_else(|| av.v.first())
-        .copied()
-        .unwrap_or_default()
+    av.legacy_or_front_addr()
 }
 
 /// The earliest release whose monitors set every bit in `f` (`infer_ceph_release_from_mon_features`).
@@ -342,7 +338,7 @@ impl Decode for MonMap {
                     name.clone(),
                     MonInfo {
                         name,
-                        public_addrs: EntityAddrvec { v: vec![addr] },
+                        public_addrs: EntityAddrvec(vec![addr]),
                         ..MonInfo::default()
                     },
                 );
@@ -437,23 +433,27 @@ mod tests {
         };
         m.add(
             "b",
-            EntityAddrvec {
-                v: vec![EntityAddr::v4(addr_type::MSGR2, [10, 0, 0, 2], 3300, 0)],
-            },
+            EntityAddrvec(vec![EntityAddr::new(
+                EntityAddr::TYPE_MSGR2,
+                "10.0.0.2:3300".parse().unwrap(),
+                0,
+            )]),
         );
         m.add(
             "a",
-            EntityAddrvec {
-                v: vec![EntityAddr::v4(addr_type::MSGR2, [10, 0, 0, 9], 3300, 0)],
-            },
+            EntityAddrvec(vec![EntityAddr::new(
+                EntityAddr::TYPE_MSGR2,
+                "10.0.0.9:3300".parse().unwrap(),
+                0,
+            )]),
         );
         // Ranks follow addresses, not names.
         assert_eq!(m.ranks, vec!["b".to_string(), "a".to_string()]);
-        let b = m.to_bytes(features::PACIFIC);
+        let b = m.to_bytes(features::CEPH_FEATURES_ALL);
         assert_eq!(&b[..2], &[9, 6]);
         assert_eq!(MonMap::decode_all(b).unwrap(), m);
         // Pre-Nautilus peers get 5/3 with legacy addresses, which still decodes.
-        let old = m.to_bytes(features::PACIFIC & !features::MASK_SERVER_NAUTILUS);
+        let old = m.to_bytes(features::CEPH_FEATURES_ALL & !features::MASK_SERVER_NAUTILUS);
         assert_eq!(&old[..2], &[5, 3]);
         let back = MonMap::decode_all(old).unwrap();
         assert_eq!(back.mon_info.len(), 2);

@@ -83,7 +83,7 @@ fn created_maps_match_print() {
         let m = MonMap::decode_all(bytes.clone()).unwrap();
         assert_eq!(m.fsid.to_string(), fsid);
         assert_eq!(
-            m.to_bytes(osdmap::features::PACIFIC),
+            m.to_bytes(denc::CEPH_FEATURES_ALL),
             bytes,
             "case {i}: re-encoding differs"
         );

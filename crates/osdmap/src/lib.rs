@@ -9,14 +9,18 @@
 //!
 //! Everything here is sans-IO: bytes in, values out.
 
+pub mod apply;
 pub mod features;
 pub mod inc;
 pub mod map;
+pub mod placement;
 pub mod pool;
 pub mod types;
 
+pub use apply::{ApplyError, CrcCheck};
 pub use inc::Incremental;
 pub use map::OsdMap;
+pub use placement::{PlacementError, UpActing};
 pub use pool::PgPool;
 pub use types::{EntityAddr, EntityAddrvec, Eversion, IntervalSet, PgId, Utime, Uuid};
 

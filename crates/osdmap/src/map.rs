@@ -3,8 +3,10 @@
 //! an OSD-only block and a crc32c over the whole encoding.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use bytes::Bytes;
+use crush::CrushMap;
 use denc::{Decode, DecodeError, Decoder, Encode, Encoder, Result};
 
 use crate::features::{self, has};
@@ -176,8 +178,10 @@ pub struct OsdMap {
     pub primary_temp: BTreeMap<PgId, i32>,
     /// `None` when every OSD has the default affinity (Ceph then encodes an empty vector).
     pub osd_primary_affinity: Option<Vec<u32>>,
-    /// The embedded CRUSH map, exactly as encoded (CrushWrapper::encode).
+    /// The embedded CRUSH map, exactly as encoded (CrushWrapper::encode); re-encoding writes these bytes back.
     pub crush: Bytes,
+    /// `crush`, decoded for placement; `None` if our CRUSH decoder refused it (placement then fails cleanly).
+    pub crush_map: Option<Arc<CrushMap>>,
     pub erasure_code_profiles: BTreeMap<String, BTreeMap<String, String>>,
     pub pg_upmap: BTreeMap<PgId, Vec<i32>>,
     pub pg_upmap_items: BTreeMap<PgId, Vec<(i32, i32)>>,
@@ -239,6 +243,7 @@ impl Default for OsdMap {
             primary_temp: BTreeMap::new(),
             osd_primary_affinity: None,
             crush: Bytes::new(),
+            crush_map: None,
             erasure_code_profiles: BTreeMap::new(),
             pg_upmap: BTreeMap::new(),
             pg_upmap_items: BTreeMap::new(),
@@ -305,22 +310,23 @@ impl OsdMap {
     pub fn encoding_features(&self) -> u64 {
         let mut f = features::OSDMAP_SIGNIFICANT;
         let r = self.require_osd_release;
-        if r < release::OCTOPUS {
+        let lt = |b| crate::apply::release_lt(r, b);
+        if lt(release::OCTOPUS) {
             f &= !(1 << 16);
         }
-        if r < release::NAUTILUS {
+        if lt(release::NAUTILUS) {
             f &= !(1 << 2);
         }
-        if r < release::MIMIC {
+        if lt(release::MIMIC) {
             f &= !(1 << 28);
         }
-        if r < release::LUMINOUS {
+        if lt(release::LUMINOUS) {
             f &= !(1 << 21);
         }
-        if r < release::KRAKEN {
+        if lt(release::KRAKEN) {
             f &= !((1 << 14) | features::MSG_ADDR2);
         }
-        if r < release::JEWEL {
+        if lt(release::JEWEL) {
             f &= !((1 << 57) | features::NEW_OSDOP_ENCODING | (1 << 58));
         }
         f
@@ -376,6 +382,24 @@ impl OsdMap {
         if let Some(a) = &mut self.osd_primary_affinity {
             a.resize(n, DEFAULT_PRIMARY_AFFINITY);
         }
+    }
+
+    /// Re-read `crush` after it changed; forget device-class flags of classes that no longer exist.
+    pub(crate) fn on_crush_replaced(&mut self) {
+        self.crush_map = CrushMap::decode_bytes(self.crush.clone()).ok().map(Arc::new);
+        if let Some(c) = &self.crush_map {
+            self.device_class_flags
+                .retain(|class, _| c.class_names.contains_key(class));
+        }
+    }
+
+    /// Install a new CRUSH map (for building test maps).
+    pub fn set_crush(&mut self, c: CrushMap) {
+        let mut e = Encoder::new(features::PACIFIC);
+        c.encode(&mut e);
+        self.crush = e.into_bytes();
+        self.crush_map = Some(Arc::new(c));
+        self.raw = None;
     }
 
     /// The bytes to send for this epoch: the original encoding when we have it, else a fresh one for `features`.
@@ -438,7 +462,7 @@ impl OsdMap {
             e.i32(self.pool_max);
             if v < 4 {
                 let mut fl = self.flags;
-                if self.require_osd_release >= release::LUMINOUS {
+                if crate::apply::release_ge(self.require_osd_release, release::LUMINOUS) {
                     fl |= map_flag::REQUIRE_LUMINOUS | map_flag::RECOVERY_DELETES;
                 } else if self.require_osd_release == release::KRAKEN {
                     fl |= map_flag::REQUIRE_KRAKEN;
@@ -627,10 +651,10 @@ impl OsdMap {
         if v >= 5 {
             self.require_min_compat_client = b.u8()?;
             self.require_osd_release = b.u8()?;
-            if self.require_osd_release >= release::NAUTILUS {
+            if crate::apply::release_ge(self.require_osd_release, release::NAUTILUS) {
                 self.flags |= map_flag::PGLOG_HARDLIMIT;
             }
-            if self.require_osd_release >= release::LUMINOUS {
+            if crate::apply::release_ge(self.require_osd_release, release::LUMINOUS) {
                 self.flags &= !map_flag::LEGACY_REQUIRE_FLAGS;
                 self.flags |= map_flag::RECOVERY_DELETES;
             }
@@ -751,6 +775,7 @@ impl Decode for OsdMap {
         }
         m.check_vectors()?;
         m.normalize();
+        m.crush_map = CrushMap::decode_bytes(m.crush.clone()).ok().map(Arc::new);
         let mut s = start;
         m.raw = Some(s.take_bytes(total)?);
         Ok(m)

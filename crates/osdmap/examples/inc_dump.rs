@@ -1,0 +1,33 @@
+// SPDX-License-Identifier: LGPL-3.0-or-later
+//! Print a summary of OSDMap / Incremental files: `cargo run -p osdmap --example inc_dump -- FILE...`.
+use denc::Decode;
+fn main() {
+    for p in std::env::args().skip(1) {
+        let Ok(b) = std::fs::read(&p) else { continue };
+        match osdmap::Incremental::decode_all(b.clone()) {
+            Ok(i) => println!(
+                "inc {p}: epoch {} req_osd {} req_client {} flags {} fullmap {} crush {} feat {:#x} full_crc {:#x}",
+                i.epoch,
+                i.new_require_osd_release,
+                i.new_require_min_compat_client,
+                i.new_flags,
+                i.fullmap.len(),
+                i.crush.len(),
+                i.encode_features,
+                i.full_crc
+            ),
+            Err(_) => match osdmap::OsdMap::decode_all(b) {
+                Ok(m) => println!(
+                    "map {p}: epoch {} max_osd {} pools {} req_osd {} flags {:#x} crc {:#x}",
+                    m.epoch,
+                    m.max_osd,
+                    m.pools.len(),
+                    m.require_osd_release,
+                    m.flags,
+                    m.crc
+                ),
+                Err(e) => println!("{p}: {e}"),
+            },
+        }
+    }
+}
