@@ -7,6 +7,7 @@
 //! * [`client`]: a principal authenticating to the monitors and holding tickets; [`client::Authorizer`] for
 //!   connections to OSDs and mgrs (CEPHX_V2 challenge, connection secret).
 //! * [`service`]: a daemon verifying authorizers with its rotating service secrets.
+//! * [`msgr2_auth`]: all of the above behind msgr2's `ClientAuth` / `ServerAuth` seam.
 //!
 //! Nothing here touches sockets, clocks or files: times come in as arguments and randomness from the provider.
 
@@ -14,6 +15,7 @@ pub mod base64;
 pub mod client;
 pub mod crypto;
 pub mod error;
+pub mod msgr2_auth;
 pub mod service;
 pub mod types;
 

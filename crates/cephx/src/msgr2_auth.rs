@@ -1,0 +1,266 @@
+// SPDX-License-Identifier: LGPL-3.0-or-later
+//! cephx behind msgr2's auth seam (`msgr2::auth::{ClientAuth, ServerAuth}`).
+//!
+//! * [`CephxMonClientAuth`]: a connection to a monitor (AUTH_MODE_MON, challenge, session key, connection secret).
+//!   The [`MonAuthClient`] is shared so that the same principal later builds ticket requests and authorizers.
+//! * [`CephxAuthorizerClientAuth`]: a connection to an OSD or mgr with an authorizer (CEPHX_V2 challenge).
+//! * [`CephxServerAuth`]: a daemon accepting connections: verifies authorizers with its rotating keys and, if
+//!   configured (`auth_*_required = none`), also accepts auth none.
+
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
+
+use bytes::Bytes;
+use msgr2::auth::{
+    AUTH_METHOD_CEPHX, AUTH_METHOD_NONE, AuthContext, AuthError, AuthNoneServer, AuthRequest, AuthStep,
+    CON_MODE_CRC, CON_MODE_SECURE, ClientAuth, ClientAuthDone, ServerAuth, ServerAuthDone,
+};
+
+use crate::client::{Authorizer, MonAuthClient};
+use crate::crypto::CryptoProvider;
+use crate::error::{CephxError, EACCES, EOPNOTSUPP};
+use crate::service::{PeerAuth, ServiceAuthorizerVerifier, ServiceKeys, ServiceStep};
+use crate::types::UTime;
+
+/// Bytes of connection secret Ceph generates for secure mode (`AuthConnectionMeta::get_connection_secret_length`).
+pub const SECURE_CONNECTION_SECRET_LEN: usize = 64;
+
+fn to_auth_error(e: CephxError) -> AuthError {
+    match e {
+        CephxError::Decode(d) => AuthError::Malformed(d.to_string()),
+        CephxError::Protocol(p) => AuthError::Protocol(p),
+        e => AuthError::Rejected {
+            errno: -e.errno(),
+            reason: e.to_string(),
+        },
+    }
+}
+
+fn bad_method(method: u32, result: i32, allowed_methods: &[u32], allowed_modes: &[u32]) -> AuthError {
+    if result < 0 {
+        // The server refused our credentials (cephx: -EACCES for a wrong key) rather than the method.
+        let e = CephxError::Rejected { errno: result };
+        AuthError::Rejected {
+            errno: result,
+            reason: e.to_string(),
+        }
+    } else {
+        AuthError::NoUsableMethod {
+            method,
+            allowed_methods: allowed_methods.to_vec(),
+            allowed_modes: allowed_modes.to_vec(),
+        }
+    }
+}
+
+/// The connector side of a monitor connection.
+pub struct CephxMonClientAuth {
+    pub client: Arc<Mutex<MonAuthClient>>,
+    /// Connection modes in order of preference (Pacific's `ms_mon_client_mode` default: secure, crc).
+    pub modes: Vec<u32>,
+    /// The wall-clock time to stamp ticket expiries with (the core takes no clock of its own).
+    pub now: UTime,
+}
+
+impl CephxMonClientAuth {
+    pub fn new(client: Arc<Mutex<MonAuthClient>>, now: UTime) -> Self {
+        CephxMonClientAuth {
+            client,
+            modes: vec![CON_MODE_SECURE, CON_MODE_CRC],
+            now,
+        }
+    }
+}
+
+impl ClientAuth for CephxMonClientAuth {
+    fn initial_request(&mut self, _ctx: &AuthContext) -> Result<AuthRequest, AuthError> {
+        let mut c = self.client.lock().unwrap_or_else(PoisonError::into_inner);
+        Ok(AuthRequest {
+            method: AUTH_METHOD_CEPHX,
+            preferred_modes: self.modes.clone(),
+            payload: c.initial_request(),
+        })
+    }
+
+    fn handle_reply_more(&mut self, payload: Bytes) -> Result<Bytes, AuthError> {
+        let mut c = self.client.lock().unwrap_or_else(PoisonError::into_inner);
+        c.handle_reply_more(&payload).map_err(to_auth_error)
+    }
+
+    fn handle_done(
+        &mut self,
+        global_id: u64,
+        _con_mode: u32,
+        payload: Bytes,
+    ) -> Result<ClientAuthDone, AuthError> {
+        let mut c = self.client.lock().unwrap_or_else(PoisonError::into_inner);
+        let s = c
+            .handle_done(global_id, &payload, self.now)
+            .map_err(to_auth_error)?;
+        Ok(ClientAuthDone {
+            session_key: s.session_key.secret,
+            connection_secret: s.connection_secret,
+        })
+    }
+
+    fn handle_bad_method(
+        &mut self,
+        method: u32,
+        result: i32,
+        allowed_methods: &[u32],
+        allowed_modes: &[u32],
+    ) -> Result<AuthRequest, AuthError> {
+        Err(bad_method(method, result, allowed_methods, allowed_modes))
+    }
+}
+
+/// The connector side of a connection to an OSD or mgr, presenting an authorizer.
+pub struct CephxAuthorizerClientAuth {
+    pub authorizer: Authorizer,
+    /// Pacific's `ms_client_mode` / `ms_cluster_mode` default: crc, secure.
+    pub modes: Vec<u32>,
+}
+
+impl CephxAuthorizerClientAuth {
+    pub fn new(authorizer: Authorizer) -> Self {
+        CephxAuthorizerClientAuth {
+            authorizer,
+            modes: vec![CON_MODE_CRC, CON_MODE_SECURE],
+        }
+    }
+}
+
+impl ClientAuth for CephxAuthorizerClientAuth {
+    fn initial_request(&mut self, _ctx: &AuthContext) -> Result<AuthRequest, AuthError> {
+        Ok(AuthRequest {
+            method: AUTH_METHOD_CEPHX,
+            preferred_modes: self.modes.clone(),
+            payload: self.authorizer.payload().clone(),
+        })
+    }
+
+    fn handle_reply_more(&mut self, payload: Bytes) -> Result<Bytes, AuthError> {
+        self.authorizer.add_challenge(&payload).map_err(to_auth_error)
+    }
+
+    fn handle_done(
+        &mut self,
+        _global_id: u64,
+        _con_mode: u32,
+        payload: Bytes,
+    ) -> Result<ClientAuthDone, AuthError> {
+        let connection_secret = self.authorizer.verify_reply(&payload).map_err(to_auth_error)?;
+        Ok(ClientAuthDone {
+            session_key: self.authorizer.session_key.secret.clone(),
+            connection_secret,
+        })
+    }
+
+    fn handle_bad_method(
+        &mut self,
+        method: u32,
+        result: i32,
+        allowed_methods: &[u32],
+        allowed_modes: &[u32],
+    ) -> Result<AuthRequest, AuthError> {
+        Err(bad_method(method, result, allowed_methods, allowed_modes))
+    }
+}
+
+/// The acceptor side for a daemon: cephx authorizers (and auth none when allowed).
+pub struct CephxServerAuth {
+    verifier: ServiceAuthorizerVerifier,
+    /// The daemon's keys; shared so that rotating-key refreshes reach every connection.
+    pub keys: Arc<RwLock<ServiceKeys>>,
+    /// Methods accepted, in preference order (`auth_cluster_required` / `auth_service_required`).
+    pub methods: Vec<u32>,
+    /// Modes accepted, in preference order (Pacific's `ms_service_mode` default: crc, secure).
+    pub modes: Vec<u32>,
+    none: AuthNoneServer,
+    chosen_mode: u32,
+    /// The last authenticated peer (name, global id, caps), for the daemon to read after AUTH_DONE.
+    pub peer: Arc<Mutex<Option<PeerAuth>>>,
+}
+
+impl CephxServerAuth {
+    pub fn new(provider: Arc<dyn CryptoProvider>, keys: Arc<RwLock<ServiceKeys>>) -> Self {
+        CephxServerAuth {
+            verifier: ServiceAuthorizerVerifier::new(provider),
+            keys,
+            methods: vec![AUTH_METHOD_CEPHX],
+            modes: vec![CON_MODE_CRC, CON_MODE_SECURE],
+            none: AuthNoneServer::default(),
+            chosen_mode: CON_MODE_CRC,
+            peer: Arc::new(Mutex::new(None)),
+        }
+    }
+
+    fn bad(&self, result: i32) -> AuthStep {
+        AuthStep::Bad {
+            result,
+            allowed_methods: self.methods.clone(),
+            allowed_modes: self.modes.clone(),
+        }
+    }
+
+    fn step(&mut self, payload: &[u8]) -> AuthStep {
+        let secret_len = if self.chosen_mode == CON_MODE_SECURE {
+            SECURE_CONNECTION_SECRET_LEN
+        } else {
+            0
+        };
+        let keys = self.keys.read().unwrap_or_else(PoisonError::into_inner);
+        match self.verifier.verify(&*keys, payload, secret_len) {
+            Ok(ServiceStep::Challenge(c)) => AuthStep::More(c),
+            Ok(ServiceStep::Done {
+                reply,
+                peer,
+                connection_secret,
+            }) => {
+                let done = ServerAuthDone {
+                    global_id: peer.global_id,
+                    con_mode: self.chosen_mode,
+                    payload: reply,
+                    session_key: peer.session_key.secret.clone(),
+                    connection_secret,
+                    peer_name: msgr2::EntityName {
+                        ty: peer.name.ty,
+                        id: peer.name.id.clone(),
+                    },
+                };
+                *self.peer.lock().unwrap_or_else(PoisonError::into_inner) = Some(peer);
+                AuthStep::Done(done)
+            }
+            Err(_) => self.bad(-EACCES),
+        }
+    }
+}
+
+impl ServerAuth for CephxServerAuth {
+    fn handle_request(
+        &mut self,
+        ctx: &AuthContext,
+        method: u32,
+        preferred_modes: &[u32],
+        payload: Bytes,
+    ) -> Result<AuthStep, AuthError> {
+        if !self.methods.contains(&method) {
+            return Ok(self.bad(-EOPNOTSUPP));
+        }
+        if method == AUTH_METHOD_NONE {
+            return self.none.handle_request(ctx, method, preferred_modes, payload);
+        }
+        if method != AUTH_METHOD_CEPHX {
+            return Ok(self.bad(-EOPNOTSUPP));
+        }
+        // The connector's preference wins among the modes we allow (as Ceph's AuthRegistry::pick_mode does).
+        let Some(mode) = preferred_modes.iter().copied().find(|m| self.modes.contains(m)) else {
+            return Ok(self.bad(-EOPNOTSUPP));
+        };
+        self.chosen_mode = mode;
+        Ok(self.step(&payload))
+    }
+
+    fn handle_request_more(&mut self, payload: Bytes) -> Result<AuthStep, AuthError> {
+        Ok(self.step(&payload))
+    }
+}
