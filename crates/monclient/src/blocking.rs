@@ -76,6 +76,8 @@ pub struct BlockingMonClient<M: OsdMapLike> {
     versions: BTreeMap<u64, (u64, u64)>,
     /// Events the caller has not taken yet (bounded: oldest dropped).
     events: std::collections::VecDeque<Event>,
+    /// Our messenger nonce (`entity_addr_t::nonce`), fixed for the life of this client.
+    nonce: u32,
     pub seen: Seen,
 }
 
@@ -104,6 +106,8 @@ impl<M: OsdMapLike> BlockingMonClient<M> {
             done: BTreeMap::new(),
             versions: BTreeMap::new(),
             events: Default::default(),
+            // Distinct per client instance, as Ceph's random nonce is; derived from the seed for reproducibility.
+            nonce: (seed ^ (seed >> 32)) as u32 | 1,
             seen: Seen::default(),
         };
         me.core.start(Instant::now())?;
@@ -233,13 +237,21 @@ impl<M: OsdMapLike> BlockingMonClient<M> {
                 };
                 let auth = (self.auth)(&slot.target);
                 let target = msgr2::EntityAddr::msgr2(slot.target.addr, 0);
-                slot.conn = Some(Connection::connector(
-                    self.cfg.msgr.clone(),
-                    auth,
-                    target,
-                    ENTITY_TYPE_MON,
-                    now,
-                ));
+                let mut msgr = self.cfg.msgr.clone();
+                if msgr.my_addrs.0.is_empty() {
+                    // Monitors refuse a CLIENT_IDENT without an address. Like Ceph clients, advertise our local IP
+                    // with port 0 (we accept no connections) and type ANY, with a per-client nonce.
+                    let ip = stream
+                        .local_addr()
+                        .map(|a| a.ip())
+                        .unwrap_or(std::net::Ipv4Addr::UNSPECIFIED.into());
+                    msgr.my_addrs = msgr2::AddrVec::one(msgr2::EntityAddr {
+                        ty: msgr2::addr::ADDR_TYPE_ANY,
+                        nonce: self.nonce,
+                        addr: Some(std::net::SocketAddr::new(ip, 0)),
+                    });
+                }
+                slot.conn = Some(Connection::connector(msgr, auth, target, ENTITY_TYPE_MON, now));
                 slot.stream = Some(stream);
                 self.pump_conn(id, now);
             }

@@ -171,6 +171,8 @@ struct PendingCommand {
     cmd: Vec<String>,
     inbl: Bytes,
     deadline: Option<Instant>,
+    /// Sent on the current session (reset when a new session starts).
+    sent: bool,
 }
 
 #[derive(Debug)]
@@ -327,10 +329,16 @@ impl<M: OsdMapLike> MonClient<M> {
         }
         let tid = self.alloc_tid();
         let deadline = self.cfg.command_timeout.map(|t| now + t);
-        self.commands.insert(tid, PendingCommand { cmd, inbl, deadline });
-        if let State::Connected { conn, .. } = self.state {
-            self.send_command_msg(conn, tid);
-        }
+        self.commands.insert(
+            tid,
+            PendingCommand {
+                cmd,
+                inbl,
+                deadline,
+                sent: false,
+            },
+        );
+        self.flush_commands();
         Ok(tid)
     }
 
@@ -372,10 +380,10 @@ impl<M: OsdMapLike> MonClient<M> {
         // A new session knows nothing of our subscriptions or requests: send them all again.
         self.subs_unsent = true;
         self.flush_subs();
-        let tids: Vec<u64> = self.commands.keys().copied().collect();
-        for tid in tids {
-            self.send_command_msg(conn, tid);
+        for c in self.commands.values_mut() {
+            c.sent = false;
         }
+        self.flush_commands();
         let handles: Vec<u64> = self.versions.keys().copied().collect();
         for h in handles {
             self.send_version_msg(conn, h);
@@ -536,6 +544,8 @@ impl<M: OsdMapLike> MonClient<M> {
         }
         self.cfg.fsid = Some(map.fsid);
         self.monmap_epoch = map.epoch;
+        // Commands held back for want of the fsid can go now.
+        self.flush_commands();
         self.got("monmap", map.epoch);
         // Hunt over the monitors the map names from now on (those with a msgr2 address).
         let mons: Vec<MonTarget> = map
@@ -690,20 +700,28 @@ impl<M: OsdMapLike> MonClient<M> {
         self.subs_unsent = false;
     }
 
-    fn send_command_msg(&mut self, conn: ConnId, tid: u64) {
-        let Some(c) = self.commands.get(&tid) else {
+    /// Send every command not yet sent on the current session. Monitors refuse a command whose fsid is not
+    /// theirs ("wrong fsid"), so without an fsid (none in the config, no monmap yet) commands wait.
+    fn flush_commands(&mut self) {
+        let State::Connected { conn, .. } = self.state else {
             return;
         };
-        let m = MMonCommand {
-            paxos: PaxosHeader::default(),
-            fsid: self.cfg.fsid.unwrap_or([0; 16]),
-            cmd: c.cmd.clone(),
-            inbl: c.inbl.clone(),
+        let Some(fsid) = self.cfg.fsid else {
+            return;
         };
-        self.outputs.push_back(Output::Send {
-            conn,
-            msg: m.to_message(u64::MAX).with_tid(tid),
-        });
+        for (tid, c) in self.commands.iter_mut().filter(|(_, c)| !c.sent) {
+            c.sent = true;
+            let m = MMonCommand {
+                paxos: PaxosHeader::default(),
+                fsid,
+                cmd: c.cmd.clone(),
+                inbl: c.inbl.clone(),
+            };
+            self.outputs.push_back(Output::Send {
+                conn,
+                msg: m.to_message(u64::MAX).with_tid(*tid),
+            });
+        }
     }
 
     fn send_version_msg(&mut self, conn: ConnId, handle: u64) {

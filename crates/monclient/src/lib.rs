@@ -10,11 +10,15 @@
 
 #[cfg(feature = "blocking")]
 pub mod blocking;
+#[cfg(feature = "blocking")]
+pub mod cephx_auth;
 mod core;
+pub mod epoch_map;
 pub mod monmap_lite;
 mod rng;
 
 pub use crate::core::{
     CommandReply, Config, ConnId, Event, MonClient, MonClientError, MonTarget, OsdMapLike, Output, errno,
 };
+pub use epoch_map::EpochOnlyMap;
 pub use monmap_lite::MonMapLite;

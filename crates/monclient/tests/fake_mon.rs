@@ -529,3 +529,39 @@ fn monmap_replaces_the_hunt_list_and_foreign_fsid_is_ignored() {
     c.handle_message(conn, &osdmap_msg(&[], &[(3, full(3, 0))], 3), t0);
     assert!(c.osdmap().is_none());
 }
+
+#[test]
+fn without_an_fsid_commands_wait_for_the_monmap() {
+    let raw = std::fs::read(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../ceph-msgs/testdata/mon-messages.bin"
+    ))
+    .unwrap();
+    let pos = raw
+        .windows(4)
+        .position(|w| w == [0x09, 0x06, 0xa0, 0x00])
+        .unwrap();
+    let monmap = Bytes::copy_from_slice(&raw[pos..pos + 0xa6]);
+    let fsid = MonMapLite::decode(monmap.clone()).unwrap().fsid;
+    let t0 = Instant::now();
+    let mut c = MonClient::<FakeMap>::new(Config { fsid: None, ..cfg() }, targets(1), 1);
+    c.start(t0).unwrap();
+    let (o, _) = drain(&mut c);
+    let conn = connects(&o)[0].0;
+    c.handle_connected(conn, t0);
+    let tid = c.send_command(vec!["{}".into()], Bytes::new(), t0).unwrap();
+    let (o, _) = drain(&mut c);
+    assert!(
+        sent(&o).iter().all(|(_, m)| m.msg_type != msg_type::MON_COMMAND),
+        "a command with a zero fsid is refused by mons"
+    );
+    c.handle_message(conn, &MMonMap { monmap }.to_message(0), t0);
+    let (o, _) = drain(&mut c);
+    let cmds: Vec<_> = sent(&o)
+        .into_iter()
+        .filter(|(_, m)| m.msg_type == msg_type::MON_COMMAND)
+        .collect();
+    assert_eq!(cmds.len(), 1);
+    assert_eq!(cmds[0].1.tid, tid);
+    assert_eq!(MMonCommand::from_message(&cmds[0].1).unwrap().fsid, fsid);
+}
