@@ -321,8 +321,9 @@ impl Decode for HObject {
     fn decode(d: &mut Decoder) -> Result<Self> {
         d.decode_struct_legacy("hobject_t", 4, LegacyHeader::new(3, 3), |h, d| {
             let o = HObject::decode_fields(d, h.version)?;
-            // Ceph canonicalises any max object to get_max() (v4 and later).
-            if h.version >= 4 && o.max {
+            // Ceph canonicalises a max object to get_max() (for v4 and later; we do it for every version, since
+            // Ceph would assert when re-encoding a non-canonical max object of the older versions).
+            if o.max {
                 return Ok(HObject::max_value());
             }
             Ok(o)
