@@ -78,6 +78,12 @@ impl<'a> Mapper<'a> {
         }
     }
 
+    /// The deepest descent a valid (acyclic) hierarchy allows. The C code follows a cycle in a malformed map
+    /// forever; we treat the item as unusable instead, which changes nothing for valid maps.
+    fn max_depth(&self) -> usize {
+        self.map.buckets.len()
+    }
+
     fn arg_for(&self, bucket: &Bucket) -> Option<&'a ChooseArg> {
         let slot = u32::try_from(-1i64 - i64::from(bucket.id)).ok()?;
         self.args?.get(&slot)
@@ -249,6 +255,7 @@ impl<'a> Mapper<'a> {
             'descent: loop {
                 let mut retry_descent = false;
                 let mut inb: &'a Bucket = bucket;
+                let mut depth = 0usize;
                 let mut flocal: u32 = 0;
                 loop {
                     let mut collide = false;
@@ -279,8 +286,9 @@ impl<'a> Mapper<'a> {
                         };
                         if itemtype != p.item_type {
                             match class {
-                                ItemClass::Bucket(b) => {
+                                ItemClass::Bucket(b) if depth < self.max_depth() => {
                                     inb = b;
+                                    depth += 1;
                                     continue;
                                 }
                                 _ => {
@@ -384,6 +392,7 @@ impl<'a> Mapper<'a> {
                     continue;
                 }
                 let mut inb: &'a Bucket = bucket;
+                let mut depth = 0usize;
                 loop {
                     // The choice depends on the position, also in the nested call, so a bucket picked for
                     // another position tends to yield a different item here.
@@ -408,8 +417,9 @@ impl<'a> Mapper<'a> {
                     };
                     if !give_up && itemtype != p.item_type {
                         match class {
-                            ItemClass::Bucket(b) => {
+                            ItemClass::Bucket(b) if depth < self.max_depth() => {
                                 inb = b;
+                                depth += 1;
                                 continue;
                             }
                             _ => give_up = true,
