@@ -336,3 +336,42 @@ fn authorizer_failures() {
         CephxError::NoTicket(ENTITY_TYPE_MGR)
     );
 }
+
+mod hostile {
+    use super::*;
+    use denc::Decode;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(200))]
+        /// Arbitrary bytes in every position a peer controls: errors, never panics.
+        #[test]
+        fn arbitrary_peer_bytes_never_panic(data in proptest::collection::vec(any::<u8>(), 0..200)) {
+            let p = provider();
+            let key = CryptoKey::new_aes([7; 16], NOW);
+            let mut c = MonAuthClient::new(p.clone(), parse_entity_name("client.admin").unwrap(), key.clone(), ENTITY_TYPE_OSD);
+            c.initial_request();
+            let _ = c.handle_reply_more(&data);
+            let _ = c.handle_done(1, &data, NOW);
+            let _ = c.handle_response(0, &data, NOW);
+            let keys = service::ServiceKeys { service_id: ENTITY_TYPE_OSD, ..Default::default() };
+            let _ = service::ServiceAuthorizerVerifier::new(p.clone()).verify(&keys, &data, 64);
+            let mut a = Authorizer::build(p.clone(), 1, ENTITY_TYPE_OSD, &CephXTicketBlob::default(), key.clone()).unwrap();
+            let _ = a.add_challenge(&data);
+            let _ = a.verify_reply(&data);
+            let mut mon = MonAuthServer::new(p.clone());
+            let mut conn = MonAuthConnection::default();
+            let _ = mon.handle_initial(&mut conn, &data);
+            let _ = mon.handle_authenticate(&mut conn, &data, 64, NOW);
+            let _ = mon.handle_request(&conn, &data, NOW);
+            for t in [0usize, 1, 2] {
+                let b = bytes::Bytes::from(data.clone());
+                let _ = match t {
+                    0 => AuthTicket::decode_all(b).map(|_| ()),
+                    1 => RotatingSecrets::decode_all(b).map(|_| ()),
+                    _ => EntityAuth::decode_all(b).map(|_| ()),
+                };
+            }
+        }
+    }
+}
