@@ -1,0 +1,178 @@
+// SPDX-License-Identifier: LGPL-3.0-or-later
+//! In-memory extent allocator over the shard's data blocks. It is not persisted: mount rebuilds it as the
+//! complement of every block the tree references (tree nodes + data extents), which is also what fsck checks.
+
+use crate::error::{Result, StoreError};
+use std::collections::BTreeMap;
+
+#[derive(Debug, Clone)]
+pub struct Allocator {
+    first: u64,
+    count: u64,
+    /// start -> length of each free run; runs never touch (adjacent runs are merged).
+    free: BTreeMap<u64, u64>,
+    free_blocks: u64,
+    /// Next-fit cursor: new allocations continue after the last one, which keeps data writes sequential.
+    cursor: u64,
+}
+
+impl Allocator {
+    /// Allocator over `[first, first + count)` where `used` runs (any order, must not overlap) are taken.
+    pub fn from_used(first: u64, count: u64, mut used: Vec<(u64, u64)>) -> Result<Self> {
+        used.sort_unstable();
+        let mut free = BTreeMap::new();
+        let mut at = first;
+        let end = first + count;
+        let mut free_blocks = 0;
+        for (s, l) in used {
+            if s < at || s + l > end || l == 0 {
+                return Err(StoreError::Corrupt(format!(
+                    "block run {s}+{l} overlaps or is out of range"
+                )));
+            }
+            if s > at {
+                free.insert(at, s - at);
+                free_blocks += s - at;
+            }
+            at = s + l;
+        }
+        if end > at {
+            free.insert(at, end - at);
+            free_blocks += end - at;
+        }
+        Ok(Allocator {
+            first,
+            count,
+            free,
+            free_blocks,
+            cursor: first,
+        })
+    }
+
+    pub fn free_blocks(&self) -> u64 {
+        self.free_blocks
+    }
+
+    pub fn total_blocks(&self) -> u64 {
+        self.count
+    }
+
+    pub fn free_runs(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        self.free.iter().map(|(a, b)| (*a, *b))
+    }
+
+    fn take(&mut self, start: u64, len: u64, want: u64) -> (u64, u64) {
+        let got = len.min(want);
+        self.free.remove(&start);
+        if len > got {
+            self.free.insert(start + got, len - got);
+        }
+        self.free_blocks -= got;
+        self.cursor = start + got;
+        (start, got)
+    }
+
+    /// Allocate `n` blocks as few runs as possible (contiguous when a run is big enough).
+    pub fn alloc(&mut self, n: u64) -> Result<Vec<(u64, u64)>> {
+        if n > self.free_blocks {
+            return Err(StoreError::NoSpace);
+        }
+        let mut out = Vec::new();
+        // First choice: one contiguous run at or after the cursor, then anywhere.
+        let fit = self
+            .free
+            .range(self.cursor..)
+            .chain(self.free.range(..self.cursor))
+            .find(|(_, l)| **l >= n)
+            .map(|(s, l)| (*s, *l));
+        if let Some((s, l)) = fit {
+            out.push(self.take(s, l, n));
+            return Ok(out);
+        }
+        let mut left = n;
+        while left > 0 {
+            let Some((s, l)) = self
+                .free
+                .range(self.cursor..)
+                .next()
+                .or_else(|| self.free.iter().next())
+                .map(|(s, l)| (*s, *l))
+            else {
+                return Err(StoreError::NoSpace);
+            };
+            let r = self.take(s, l, left);
+            left -= r.1;
+            out.push(r);
+        }
+        Ok(out)
+    }
+
+    pub fn free(&mut self, start: u64, len: u64) {
+        assert!(
+            start >= self.first && start + len <= self.first + self.count,
+            "free out of range"
+        );
+        let mut s = start;
+        let mut l = len;
+        if let Some((&ps, &pl)) = self.free.range(..=start).next_back() {
+            assert!(ps + pl <= start, "double free of block {start}");
+            if ps + pl == start {
+                self.free.remove(&ps);
+                s = ps;
+                l += pl;
+            }
+        }
+        if let Some((&ns, &nl)) = self.free.range(start..).next() {
+            assert!(start + len <= ns, "double free of block {ns}");
+            if start + len == ns {
+                self.free.remove(&ns);
+                l += nl;
+            }
+        }
+        self.free.insert(s, l);
+        self.free_blocks += len;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rng::Rng;
+
+    #[test]
+    fn alloc_free_conserves_blocks_and_never_double_allocates() {
+        let mut rng = Rng::new(3);
+        let mut a = Allocator::from_used(100, 1000, vec![(150, 10), (100, 1)]).unwrap();
+        assert_eq!(a.free_blocks(), 989);
+        let mut owned = vec![false; 1000];
+        for i in 150..160 {
+            owned[i - 100] = true;
+        }
+        owned[0] = true;
+        let mut held: Vec<(u64, u64)> = Vec::new();
+        for _ in 0..2000 {
+            if rng.chance(55) {
+                let n = 1 + rng.below(20);
+                if let Ok(runs) = a.alloc(n) {
+                    assert_eq!(runs.iter().map(|r| r.1).sum::<u64>(), n);
+                    for (s, l) in runs {
+                        for b in s..s + l {
+                            assert!(!owned[(b - 100) as usize], "block {b} handed out twice");
+                            owned[(b - 100) as usize] = true;
+                        }
+                        held.push((s, l));
+                    }
+                }
+            } else if !held.is_empty() {
+                let (s, l) = held.swap_remove(rng.below(held.len() as u64) as usize);
+                for b in s..s + l {
+                    owned[(b - 100) as usize] = false;
+                }
+                a.free(s, l);
+            }
+            assert_eq!(a.free_blocks(), owned.iter().filter(|o| !**o).count() as u64);
+        }
+        assert!(Allocator::from_used(0, 10, vec![(0, 5), (4, 2)]).is_err());
+        assert!(Allocator::from_used(0, 10, vec![(8, 5)]).is_err());
+    }
+}

@@ -1,0 +1,668 @@
+// SPDX-License-Identifier: LGPL-3.0-or-later
+//! Copy-on-write B+tree of byte keys to byte values (metadata only).
+//!
+//! Nodes live on disk as checksummed 4 KiB blocks. A node that is modified is copied into memory ("dirty", `Ptr::Mem`)
+//! together with its path to the root; the disk block it came from is remembered in `superseded` and freed only
+//! after the next checkpoint made the new tree durable. Clean nodes are cached in a bounded LRU keyed by block number
+//! and re-read (and re-verified) on a miss. Deletions remove empty nodes but never merge siblings: underfull nodes
+//! are allowed (fewer rewrites, no compaction).
+
+use crate::error::{Result, StoreError};
+use crate::format::{BLOCK, NODE_MAGIC, Reader, Writer, crc};
+use bytes::Bytes;
+use std::collections::{BTreeMap, HashMap};
+use std::rc::Rc;
+
+const HEADER: usize = 24;
+/// Largest `key.len() + value.len()` accepted in a leaf: three such entries always fit in a node, so a split of an
+/// overflowing node always yields two nodes that fit.
+pub const MAX_ENTRY: usize = (BLOCK - HEADER) / 3 - 4;
+pub const MAX_KEY: usize = 512;
+const _: () = assert!(MAX_KEY + 10 < MAX_ENTRY);
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ptr {
+    Disk(u64),
+    Mem(u32),
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct Node {
+    pub level: u8,
+    pub keys: Vec<Vec<u8>>,
+    /// Leaf values (empty for internal nodes).
+    pub vals: Vec<Vec<u8>>,
+    /// Children (empty for leaves); `keys[i]` is the lower bound of `kids[i]`, `keys[0]` is ignored.
+    pub kids: Vec<Ptr>,
+    bytes: usize,
+}
+
+impl Node {
+    fn leaf() -> Self {
+        Node {
+            bytes: HEADER,
+            ..Default::default()
+        }
+    }
+    fn is_leaf(&self) -> bool {
+        self.level == 0
+    }
+    fn entry_size(&self, i: usize) -> usize {
+        if self.is_leaf() {
+            4 + self.keys[i].len() + self.vals[i].len()
+        } else {
+            10 + self.keys[i].len()
+        }
+    }
+    fn recompute(&mut self) {
+        self.bytes = HEADER + (0..self.keys.len()).map(|i| self.entry_size(i)).sum::<usize>();
+    }
+    fn child_index(&self, key: &[u8]) -> usize {
+        if self.keys.len() <= 1 {
+            return 0;
+        }
+        self.keys[1..].partition_point(|k| k.as_slice() <= key)
+    }
+
+    /// Serialise a node whose children are all on disk.
+    pub fn encode(&self, self_block: u64) -> Result<Vec<u8>> {
+        let mut w = Writer::with_capacity(BLOCK);
+        w.u32(NODE_MAGIC)
+            .u32(0)
+            .u64(self_block)
+            .u8(self.level)
+            .u8(0)
+            .u16(self.keys.len() as u16)
+            .u32(0);
+        for i in 0..self.keys.len() {
+            let k = &self.keys[i];
+            if self.is_leaf() {
+                w.u16(k.len() as u16)
+                    .u16(self.vals[i].len() as u16)
+                    .bytes(k)
+                    .bytes(&self.vals[i]);
+            } else {
+                let Ptr::Disk(b) = self.kids[i] else {
+                    return Err(StoreError::Corrupt(
+                        "encoding a node with an in-memory child".into(),
+                    ));
+                };
+                w.u16(k.len() as u16).bytes(k).u64(b);
+            }
+        }
+        let mut b = w.buf;
+        assert!(b.len() <= BLOCK, "node overflow {}", b.len());
+        b.resize(BLOCK, 0);
+        let c = crc(&b[8..]);
+        b[4..8].copy_from_slice(&c.to_le_bytes());
+        Ok(b)
+    }
+
+    pub fn decode(b: &[u8], expect_block: u64) -> Result<Node> {
+        let bad = |what: &str| StoreError::Corrupt(format!("tree node {expect_block}: {what}"));
+        if b.len() != BLOCK {
+            return Err(bad("wrong size"));
+        }
+        let mut r = Reader::new(b);
+        if r.u32()? != NODE_MAGIC {
+            return Err(bad("bad magic"));
+        }
+        if r.u32()? != crc(&b[8..]) {
+            return Err(StoreError::Checksum {
+                offset: expect_block * BLOCK as u64,
+            });
+        }
+        if r.u64()? != expect_block {
+            return Err(bad("misdirected (self address mismatch)"));
+        }
+        let level = r.u8()?;
+        r.u8()?;
+        let n = r.u16()? as usize;
+        r.u32()?;
+        let mut node = Node {
+            level,
+            ..Default::default()
+        };
+        for _ in 0..n {
+            let kl = r.u16()? as usize;
+            if level == 0 {
+                let vl = r.u16()? as usize;
+                node.keys.push(r.take(kl)?.to_vec());
+                node.vals.push(r.take(vl)?.to_vec());
+            } else {
+                node.keys.push(r.take(kl)?.to_vec());
+                node.kids.push(Ptr::Disk(r.u64()?));
+            }
+        }
+        if level > 0 && n == 0 {
+            return Err(bad("empty internal node"));
+        }
+        node.recompute();
+        Ok(node)
+    }
+}
+
+/// A node split: the separator key and the new right sibling.
+type Split = (Vec<u8>, Ptr);
+/// A serialised node to write: (block, bytes).
+pub type NodeWrite = (u64, Vec<u8>);
+
+/// Source of clean nodes (the store reads them from the device).
+pub trait NodeIo {
+    fn read_node(&mut self, block: u64) -> Result<Bytes>;
+}
+
+pub struct Tree {
+    root: Ptr,
+    dirty: Vec<Option<Rc<Node>>>,
+    free_ids: Vec<u32>,
+    cache: HashMap<u64, (Rc<Node>, u64)>,
+    lru: BTreeMap<u64, u64>,
+    tick: u64,
+    cache_cap: usize,
+    /// Disk nodes replaced since the last checkpoint: free once the next checkpoint is durable.
+    pub superseded: Vec<u64>,
+    pub stats: TreeStats,
+}
+
+#[derive(Debug, Default, Clone, Copy)]
+pub struct TreeStats {
+    pub node_reads: u64,
+    pub cache_hits: u64,
+}
+
+impl Tree {
+    pub fn open(root_block: u64, cache_cap: usize) -> Tree {
+        Tree {
+            root: Ptr::Disk(root_block),
+            dirty: Vec::new(),
+            free_ids: Vec::new(),
+            cache: HashMap::new(),
+            lru: BTreeMap::new(),
+            tick: 0,
+            cache_cap: cache_cap.max(8),
+            superseded: Vec::new(),
+            stats: TreeStats::default(),
+        }
+    }
+
+    /// A fresh, empty tree (root is an in-memory leaf until the first checkpoint).
+    pub fn empty(cache_cap: usize) -> Tree {
+        let mut t = Tree::open(0, cache_cap);
+        let id = t.alloc_mem(Node::leaf());
+        t.root = Ptr::Mem(id);
+        t
+    }
+
+    pub fn root(&self) -> Ptr {
+        self.root
+    }
+
+    pub fn dirty_nodes(&self) -> usize {
+        self.dirty.len() - self.free_ids.len()
+    }
+
+    pub fn cached_nodes(&self) -> usize {
+        self.cache.len()
+    }
+
+    fn alloc_mem(&mut self, n: Node) -> u32 {
+        let rc = Rc::new(n);
+        if let Some(id) = self.free_ids.pop() {
+            self.dirty[id as usize] = Some(rc);
+            id
+        } else {
+            self.dirty.push(Some(rc));
+            (self.dirty.len() - 1) as u32
+        }
+    }
+
+    fn free_mem(&mut self, id: u32) {
+        self.dirty[id as usize] = None;
+        self.free_ids.push(id);
+    }
+
+    fn mem(&self, id: u32) -> &Rc<Node> {
+        self.dirty[id as usize]
+            .as_ref()
+            .expect("dangling in-memory node id")
+    }
+
+    fn mem_mut(&mut self, id: u32) -> &mut Node {
+        Rc::make_mut(
+            self.dirty[id as usize]
+                .as_mut()
+                .expect("dangling in-memory node id"),
+        )
+    }
+
+    pub fn node(&mut self, io: &mut dyn NodeIo, p: Ptr) -> Result<Rc<Node>> {
+        match p {
+            Ptr::Mem(id) => Ok(self.mem(id).clone()),
+            Ptr::Disk(b) => {
+                self.tick += 1;
+                if let Some((n, t)) = self.cache.get_mut(&b) {
+                    self.stats.cache_hits += 1;
+                    self.lru.remove(t);
+                    *t = self.tick;
+                    self.lru.insert(self.tick, b);
+                    return Ok(n.clone());
+                }
+                self.stats.node_reads += 1;
+                let bytes = io.read_node(b)?;
+                let n = Rc::new(Node::decode(&bytes, b)?);
+                self.insert_clean(b, n.clone());
+                Ok(n)
+            }
+        }
+    }
+
+    fn insert_clean(&mut self, b: u64, n: Rc<Node>) {
+        self.tick += 1;
+        if let Some((_, t)) = self.cache.insert(b, (n, self.tick)) {
+            self.lru.remove(&t);
+        }
+        self.lru.insert(self.tick, b);
+        while self.cache.len() > self.cache_cap {
+            let Some((_, victim)) = self.lru.pop_first() else {
+                break;
+            };
+            self.cache.remove(&victim);
+        }
+    }
+
+    fn make_mut(&mut self, io: &mut dyn NodeIo, p: Ptr) -> Result<u32> {
+        match p {
+            Ptr::Mem(id) => Ok(id),
+            Ptr::Disk(b) => {
+                let n = self.node(io, p)?;
+                if let Some((_, t)) = self.cache.remove(&b) {
+                    self.lru.remove(&t);
+                }
+                self.superseded.push(b);
+                Ok(self.alloc_mem((*n).clone()))
+            }
+        }
+    }
+
+    pub fn get(&mut self, io: &mut dyn NodeIo, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        let mut p = self.root;
+        loop {
+            let n = self.node(io, p)?;
+            if n.is_leaf() {
+                return Ok(n
+                    .keys
+                    .binary_search_by(|k| k.as_slice().cmp(key))
+                    .ok()
+                    .map(|i| n.vals[i].clone()));
+            }
+            p = n.kids[n.child_index(key)];
+        }
+    }
+
+    pub fn put(&mut self, io: &mut dyn NodeIo, key: &[u8], val: &[u8]) -> Result<()> {
+        if key.len() > MAX_KEY || key.len() + val.len() > MAX_ENTRY {
+            return Err(StoreError::TooLarge(
+                "metadata key/value exceeds the node entry limit",
+            ));
+        }
+        let (root, split) = self.put_rec(io, self.root, key, val)?;
+        self.root = root;
+        if let Some((sep, right)) = split {
+            let level = self.node(io, root)?.level + 1;
+            let mut n = Node {
+                level,
+                keys: vec![Vec::new(), sep],
+                kids: vec![root, right],
+                ..Default::default()
+            };
+            n.recompute();
+            self.root = Ptr::Mem(self.alloc_mem(n));
+        }
+        Ok(())
+    }
+
+    fn put_rec(
+        &mut self,
+        io: &mut dyn NodeIo,
+        p: Ptr,
+        key: &[u8],
+        val: &[u8],
+    ) -> Result<(Ptr, Option<Split>)> {
+        let id = self.make_mut(io, p)?;
+        if self.mem(id).is_leaf() {
+            let n = self.mem_mut(id);
+            match n.keys.binary_search_by(|k| k.as_slice().cmp(key)) {
+                Ok(i) => {
+                    n.bytes = n.bytes + val.len() - n.vals[i].len();
+                    n.vals[i] = val.to_vec();
+                }
+                Err(i) => {
+                    n.keys.insert(i, key.to_vec());
+                    n.vals.insert(i, val.to_vec());
+                    n.bytes += 4 + key.len() + val.len();
+                }
+            }
+        } else {
+            let (idx, kid) = {
+                let n = self.mem(id);
+                let i = n.child_index(key);
+                (i, n.kids[i])
+            };
+            let (nk, split) = self.put_rec(io, kid, key, val)?;
+            let n = self.mem_mut(id);
+            n.kids[idx] = nk;
+            if let Some((sep, right)) = split {
+                n.bytes += 10 + sep.len();
+                n.keys.insert(idx + 1, sep);
+                n.kids.insert(idx + 1, right);
+            }
+        }
+        if self.mem(id).bytes > BLOCK {
+            let right = self.split(id);
+            let sep = right.keys[0].clone();
+            let rid = self.alloc_mem(right);
+            return Ok((Ptr::Mem(id), Some((sep, Ptr::Mem(rid)))));
+        }
+        Ok((Ptr::Mem(id), None))
+    }
+
+    fn split(&mut self, id: u32) -> Node {
+        let n = self.mem_mut(id);
+        let total = n.bytes - HEADER;
+        let mut acc = 0;
+        let mut at = 1;
+        for i in 0..n.keys.len() {
+            acc += n.entry_size(i);
+            if acc >= total / 2 {
+                at = (i + 1).clamp(1, n.keys.len() - 1);
+                break;
+            }
+        }
+        let mut right = Node {
+            level: n.level,
+            ..Default::default()
+        };
+        right.keys = n.keys.split_off(at);
+        if n.is_leaf() {
+            right.vals = n.vals.split_off(at);
+        } else {
+            right.kids = n.kids.split_off(at);
+        }
+        n.recompute();
+        right.recompute();
+        debug_assert!(n.bytes <= BLOCK && right.bytes <= BLOCK);
+        right
+    }
+
+    /// Remove `key`; returns whether it was present.
+    pub fn delete(&mut self, io: &mut dyn NodeIo, key: &[u8]) -> Result<bool> {
+        if self.get(io, key)?.is_none() {
+            return Ok(false);
+        }
+        let (root, _) = self.del_rec(io, self.root, key)?;
+        self.root = root;
+        loop {
+            let n = self.node(io, self.root)?;
+            if n.is_leaf() {
+                break;
+            }
+            if n.kids.is_empty() {
+                if let Ptr::Mem(id) = self.root {
+                    self.free_mem(id);
+                }
+                self.root = Ptr::Mem(self.alloc_mem(Node::leaf()));
+                break;
+            }
+            if n.kids.len() > 1 {
+                break;
+            }
+            if let Ptr::Mem(id) = self.root {
+                self.free_mem(id);
+            }
+            self.root = n.kids[0];
+        }
+        Ok(true)
+    }
+
+    fn del_rec(&mut self, io: &mut dyn NodeIo, p: Ptr, key: &[u8]) -> Result<(Ptr, bool)> {
+        let id = self.make_mut(io, p)?;
+        if self.mem(id).is_leaf() {
+            let n = self.mem_mut(id);
+            if let Ok(i) = n.keys.binary_search_by(|k| k.as_slice().cmp(key)) {
+                n.bytes -= 4 + n.keys[i].len() + n.vals[i].len();
+                n.keys.remove(i);
+                n.vals.remove(i);
+            }
+            let empty = n.keys.is_empty();
+            return Ok((Ptr::Mem(id), empty));
+        }
+        let (idx, kid) = {
+            let n = self.mem(id);
+            let i = n.child_index(key);
+            (i, n.kids[i])
+        };
+        let (nk, empty) = self.del_rec(io, kid, key)?;
+        if empty {
+            if let Ptr::Mem(cid) = nk {
+                self.free_mem(cid);
+            }
+            let n = self.mem_mut(id);
+            n.keys.remove(idx);
+            n.kids.remove(idx);
+            n.recompute();
+        } else {
+            self.mem_mut(id).kids[idx] = nk;
+        }
+        let empty = self.mem(id).kids.is_empty();
+        Ok((Ptr::Mem(id), empty))
+    }
+
+    /// Entries with `start <= key < end` (no upper bound if `end` is None), in order, at most `limit`.
+    pub fn scan(
+        &mut self,
+        io: &mut dyn NodeIo,
+        start: &[u8],
+        end: Option<&[u8]>,
+        limit: usize,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let mut out = Vec::new();
+        if limit > 0 {
+            self.scan_rec(io, self.root, start, end, limit, &mut out)?;
+        }
+        Ok(out)
+    }
+
+    fn scan_rec(
+        &mut self,
+        io: &mut dyn NodeIo,
+        p: Ptr,
+        start: &[u8],
+        end: Option<&[u8]>,
+        limit: usize,
+        out: &mut Vec<(Vec<u8>, Vec<u8>)>,
+    ) -> Result<()> {
+        let n = self.node(io, p)?;
+        if n.is_leaf() {
+            let from = n.keys.partition_point(|k| k.as_slice() < start);
+            for i in from..n.keys.len() {
+                if end.is_some_and(|e| n.keys[i].as_slice() >= e) || out.len() >= limit {
+                    return Ok(());
+                }
+                out.push((n.keys[i].clone(), n.vals[i].clone()));
+            }
+            return Ok(());
+        }
+        let from = n.child_index(start);
+        for j in from..n.kids.len() {
+            if j > from && end.is_some_and(|e| n.keys[j].as_slice() >= e) {
+                break;
+            }
+            self.scan_rec(io, n.kids[j], start, end, limit, out)?;
+            if out.len() >= limit {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// Visit every node (reading it from disk if needed): `f(block_if_on_disk, node)`.
+    pub fn walk(&mut self, io: &mut dyn NodeIo, f: &mut dyn FnMut(Option<u64>, &Node)) -> Result<()> {
+        let mut stack = vec![self.root];
+        while let Some(p) = stack.pop() {
+            let n = self.node(io, p)?;
+            f(
+                match p {
+                    Ptr::Disk(b) => Some(b),
+                    Ptr::Mem(_) => None,
+                },
+                &n,
+            );
+            stack.extend(n.kids.iter().rev().copied());
+        }
+        Ok(())
+    }
+
+    /// Checkpoint step: give every dirty node a block (from `alloc`), serialise it and turn it clean. Returns the
+    /// blocks to write (children before parents) and the new root block.
+    pub fn flush_dirty(&mut self, alloc: &mut dyn FnMut() -> Result<u64>) -> Result<(Vec<NodeWrite>, u64)> {
+        let mut writes = Vec::new();
+        let root = self.flush_rec(self.root, alloc, &mut writes)?;
+        self.root = Ptr::Disk(root);
+        debug_assert_eq!(self.dirty_nodes(), 0);
+        self.dirty.clear();
+        self.free_ids.clear();
+        Ok((writes, root))
+    }
+
+    fn flush_rec(
+        &mut self,
+        p: Ptr,
+        alloc: &mut dyn FnMut() -> Result<u64>,
+        writes: &mut Vec<(u64, Vec<u8>)>,
+    ) -> Result<u64> {
+        let id = match p {
+            Ptr::Disk(b) => return Ok(b),
+            Ptr::Mem(id) => id,
+        };
+        let kids = self.mem(id).kids.clone();
+        let mut new_kids = Vec::with_capacity(kids.len());
+        for k in kids {
+            new_kids.push(Ptr::Disk(self.flush_rec(k, alloc, writes)?));
+        }
+        let b = alloc()?;
+        let mut node = self.dirty[id as usize]
+            .take()
+            .map(Rc::unwrap_or_clone)
+            .unwrap_or_default();
+        self.free_ids.push(id);
+        node.kids = new_kids;
+        writes.push((b, node.encode(b)?));
+        self.insert_clean(b, Rc::new(node));
+        Ok(b)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rng::Rng;
+    use std::collections::BTreeMap;
+
+    #[derive(Default)]
+    struct MemIo(HashMap<u64, Bytes>);
+    impl NodeIo for MemIo {
+        fn read_node(&mut self, block: u64) -> Result<Bytes> {
+            self.0
+                .get(&block)
+                .cloned()
+                .ok_or(StoreError::Io("missing".into()))
+        }
+    }
+
+    fn checkpoint(t: &mut Tree, io: &mut MemIo, next: &mut u64) {
+        let (w, _) = t
+            .flush_dirty(&mut || {
+                *next += 1;
+                Ok(*next)
+            })
+            .unwrap();
+        for (b, data) in w {
+            io.0.insert(b, Bytes::from(data));
+        }
+    }
+
+    #[test]
+    fn matches_btreemap_under_random_ops_with_checkpoints_and_tiny_cache() {
+        for seed in 0..6u64 {
+            let mut rng = Rng::new(seed);
+            let mut io = MemIo::default();
+            let mut t = Tree::empty(8);
+            let mut model = BTreeMap::new();
+            let mut next = 0u64;
+            for step in 0..3000 {
+                let k = format!("k{:05}", rng.below(800)).into_bytes();
+                match rng.below(10) {
+                    0..=5 => {
+                        let v = vec![rng.below(256) as u8; rng.below(300) as usize];
+                        t.put(&mut io, &k, &v).unwrap();
+                        model.insert(k, v);
+                    }
+                    6..=8 => {
+                        assert_eq!(t.delete(&mut io, &k).unwrap(), model.remove(&k).is_some());
+                    }
+                    _ => {
+                        let end = format!("k{:05}", rng.below(800)).into_bytes();
+                        let got = t.scan(&mut io, &k, Some(&end), 50).unwrap();
+                        let want: Vec<_> = if k < end {
+                            model
+                                .range(k.clone()..end.clone())
+                                .take(50)
+                                .map(|(a, b)| (a.clone(), b.clone()))
+                                .collect()
+                        } else {
+                            vec![]
+                        };
+                        assert_eq!(got, want);
+                    }
+                }
+                if step % 97 == 0 {
+                    checkpoint(&mut t, &mut io, &mut next);
+                }
+            }
+            let all = t.scan(&mut io, b"", None, usize::MAX).unwrap();
+            let want: Vec<_> = model.iter().map(|(a, b)| (a.clone(), b.clone())).collect();
+            assert_eq!(all, want);
+            checkpoint(&mut t, &mut io, &mut next);
+            let root = match t.root() {
+                Ptr::Disk(b) => b,
+                Ptr::Mem(_) => panic!("root still dirty"),
+            };
+            let mut reopened = Tree::open(root, 8);
+            assert_eq!(reopened.scan(&mut io, b"", None, usize::MAX).unwrap(), want);
+        }
+    }
+
+    #[test]
+    fn corrupt_node_is_an_error_not_data() {
+        let mut io = MemIo::default();
+        let mut t = Tree::empty(8);
+        t.put(&mut io, b"a", b"1").unwrap();
+        let mut next = 10;
+        checkpoint(&mut t, &mut io, &mut next);
+        let mut b = io.0[&11].to_vec();
+        b[40] ^= 4;
+        io.0.insert(11, Bytes::from(b));
+        let mut t2 = Tree::open(11, 8);
+        assert!(matches!(t2.get(&mut io, b"a"), Err(StoreError::Checksum { .. })));
+    }
+
+    #[test]
+    fn oversized_entries_are_rejected() {
+        let mut io = MemIo::default();
+        let mut t = Tree::empty(8);
+        assert!(t.put(&mut io, &[1u8; MAX_KEY + 1], b"").is_err());
+        assert!(t.put(&mut io, b"k", &vec![0u8; MAX_ENTRY]).is_err());
+        t.put(&mut io, b"k", &vec![0u8; MAX_ENTRY - 1]).unwrap();
+    }
+}

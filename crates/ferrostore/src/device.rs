@@ -1,0 +1,46 @@
+// SPDX-License-Identifier: LGPL-3.0-or-later
+//! The one IO seam of the engine. The engine core only calls these methods; the simulator and the io_uring
+//! backend implement them.
+
+use bytes::Bytes;
+
+/// Caller-chosen identifier returned with the completion.
+pub type Tag = u64;
+
+/// Outcome of one request: reads carry the bytes read, writes and flushes carry nothing.
+#[derive(Debug)]
+pub struct Completion {
+    pub tag: Tag,
+    pub result: std::result::Result<Option<Bytes>, String>,
+}
+
+/// Counters kept at the IO chokepoint (bench: device bytes written per user byte).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct DeviceStats {
+    pub reads: u64,
+    pub writes: u64,
+    pub flushes: u64,
+    pub bytes_read: u64,
+    pub bytes_written: u64,
+}
+
+/// A block device driven by submissions and completions. Offsets and lengths of reads and writes are multiples of
+/// 512 bytes. A flush makes durable every write that had completed when the flush was submitted; writes that have
+/// not been flushed may be lost or torn at 512-byte boundaries by a crash.
+pub trait Device {
+    fn size_bytes(&self) -> u64;
+    fn submit_read(&mut self, tag: Tag, offset: u64, len: usize);
+    /// Gather write: `bufs` are written back to back starting at `offset`.
+    fn submit_write(&mut self, tag: Tag, offset: u64, bufs: Vec<Bytes>);
+    fn submit_flush(&mut self, tag: Tag);
+    /// Collect completions without blocking.
+    fn poll(&mut self, out: &mut Vec<Completion>);
+    /// Block until at least one completion is available (returns at once if nothing is in flight).
+    fn wait(&mut self, out: &mut Vec<Completion>);
+    fn in_flight(&self) -> usize;
+    fn stats(&self) -> DeviceStats;
+    /// Writes are durable on completion (FUA / RWF_DSYNC): flushes are then no-ops.
+    fn writes_are_durable(&self) -> bool {
+        false
+    }
+}

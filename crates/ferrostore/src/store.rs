@@ -1,0 +1,2156 @@
+// SPDX-License-Identifier: LGPL-3.0-or-later
+//! The per-shard engine: transactions, reads, group commit, checkpoints, mount-time recovery.
+//!
+//! Sans-IO: every byte reaches the media through the `Device` trait; the engine never makes a syscall. Write path:
+//! a transaction is applied to an overlay (so it is all-or-nothing), then to the in-memory tree; its data goes to
+//! freshly allocated blocks at once and its metadata deltas join the next log record (group commit). It is
+//! acknowledged once its data and log writes completed and a flush submitted after that completed.
+
+use crate::alloc::Allocator;
+use crate::btree::{MAX_ENTRY, MAX_KEY, NodeIo, Tree};
+use crate::device::{Completion, Device, DeviceStats, Tag};
+use crate::error::{Result, StoreError};
+use crate::format::{BLOCK, BLOCK_SIZE, DeviceHeader, FORMAT_VERSION, MAX_EXTENT_BLOCKS, ShardSuper, crc};
+use crate::keys::{self, CollectionId, Extent, ObjectKey, Onode};
+use crate::txn::{Op, Transaction};
+use crate::wal::{self, Delta, LogRecord};
+use bytes::{Bytes, BytesMut};
+use std::collections::{BTreeMap, HashMap, VecDeque};
+
+const B: u64 = BLOCK_SIZE;
+
+/// Tunables of a mounted shard. Every cache and queue is bounded by one of these.
+#[derive(Debug, Clone)]
+pub struct StoreConfig {
+    /// Clean tree nodes kept in memory (4 KiB each).
+    pub node_cache_nodes: usize,
+    /// Dirty tree nodes allowed before a checkpoint is forced.
+    pub max_dirty_nodes: usize,
+    /// Log records are padded to this (the device's logical block size).
+    pub log_align: u64,
+    /// Checkpoint when this percentage of the log is in use.
+    pub checkpoint_log_percent: u64,
+    /// Checkpoint when blocks waiting to be freed exceed this percentage of the data space.
+    pub checkpoint_free_percent: u64,
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        StoreConfig {
+            node_cache_nodes: 4096,
+            max_dirty_nodes: 4096,
+            log_align: 512,
+            checkpoint_log_percent: 50,
+            checkpoint_free_percent: 20,
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct MkfsOptions {
+    pub shards: u32,
+    /// Log size per shard in bytes (0: 1/16 of the shard, between 64 KiB and 256 MiB).
+    pub log_bytes: u64,
+    /// Identifies this file system; also seeds the log epoch so records of an older mkfs never replay.
+    pub uuid: u64,
+}
+
+impl Default for MkfsOptions {
+    fn default() -> Self {
+        MkfsOptions {
+            shards: 1,
+            log_bytes: 0,
+            uuid: 0x0123_4567_89ab_cdef,
+        }
+    }
+}
+
+#[derive(Debug)]
+pub enum Event {
+    /// The transaction with this sequence number is durable.
+    Durable(u64),
+    ReadDone(u64, Result<Bytes>),
+}
+
+#[derive(Debug, Default, Clone, Copy)]
+pub struct StoreStats {
+    pub txns: u64,
+    pub log_records: u64,
+    pub log_bytes: u64,
+    pub data_bytes: u64,
+    pub node_bytes: u64,
+    pub checkpoints: u64,
+    pub csum_errors: u64,
+    pub replayed_records: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stat {
+    pub size: u64,
+    pub hash: u32,
+}
+
+#[derive(Debug, Default)]
+pub struct FsckReport {
+    pub errors: Vec<String>,
+    pub objects: u64,
+    pub nodes: u64,
+    pub data_blocks: u64,
+    pub shared_blocks: u64,
+}
+
+enum Purpose {
+    Data { seq: u64, start: u64 },
+    Log { first: u64, last: u64 },
+    Flush { seq: u64, lsn: u64 },
+    Read { id: u64 },
+    Ckpt,
+}
+
+struct TxnState {
+    seq: u64,
+    ios_left: u32,
+}
+
+/// Data of a write not yet completed: kept so reads and read-modify-writes see it.
+#[derive(Clone)]
+struct Run {
+    blocks: u64,
+    segs: Vec<Bytes>,
+}
+
+impl Run {
+    fn block(&self, i: u64) -> Option<Bytes> {
+        let mut at = i * B;
+        for s in &self.segs {
+            if at < s.len() as u64 {
+                return Some(s.slice(at as usize..at as usize + BLOCK));
+            }
+            at -= s.len() as u64;
+        }
+        None
+    }
+}
+
+#[derive(Default)]
+struct TxnCtx {
+    overlay: BTreeMap<Vec<u8>, Option<Vec<u8>>>,
+    runs: Vec<(u64, Run)>,
+    allocated: Vec<(u64, u64)>,
+    freed: Vec<(u64, u64)>,
+}
+
+enum Src {
+    Hole,
+    Mem(Bytes),
+    Dev { run: usize, idx: usize, crc: u32 },
+}
+
+struct ReadState {
+    off_in_first: usize,
+    len: usize,
+    blocks: Vec<Src>,
+    runs: Vec<(Tag, u64 /*pblock*/, Option<Bytes>)>,
+    outstanding: usize,
+    error: Option<StoreError>,
+}
+
+struct Io<D> {
+    dev: D,
+    next_tag: Tag,
+    stash: Vec<Completion>,
+}
+
+impl<D: Device> Io<D> {
+    fn tag(&mut self) -> Tag {
+        self.next_tag += 1;
+        self.next_tag
+    }
+    fn wait_for(&mut self, tag: Tag) -> Result<Option<Bytes>> {
+        loop {
+            let mut v = Vec::new();
+            self.dev.wait(&mut v);
+            if v.is_empty() && self.dev.in_flight() == 0 {
+                return Err(StoreError::Io("completion lost".into()));
+            }
+            let mut found = None;
+            for c in v {
+                if c.tag == tag {
+                    found = Some(c.result);
+                } else {
+                    self.stash.push(c);
+                }
+            }
+            if let Some(r) = found {
+                return r.map_err(StoreError::Io);
+            }
+        }
+    }
+    fn sync_read(&mut self, off: u64, len: usize) -> Result<Bytes> {
+        let t = self.tag();
+        self.dev.submit_read(t, off, len);
+        let b = self
+            .wait_for(t)?
+            .ok_or_else(|| StoreError::Io("read returned no data".into()))?;
+        if b.len() != len {
+            return Err(StoreError::Io(format!("short read {} of {len}", b.len())));
+        }
+        Ok(b)
+    }
+    fn sync_write(&mut self, off: u64, data: Vec<u8>) -> Result<()> {
+        let t = self.tag();
+        self.dev.submit_write(t, off, vec![Bytes::from(data)]);
+        self.wait_for(t).map(|_| ())
+    }
+    fn sync_flush(&mut self) -> Result<()> {
+        if self.dev.writes_are_durable() {
+            return Ok(());
+        }
+        let t = self.tag();
+        self.dev.submit_flush(t);
+        self.wait_for(t).map(|_| ())
+    }
+}
+
+impl<D: Device> NodeIo for Io<D> {
+    fn read_node(&mut self, block: u64) -> Result<Bytes> {
+        self.sync_read(block * B, BLOCK)
+    }
+}
+
+/// Format `dev` with `opts.shards` empty shards.
+pub fn mkfs<D: Device>(dev: D, opts: &MkfsOptions) -> Result<D> {
+    let size = dev.size_bytes() / B * B;
+    if opts.shards == 0 || opts.shards > crate::format::MAX_SHARDS {
+        return Err(StoreError::Invalid("shard count"));
+    }
+    let region_len = (size.saturating_sub(B)) / opts.shards as u64 / B * B;
+    let log_len = if opts.log_bytes > 0 {
+        opts.log_bytes.div_ceil(B) * B
+    } else {
+        (region_len / 16 / B * B).clamp(16 * B, 256 << 20)
+    };
+    if region_len < 2 * B + log_len + 16 * B {
+        return Err(StoreError::Invalid("device too small"));
+    }
+    let mut io = Io {
+        dev,
+        next_tag: 0,
+        stash: Vec::new(),
+    };
+    let mut shards = Vec::new();
+    for i in 0..opts.shards as u64 {
+        let region_off = B + i * region_len;
+        let log_off = region_off + 2 * B;
+        let data_first_block = (log_off + log_len) / B;
+        let data_blocks = (region_off + region_len) / B - data_first_block;
+        let root = crate::btree::Tree::empty(8);
+        let mut root = root;
+        let mut next = data_first_block;
+        let (writes, root_block) = root.flush_dirty(&mut || {
+            let b = next;
+            next += 1;
+            Ok(b)
+        })?;
+        for (b, data) in writes {
+            io.sync_write(b * B, data)?;
+        }
+        let sb = ShardSuper {
+            shard: i as u32,
+            generation: 1,
+            uuid: opts.uuid,
+            region_off,
+            region_len,
+            log_off,
+            log_len,
+            data_first_block,
+            data_blocks,
+            root_block,
+            next_lsn: 1,
+            log_epoch: opts.uuid.rotate_left(17) ^ (i << 48),
+            log_tail: 0,
+        };
+        io.sync_write(region_off + B, sb.encode())?;
+        io.sync_write(region_off, vec![0u8; BLOCK])?;
+        shards.push((region_off, region_len));
+    }
+    let hdr = DeviceHeader {
+        version: FORMAT_VERSION,
+        device_size: size,
+        uuid: opts.uuid,
+        shards,
+    };
+    io.sync_write(0, hdr.encode())?;
+    io.sync_flush()?;
+    Ok(io.dev)
+}
+
+pub struct Store<D: Device> {
+    io: Io<D>,
+    sb: ShardSuper,
+    tree: Tree,
+    alloc: Allocator,
+    cfg: StoreConfig,
+    next_seq: u64,
+    inflight: VecDeque<TxnState>,
+    pending_log: Vec<(u64, Vec<Delta>, usize)>,
+    next_lsn: u64,
+    log_head: u64,
+    log_used: u64,
+    /// (lsn, last txn seq) of records not yet covered by a flush.
+    record_seqs: VecDeque<(u64, u64)>,
+    durable_lsn: u64,
+    flush_inflight: bool,
+    inflight_data: BTreeMap<u64, Run>,
+    tags: HashMap<Tag, Purpose>,
+    pending_free: Vec<(u64, u64)>,
+    pending_free_blocks: u64,
+    reads: HashMap<u64, ReadState>,
+    next_read: u64,
+    events: Vec<Event>,
+    failed: Option<StoreError>,
+    pub stats: StoreStats,
+}
+
+impl<D: Device> Store<D> {
+    /// Mount shard `shard` of a formatted device: pick the newest valid superblock, replay the log, rebuild the
+    /// allocator, then checkpoint under a new log epoch.
+    pub fn mount(dev: D, shard: u32, cfg: StoreConfig) -> Result<Self> {
+        let mut io = Io {
+            dev,
+            next_tag: 0,
+            stash: Vec::new(),
+        };
+        let hdr = DeviceHeader::decode(&io.sync_read(0, BLOCK)?)?;
+        let &(region_off, _) = hdr
+            .shards
+            .get(shard as usize)
+            .ok_or(StoreError::Invalid("no such shard on this device"))?;
+        let a = io
+            .sync_read(region_off, BLOCK)
+            .and_then(|b| ShardSuper::decode(&b));
+        let b = io
+            .sync_read(region_off + B, BLOCK)
+            .and_then(|b| ShardSuper::decode(&b));
+        let sb = match (a, b) {
+            (Ok(a), Ok(b)) => {
+                if a.generation > b.generation {
+                    a
+                } else {
+                    b
+                }
+            }
+            (Ok(a), Err(_)) => a,
+            (Err(_), Ok(b)) => b,
+            (Err(e), Err(_)) => return Err(e),
+        };
+        if sb.shard != shard || sb.region_off != region_off || sb.uuid != hdr.uuid {
+            return Err(StoreError::Corrupt(
+                "superblock does not match device header".into(),
+            ));
+        }
+        let cfg_align = cfg.log_align.max(512);
+        let mut st = Store {
+            tree: Tree::open(sb.root_block, cfg.node_cache_nodes),
+            alloc: Allocator::from_used(sb.data_first_block, sb.data_blocks, vec![])?,
+            io,
+            cfg: StoreConfig {
+                log_align: cfg_align,
+                ..cfg
+            },
+            next_seq: 1,
+            inflight: VecDeque::new(),
+            pending_log: Vec::new(),
+            next_lsn: sb.next_lsn,
+            log_head: sb.log_tail,
+            log_used: 0,
+            record_seqs: VecDeque::new(),
+            durable_lsn: sb.next_lsn - 1,
+            flush_inflight: false,
+            inflight_data: BTreeMap::new(),
+            tags: HashMap::new(),
+            pending_free: Vec::new(),
+            pending_free_blocks: 0,
+            reads: HashMap::new(),
+            next_read: 0,
+            events: Vec::new(),
+            failed: None,
+            stats: StoreStats::default(),
+            sb,
+        };
+        st.replay()?;
+        st.rebuild_allocator()?;
+        st.sb.log_epoch = st.sb.log_epoch.wrapping_add(1);
+        st.checkpoint()?;
+        Ok(st)
+    }
+
+    pub fn device(&self) -> &D {
+        &self.io.dev
+    }
+    pub fn device_mut(&mut self) -> &mut D {
+        &mut self.io.dev
+    }
+    pub fn device_stats(&self) -> DeviceStats {
+        self.io.dev.stats()
+    }
+    pub fn into_device(self) -> D {
+        self.io.dev
+    }
+    pub fn free_bytes(&self) -> u64 {
+        (self.alloc.free_blocks() + self.pending_free_blocks) * B
+    }
+    pub fn tree_stats(&self) -> (usize, usize) {
+        (self.tree.cached_nodes(), self.tree.dirty_nodes())
+    }
+
+    fn check_alive(&self) -> Result<()> {
+        match &self.failed {
+            Some(e) => Err(e.clone()),
+            None => Ok(()),
+        }
+    }
+
+    fn fail(&mut self, e: StoreError) -> StoreError {
+        if self.failed.is_none() {
+            self.failed = Some(e.clone());
+        }
+        e
+    }
+
+    // ---------------------------------------------------------------- recovery
+
+    fn read_log(&mut self, pos: u64, len: usize) -> Result<Bytes> {
+        self.io.sync_read(self.sb.log_off + pos, len)
+    }
+
+    fn try_record_at(&mut self, pos: u64, expect: u64) -> Result<Option<(LogRecord, u64)>> {
+        let align = self.cfg.log_align;
+        if pos + align > self.sb.log_len {
+            return Ok(None);
+        }
+        let head = self.read_log(pos, align as usize)?;
+        let max = (self.sb.log_len - pos) as usize;
+        let Some(h) = LogRecord::peek_header(&head, max) else {
+            return Ok(None);
+        };
+        if h.epoch != self.sb.log_epoch || h.lsn != expect || !(h.total_len as u64).is_multiple_of(align) {
+            return Ok(None);
+        }
+        let full = self.read_log(pos, h.total_len)?;
+        match LogRecord::decode(&full) {
+            Ok(r) => Ok(Some((r, pos + h.total_len as u64))),
+            Err(_) => Ok(None),
+        }
+    }
+
+    fn replay(&mut self) -> Result<()> {
+        let mut pos = self.sb.log_tail;
+        let mut expect = self.sb.next_lsn;
+        let mut consumed = 0u64;
+        let mut records = Vec::new();
+        loop {
+            // A record that did not fit before the end of the log was written at offset 0 instead.
+            let (rec, start, end) = match self.try_record_at(pos, expect)? {
+                Some((r, e)) => (r, pos, e),
+                None if pos != 0 => match self.try_record_at(0, expect)? {
+                    Some((r, e)) => (r, 0, e),
+                    None => break,
+                },
+                None => break,
+            };
+            let len = end - start;
+            consumed += if start == pos {
+                len
+            } else {
+                self.sb.log_len - pos + len
+            };
+            if consumed > self.sb.log_len {
+                break;
+            }
+            records.push((rec, end));
+            pos = end;
+            expect += 1;
+        }
+        let max_durable = records.iter().map(|(r, _)| r.durable_upto).max().unwrap_or(0);
+        for (rec, end) in records {
+            if rec.lsn > max_durable && !self.record_data_intact(&rec)? {
+                break;
+            }
+            for d in &rec.deltas {
+                match d {
+                    Delta::Put(k, v) => self.tree.put(&mut self.io, k, v)?,
+                    Delta::Del(k) => {
+                        self.tree.delete(&mut self.io, k)?;
+                    }
+                }
+            }
+            self.next_lsn = rec.lsn + 1;
+            self.log_head = end;
+            self.stats.replayed_records += 1;
+        }
+        Ok(())
+    }
+
+    /// A record written after the last known flush is valid only if the data extents it references made it to the
+    /// media too (data and log are written in parallel).
+    fn record_data_intact(&mut self, rec: &LogRecord) -> Result<bool> {
+        for d in &rec.deltas {
+            if let Delta::Put(k, v) = d
+                && k.first() == Some(&keys::NS_EXTENT)
+            {
+                let Ok(e) = Extent::decode(v) else {
+                    return Ok(false);
+                };
+                if !self.block_range_ok(e.pblock, e.blocks()) {
+                    return Ok(false);
+                }
+                let data = self.io.sync_read(e.pblock * B, BLOCK * e.crcs.len())?;
+                for (i, c) in e.crcs.iter().enumerate() {
+                    if crc(&data[i * BLOCK..(i + 1) * BLOCK]) != *c {
+                        return Ok(false);
+                    }
+                }
+            }
+        }
+        Ok(true)
+    }
+
+    fn block_range_ok(&self, pblock: u64, n: u64) -> bool {
+        pblock >= self.sb.data_first_block && pblock + n <= self.sb.data_first_block + self.sb.data_blocks
+    }
+
+    /// Every block referenced by the tree (nodes, data) plus those awaiting release.
+    fn used_blocks(&mut self) -> Result<Vec<(u64, u64)>> {
+        let mut used = Vec::new();
+        let mut extents = Vec::new();
+        self.tree.walk(&mut self.io, &mut |blk, node| {
+            if let Some(b) = blk {
+                used.push((b, 1));
+            }
+            for (i, k) in node.keys.iter().enumerate() {
+                if node.level == 0 && k.first() == Some(&keys::NS_EXTENT) {
+                    extents.push(node.vals[i].clone());
+                }
+            }
+        })?;
+        for v in extents {
+            let e = Extent::decode(&v)?;
+            used.push((e.pblock, e.blocks()));
+        }
+        used.extend(self.tree.superseded.iter().map(|b| (*b, 1)));
+        used.extend(self.pending_free.iter().copied());
+        Ok(union(used))
+    }
+
+    fn rebuild_allocator(&mut self) -> Result<()> {
+        let used = self.used_blocks()?;
+        for (s, l) in &used {
+            if !self.block_range_ok(*s, *l) {
+                return Err(StoreError::Corrupt(format!(
+                    "block run {s}+{l} outside data area"
+                )));
+            }
+        }
+        self.alloc = Allocator::from_used(self.sb.data_first_block, self.sb.data_blocks, used)?;
+        Ok(())
+    }
+
+    // ---------------------------------------------------------------- pipeline
+
+    /// Apply a transaction (all or nothing) and start making it durable. Returns its sequence number; an
+    /// `Event::Durable(seq)` follows once it is on media. Reads see its effects at once.
+    pub fn queue_transaction(&mut self, txn: &Transaction) -> Result<u64> {
+        self.check_alive()?;
+        let ctx = match self.try_apply(txn) {
+            Err(StoreError::NoSpace) if self.pending_free_blocks > 0 => {
+                self.checkpoint()?;
+                self.try_apply(txn)?
+            }
+            r => r?,
+        };
+        self.commit_ctx(ctx)
+    }
+
+    /// Queue `txn` and block until it is durable.
+    pub fn commit(&mut self, txn: &Transaction) -> Result<u64> {
+        let seq = self.queue_transaction(txn)?;
+        self.wait_durable(seq)?;
+        Ok(seq)
+    }
+
+    /// Block until transaction `seq` is durable.
+    pub fn wait_durable(&mut self, seq: u64) -> Result<()> {
+        loop {
+            if let Some(i) = self
+                .events
+                .iter()
+                .position(|e| matches!(e, Event::Durable(s) if *s == seq))
+            {
+                self.events.remove(i);
+                return Ok(());
+            }
+            if self.inflight.front().is_none_or(|t| t.seq > seq) && self.pending_log.is_empty() {
+                return Ok(());
+            }
+            self.write_pending_log()?;
+            self.pump(true)?;
+        }
+    }
+
+    fn try_apply(&mut self, txn: &Transaction) -> Result<TxnCtx> {
+        let mut ctx = TxnCtx::default();
+        let mut r = Ok(());
+        for op in &txn.ops {
+            r = self.apply_op(&mut ctx, op);
+            if r.is_err() {
+                break;
+            }
+        }
+        if r.is_ok() {
+            let size: usize = ctx
+                .overlay
+                .iter()
+                .map(|(k, v)| 7 + k.len() + v.as_ref().map_or(0, |v| v.len()))
+                .sum();
+            if size + wal::HEADER_LEN > self.max_record() {
+                r = Err(StoreError::TooLarge(
+                    "transaction metadata exceeds the log record limit",
+                ));
+            }
+        }
+        if let Err(e) = r {
+            for (s, l) in ctx.allocated {
+                self.alloc.free(s, l);
+            }
+            return Err(e);
+        }
+        Ok(ctx)
+    }
+
+    fn max_record(&self) -> usize {
+        (self.sb.log_len / 4) as usize
+    }
+
+    fn commit_ctx(&mut self, ctx: TxnCtx) -> Result<u64> {
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        let mut deltas = Vec::with_capacity(ctx.overlay.len());
+        for (k, v) in ctx.overlay {
+            let r = match &v {
+                Some(v) => self.tree.put(&mut self.io, &k, v),
+                None => self.tree.delete(&mut self.io, &k).map(|_| ()),
+            };
+            if let Err(e) = r {
+                return Err(self.fail(e));
+            }
+            deltas.push(match v {
+                Some(v) => Delta::Put(k, v),
+                None => Delta::Del(k),
+            });
+        }
+        for (s, l) in ctx.freed {
+            self.pending_free.push((s, l));
+            self.pending_free_blocks += l;
+        }
+        let mut ios = 1;
+        for (start, run) in ctx.runs {
+            let t = self.io.tag();
+            self.tags.insert(t, Purpose::Data { seq, start });
+            self.stats.data_bytes += run.blocks * B;
+            self.io.dev.submit_write(t, start * B, run.segs.clone());
+            self.inflight_data.insert(start, run);
+            ios += 1;
+        }
+        self.inflight.push_back(TxnState { seq, ios_left: ios });
+        let size = deltas.iter().map(|d| d.encoded_len()).sum();
+        self.pending_log.push((seq, deltas, size));
+        self.stats.txns += 1;
+        Ok(seq)
+    }
+
+    /// Drive IO without blocking; durable transactions and finished reads are appended to `out`.
+    pub fn poll(&mut self, out: &mut Vec<Event>) -> Result<()> {
+        self.check_alive()?;
+        self.write_pending_log()?;
+        self.pump(false)?;
+        self.maybe_checkpoint()?;
+        out.append(&mut self.events);
+        Ok(())
+    }
+
+    /// Like `poll` but blocks until at least one event, unless nothing is in flight.
+    pub fn wait(&mut self, out: &mut Vec<Event>) -> Result<()> {
+        self.check_alive()?;
+        self.write_pending_log()?;
+        if self.events.is_empty() {
+            self.pump(true)?;
+        }
+        self.maybe_checkpoint()?;
+        out.append(&mut self.events);
+        Ok(())
+    }
+
+    /// Transactions queued but not yet durable.
+    pub fn unacked(&self) -> usize {
+        self.inflight.len()
+    }
+
+    fn write_pending_log(&mut self) -> Result<()> {
+        while !self.pending_log.is_empty() {
+            let max = self.max_record();
+            let mut take = 0;
+            let mut size = wal::HEADER_LEN;
+            for (_, _, s) in &self.pending_log {
+                if take > 0 && size + s > max {
+                    break;
+                }
+                size += s;
+                take += 1;
+            }
+            let len = (size as u64).div_ceil(self.cfg.log_align) * self.cfg.log_align;
+            let (pos, waste) = if self.log_head + len > self.sb.log_len {
+                (0, self.sb.log_len - self.log_head)
+            } else {
+                (self.log_head, 0)
+            };
+            if self.log_used + waste + len > self.sb.log_len {
+                // No room: a checkpoint makes everything durable (pending txns included) and empties the log.
+                return self.checkpoint();
+            }
+            let batch: Vec<_> = self.pending_log.drain(..take).collect();
+            let first = batch[0].0;
+            let last = batch[batch.len() - 1].0;
+            let deltas = batch.into_iter().flat_map(|(_, d, _)| d).collect();
+            let lsn = self.next_lsn;
+            let rec = LogRecord {
+                epoch: self.sb.log_epoch,
+                lsn,
+                durable_upto: self.durable_lsn,
+                deltas,
+            };
+            let bytes = rec.encode(self.cfg.log_align as usize);
+            debug_assert_eq!(bytes.len() as u64, len);
+            self.next_lsn += 1;
+            self.log_used += waste + len;
+            self.log_head = pos + len;
+            self.record_seqs.push_back((lsn, last));
+            let t = self.io.tag();
+            self.tags.insert(t, Purpose::Log { first, last });
+            self.stats.log_records += 1;
+            self.stats.log_bytes += len;
+            self.io
+                .dev
+                .submit_write(t, self.sb.log_off + pos, vec![Bytes::from(bytes)]);
+        }
+        Ok(())
+    }
+
+    fn pump(&mut self, block: bool) -> Result<()> {
+        let mut comps = std::mem::take(&mut self.io.stash);
+        if comps.is_empty() && block {
+            self.io.dev.wait(&mut comps);
+        } else {
+            self.io.dev.poll(&mut comps);
+        }
+        for c in comps {
+            self.complete(c)?;
+        }
+        self.maybe_flush();
+        Ok(())
+    }
+
+    fn io_done(&mut self, seq: u64) {
+        if let Some(front) = self.inflight.front().map(|t| t.seq)
+            && let Some(t) = self.inflight.get_mut((seq - front) as usize)
+        {
+            debug_assert_eq!(t.seq, seq);
+            t.ios_left = t.ios_left.saturating_sub(1);
+        }
+    }
+
+    fn complete(&mut self, c: Completion) -> Result<()> {
+        let Some(p) = self.tags.remove(&c.tag) else {
+            return Ok(());
+        };
+        if let Purpose::Read { id } = p {
+            self.read_complete(id, c.tag, c.result);
+            return Ok(());
+        }
+        if let Err(e) = c.result {
+            return Err(self.fail(StoreError::Io(e)));
+        }
+        match p {
+            Purpose::Data { seq, start } => {
+                self.inflight_data.remove(&start);
+                self.io_done(seq);
+            }
+            Purpose::Log { first, last, .. } => {
+                for s in first..=last {
+                    self.io_done(s);
+                }
+            }
+            Purpose::Flush { seq, lsn } => {
+                self.flush_inflight = false;
+                self.durable_lsn = self.durable_lsn.max(lsn);
+                self.ack_upto(seq);
+            }
+            Purpose::Read { .. } | Purpose::Ckpt => {}
+        }
+        Ok(())
+    }
+
+    fn ack_upto(&mut self, seq: u64) {
+        while self.inflight.front().is_some_and(|t| t.seq <= seq) {
+            if let Some(t) = self.inflight.pop_front() {
+                self.events.push(Event::Durable(t.seq));
+            }
+        }
+    }
+
+    fn maybe_flush(&mut self) {
+        if self.flush_inflight {
+            return;
+        }
+        let mut last = None;
+        for t in &self.inflight {
+            if t.ios_left != 0 {
+                break;
+            }
+            last = Some(t.seq);
+        }
+        let Some(done) = last else { return };
+        // Acknowledge whole log records only: replay verifies a record's data extents as one unit, so a record
+        // holding a transaction whose data is still in flight could be dropped as a whole after a crash.
+        let mut covered = None;
+        while let Some(&(l, s)) = self.record_seqs.front() {
+            if s > done {
+                break;
+            }
+            self.record_seqs.pop_front();
+            covered = Some((l, s));
+        }
+        let Some((lsn, seq)) = covered else { return };
+        if self.io.dev.writes_are_durable() {
+            self.durable_lsn = self.durable_lsn.max(lsn);
+            self.ack_upto(seq);
+            return;
+        }
+        let t = self.io.tag();
+        self.tags.insert(t, Purpose::Flush { seq, lsn });
+        self.flush_inflight = true;
+        self.io.dev.submit_flush(t);
+    }
+
+    fn maybe_checkpoint(&mut self) -> Result<()> {
+        let log_full = self.log_used * 100 > self.sb.log_len * self.cfg.checkpoint_log_percent;
+        let dirty = self.tree.dirty_nodes() > self.cfg.max_dirty_nodes;
+        let frees = self.pending_free_blocks * 100 > self.sb.data_blocks * self.cfg.checkpoint_free_percent;
+        if log_full || dirty || frees {
+            self.checkpoint()
+        } else {
+            Ok(())
+        }
+    }
+
+    fn drain(&mut self) -> Result<()> {
+        while self.io.dev.in_flight() > 0 || !self.io.stash.is_empty() || self.flush_inflight {
+            self.pump(true)?;
+        }
+        Ok(())
+    }
+
+    /// Write every dirty tree node to fresh blocks, then a new superblock; afterwards the log restarts empty and
+    /// blocks freed since the previous checkpoint become reusable. Blocks the caller while it runs.
+    pub fn checkpoint(&mut self) -> Result<()> {
+        self.check_alive()?;
+        for (seq, _, _) in std::mem::take(&mut self.pending_log) {
+            self.io_done(seq);
+        }
+        self.drain()?;
+        let alloc = &mut self.alloc;
+        let (writes, root) = self
+            .tree
+            .flush_dirty(&mut || Ok(alloc.alloc(1)?[0].0))
+            .inspect_err(|e| {
+                if self.failed.is_none() {
+                    self.failed = Some(e.clone());
+                }
+            })?;
+        for (b, data) in writes {
+            let t = self.io.tag();
+            self.tags.insert(t, Purpose::Ckpt);
+            self.stats.node_bytes += data.len() as u64;
+            self.io.dev.submit_write(t, b * B, vec![Bytes::from(data)]);
+        }
+        self.drain()?;
+        self.io.sync_flush().map_err(|e| self.fail(e))?;
+        let mut sb = self.sb.clone();
+        sb.generation += 1;
+        sb.root_block = root;
+        sb.next_lsn = self.next_lsn;
+        sb.log_tail = self.log_head;
+        let slot = sb.region_off + (sb.generation % 2) * B;
+        self.io.sync_write(slot, sb.encode()).map_err(|e| self.fail(e))?;
+        self.io.sync_flush().map_err(|e| self.fail(e))?;
+        self.sb = sb;
+        self.log_used = 0;
+        self.record_seqs.clear();
+        self.durable_lsn = self.next_lsn - 1;
+        for (s, l) in std::mem::take(&mut self.pending_free) {
+            self.alloc.free(s, l);
+        }
+        self.pending_free_blocks = 0;
+        for b in std::mem::take(&mut self.tree.superseded) {
+            self.alloc.free(b, 1);
+        }
+        let last = self.next_seq - 1;
+        self.ack_upto(last);
+        self.stats.checkpoints += 1;
+        Ok(())
+    }
+
+    /// Make everything durable and stop (the device is returned).
+    pub fn umount(mut self) -> Result<D> {
+        self.checkpoint()?;
+        Ok(self.io.dev)
+    }
+
+    // ---------------------------------------------------------------- metadata access (overlay-aware)
+
+    fn kv_get(&mut self, ctx: &TxnCtx, k: &[u8]) -> Result<Option<Vec<u8>>> {
+        if let Some(v) = ctx.overlay.get(k) {
+            return Ok(v.clone());
+        }
+        self.tree.get(&mut self.io, k)
+    }
+
+    fn kv_put(&mut self, ctx: &mut TxnCtx, k: Vec<u8>, v: Vec<u8>) -> Result<()> {
+        if k.len() > MAX_KEY || k.len() + v.len() > MAX_ENTRY {
+            return Err(StoreError::TooLarge(
+                "key or value exceeds the metadata entry limit",
+            ));
+        }
+        ctx.overlay.insert(k, Some(v));
+        Ok(())
+    }
+
+    fn kv_del(&mut self, ctx: &mut TxnCtx, k: Vec<u8>) {
+        ctx.overlay.insert(k, None);
+    }
+
+    fn kv_scan(
+        &mut self,
+        ctx: &TxnCtx,
+        start: &[u8],
+        end: Option<&[u8]>,
+        limit: usize,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let in_range = |k: &Vec<u8>| k.as_slice() >= start && end.is_none_or(|e| k.as_slice() < e);
+        let extra = ctx.overlay.keys().filter(|k| in_range(k)).count();
+        let base = self
+            .tree
+            .scan(&mut self.io, start, end, limit.saturating_add(extra))?;
+        if extra == 0 {
+            return Ok(base);
+        }
+        let mut m: BTreeMap<Vec<u8>, Vec<u8>> = base.into_iter().collect();
+        for (k, v) in ctx.overlay.iter().filter(|(k, _)| in_range(k)) {
+            match v {
+                Some(v) => {
+                    m.insert(k.clone(), v.clone());
+                }
+                None => {
+                    m.remove(k);
+                }
+            }
+        }
+        Ok(m.into_iter().take(limit).collect())
+    }
+
+    fn kv_scan_prefix(&mut self, ctx: &TxnCtx, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let end = keys::prefix_end(prefix);
+        self.kv_scan(ctx, prefix, end.as_deref(), usize::MAX)
+    }
+
+    fn get_onode(&mut self, ctx: &TxnCtx, cid: &CollectionId, name: &[u8]) -> Result<Option<Onode>> {
+        match self.kv_get(ctx, &keys::onode(cid, name))? {
+            Some(v) => Ok(Some(Onode::decode(&v)?)),
+            None => Ok(None),
+        }
+    }
+
+    fn need_onode(&mut self, ctx: &TxnCtx, cid: &CollectionId, oid: &ObjectKey) -> Result<Onode> {
+        keys::check_cid(cid)?;
+        keys::check_name(oid)?;
+        self.get_onode(ctx, cid, &oid.name)?.ok_or(StoreError::NotFound)
+    }
+
+    fn need_coll(&mut self, ctx: &TxnCtx, cid: &CollectionId) -> Result<u32> {
+        keys::check_cid(cid)?;
+        match self.kv_get(ctx, &keys::coll(cid))? {
+            Some(v) => {
+                let a: [u8; 4] = v
+                    .as_slice()
+                    .try_into()
+                    .map_err(|_| StoreError::Corrupt("collection".into()))?;
+                Ok(u32::from_le_bytes(a))
+            }
+            None => Err(StoreError::NotFound),
+        }
+    }
+
+    fn get_or_create(&mut self, ctx: &mut TxnCtx, cid: &CollectionId, oid: &ObjectKey) -> Result<Onode> {
+        keys::check_name(oid)?;
+        self.need_coll(ctx, cid)?;
+        if let Some(o) = self.get_onode(ctx, cid, &oid.name)? {
+            return Ok(o);
+        }
+        let o = self.new_onode(ctx, oid.hash)?;
+        self.put_onode(ctx, cid, &oid.name, &o)?;
+        Ok(o)
+    }
+
+    fn new_onode(&mut self, ctx: &mut TxnCtx, hash: u32) -> Result<Onode> {
+        let id = match self.kv_get(ctx, &keys::meta_next_id())? {
+            Some(v) => keys::be_u64(&v)?,
+            None => 1,
+        };
+        self.kv_put(ctx, keys::meta_next_id(), (id + 1).to_be_bytes().to_vec())?;
+        Ok(Onode { id, size: 0, hash })
+    }
+
+    fn put_onode(&mut self, ctx: &mut TxnCtx, cid: &CollectionId, name: &[u8], o: &Onode) -> Result<()> {
+        self.kv_put(ctx, keys::onode(cid, name), o.encode())
+    }
+
+    // ---------------------------------------------------------------- data helpers
+
+    /// Extent entries of object `id` overlapping logical blocks `[b0, b1)`: (lblock, extent).
+    fn extents_in(&mut self, ctx: &TxnCtx, id: u64, b0: u64, b1: u64) -> Result<Vec<(u64, Extent)>> {
+        if b0 >= b1 {
+            return Ok(Vec::new());
+        }
+        let start = keys::extent(id, b0.saturating_sub(MAX_EXTENT_BLOCKS - 1));
+        let end = keys::extent(id, b1);
+        let mut out = Vec::new();
+        for (k, v) in self.kv_scan(ctx, &start, Some(&end), usize::MAX)? {
+            let lb = keys::be_u64(
+                k.get(9..17)
+                    .ok_or_else(|| StoreError::Corrupt("extent key".into()))?,
+            )?;
+            let e = Extent::decode(&v)?;
+            if lb + e.blocks() > b0 {
+                out.push((lb, e));
+            }
+        }
+        Ok(out)
+    }
+
+    fn staged_block(&self, ctx: &TxnCtx, pblock: u64) -> Option<Bytes> {
+        for (s, r) in &ctx.runs {
+            if pblock >= *s && pblock < s + r.blocks {
+                return r.block(pblock - s);
+            }
+        }
+        let (s, r) = self.inflight_data.range(..=pblock).next_back()?;
+        if pblock < s + r.blocks {
+            r.block(pblock - s)
+        } else {
+            None
+        }
+    }
+
+    fn read_pblock(&mut self, ctx: &TxnCtx, pblock: u64, want_crc: u32) -> Result<Bytes> {
+        if let Some(b) = self.staged_block(ctx, pblock) {
+            return Ok(b);
+        }
+        let b = self.io.sync_read(pblock * B, BLOCK)?;
+        if crc(&b) != want_crc {
+            self.stats.csum_errors += 1;
+            return Err(StoreError::Checksum { offset: pblock * B });
+        }
+        Ok(b)
+    }
+
+    /// Logical block `lb` of object `id` (None: a hole, reads as zeros).
+    fn read_lblock(&mut self, ctx: &TxnCtx, id: u64, lb: u64) -> Result<Option<Bytes>> {
+        let ex = self.extents_in(ctx, id, lb, lb + 1)?;
+        match ex.into_iter().find(|(s, e)| *s <= lb && lb < s + e.blocks()) {
+            Some((s, e)) => {
+                let i = (lb - s) as usize;
+                Ok(Some(self.read_pblock(ctx, e.pblock + i as u64, e.crcs[i])?))
+            }
+            None => Ok(None),
+        }
+    }
+
+    fn read_range_sync(&mut self, ctx: &TxnCtx, o: &Onode, off: u64, len: u64) -> Result<Bytes> {
+        let mut out = BytesMut::zeroed(len as usize);
+        let end = off + len;
+        let mut b = off / B;
+        while b * B < end.min(o.size) {
+            if let Some(data) = self.read_lblock(ctx, o.id, b)? {
+                let s = (b * B).max(off);
+                let e = ((b + 1) * B).min(end).min(o.size);
+                if s < e {
+                    out[(s - off) as usize..(e - off) as usize]
+                        .copy_from_slice(&data[(s - b * B) as usize..(e - b * B) as usize]);
+                }
+            }
+            b += 1;
+        }
+        Ok(out.freeze())
+    }
+
+    fn free_or_deref(&mut self, ctx: &mut TxnCtx, pb: u64, n: u64) -> Result<()> {
+        let refs = self.kv_scan(
+            ctx,
+            &keys::refcount(pb),
+            Some(&keys::refcount(pb + n)),
+            usize::MAX,
+        )?;
+        let mut shared = BTreeMap::new();
+        for (k, v) in refs {
+            let b = keys::be_u64(k.get(1..9).ok_or_else(|| StoreError::Corrupt("ref key".into()))?)?;
+            let a: [u8; 4] = v
+                .as_slice()
+                .try_into()
+                .map_err(|_| StoreError::Corrupt("ref value".into()))?;
+            shared.insert(b, u32::from_le_bytes(a));
+        }
+        let mut run: Option<(u64, u64)> = None;
+        for b in pb..pb + n {
+            if let Some(c) = shared.get(&b) {
+                if *c <= 2 {
+                    self.kv_del(ctx, keys::refcount(b));
+                } else {
+                    self.kv_put(ctx, keys::refcount(b), (c - 1).to_le_bytes().to_vec())?;
+                }
+                continue;
+            }
+            run = match run {
+                Some((s, l)) if s + l == b => Some((s, l + 1)),
+                Some(r) => {
+                    ctx.freed.push(r);
+                    Some((b, 1))
+                }
+                None => Some((b, 1)),
+            };
+        }
+        if let Some(r) = run {
+            ctx.freed.push(r);
+        }
+        Ok(())
+    }
+
+    fn incref(&mut self, ctx: &mut TxnCtx, pb: u64, n: u64) -> Result<()> {
+        let refs = self.kv_scan(
+            ctx,
+            &keys::refcount(pb),
+            Some(&keys::refcount(pb + n)),
+            usize::MAX,
+        )?;
+        let mut shared = BTreeMap::new();
+        for (k, v) in refs {
+            let b = keys::be_u64(k.get(1..9).ok_or_else(|| StoreError::Corrupt("ref key".into()))?)?;
+            let a: [u8; 4] = v
+                .as_slice()
+                .try_into()
+                .map_err(|_| StoreError::Corrupt("ref value".into()))?;
+            shared.insert(b, u32::from_le_bytes(a));
+        }
+        for b in pb..pb + n {
+            let c = shared.get(&b).copied().unwrap_or(1);
+            self.kv_put(ctx, keys::refcount(b), (c + 1).to_le_bytes().to_vec())?;
+        }
+        Ok(())
+    }
+
+    /// Unmap logical blocks `[b0, b1)` of object `id`, releasing (or dereferencing shared) physical blocks.
+    fn punch(&mut self, ctx: &mut TxnCtx, id: u64, b0: u64, b1: u64) -> Result<()> {
+        for (lb, e) in self.extents_in(ctx, id, b0, b1)? {
+            let n = e.blocks();
+            self.kv_del(ctx, keys::extent(id, lb));
+            if lb < b0 {
+                let keep = (b0 - lb) as usize;
+                self.kv_put(
+                    ctx,
+                    keys::extent(id, lb),
+                    Extent {
+                        pblock: e.pblock,
+                        crcs: e.crcs[..keep].to_vec(),
+                    }
+                    .encode(),
+                )?;
+            }
+            let cs = lb.max(b0);
+            let ce = (lb + n).min(b1);
+            self.free_or_deref(ctx, e.pblock + (cs - lb), ce - cs)?;
+            if lb + n > b1 {
+                let skip = (b1 - lb) as usize;
+                let tail = Extent {
+                    pblock: e.pblock + skip as u64,
+                    crcs: e.crcs[skip..].to_vec(),
+                };
+                self.kv_put(ctx, keys::extent(id, b1), tail.encode())?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Map logical blocks starting at `lb0` to freshly allocated blocks holding `segs` (whole blocks).
+    fn place(&mut self, ctx: &mut TxnCtx, id: u64, lb0: u64, segs: Vec<Bytes>, crcs: Vec<u32>) -> Result<()> {
+        let n = crcs.len() as u64;
+        let runs = self.alloc.alloc(n)?;
+        ctx.allocated.extend(runs.iter().copied());
+        let mut queue: VecDeque<Bytes> = segs.into();
+        let mut lb = lb0;
+        let mut ci = 0usize;
+        for (ps, pl) in runs {
+            let mut want = pl * B;
+            let mut run_segs = Vec::new();
+            while want > 0 {
+                let Some(mut s) = queue.pop_front() else { break };
+                if s.len() as u64 > want {
+                    let rest = s.split_off(want as usize);
+                    queue.push_front(rest);
+                }
+                want -= s.len() as u64;
+                run_segs.push(s);
+            }
+            let mut done = 0;
+            while done < pl {
+                let k = (pl - done).min(MAX_EXTENT_BLOCKS);
+                let e = Extent {
+                    pblock: ps + done,
+                    crcs: crcs[ci..ci + k as usize].to_vec(),
+                };
+                self.kv_put(ctx, keys::extent(id, lb), e.encode())?;
+                lb += k;
+                ci += k as usize;
+                done += k;
+            }
+            ctx.runs.push((
+                ps,
+                Run {
+                    blocks: pl,
+                    segs: run_segs,
+                },
+            ));
+        }
+        Ok(())
+    }
+
+    fn write_data(&mut self, ctx: &mut TxnCtx, o: &mut Onode, off: u64, data: &Bytes) -> Result<()> {
+        let len = data.len() as u64;
+        let end = off
+            .checked_add(len)
+            .ok_or(StoreError::Invalid("offset overflow"))?;
+        if end > MAX_OBJECT_SIZE {
+            return Err(StoreError::TooLarge("object size"));
+        }
+        if len == 0 {
+            o.size = o.size.max(off);
+            return Ok(());
+        }
+        let b0 = off / B;
+        let b1 = end.div_ceil(B);
+        let mut segs: Vec<Bytes> = Vec::new();
+        let mut crcs = Vec::with_capacity((b1 - b0) as usize);
+        // (index in segs, start offset in data) of the last whole-block slice, to extend it instead of adding one.
+        let mut last_full: Option<(usize, usize)> = None;
+        for b in b0..b1 {
+            let (bs, be) = (b * B, (b + 1) * B);
+            if bs >= off && be <= end {
+                let (s, e) = ((bs - off) as usize, (be - off) as usize);
+                crcs.push(crc(&data[s..e]));
+                match last_full {
+                    Some((i, from)) if i + 1 == segs.len() => segs[i] = data.slice(from..e),
+                    _ => {
+                        segs.push(data.slice(s..e));
+                        last_full = Some((segs.len() - 1, s));
+                    }
+                }
+            } else {
+                let mut blk = BytesMut::zeroed(BLOCK);
+                if let Some(old) = self.read_lblock(ctx, o.id, b)? {
+                    blk.copy_from_slice(&old);
+                }
+                let s = bs.max(off);
+                let e = be.min(end);
+                blk[(s - bs) as usize..(e - bs) as usize]
+                    .copy_from_slice(&data[(s - off) as usize..(e - off) as usize]);
+                let blk = blk.freeze();
+                crcs.push(crc(&blk));
+                segs.push(blk);
+                last_full = None;
+            }
+        }
+        self.punch(ctx, o.id, b0, b1)?;
+        self.place(ctx, o.id, b0, segs, crcs)?;
+        o.size = o.size.max(end);
+        Ok(())
+    }
+
+    fn is_mapped(&mut self, ctx: &TxnCtx, id: u64, lb: u64) -> Result<bool> {
+        Ok(self
+            .extents_in(ctx, id, lb, lb + 1)?
+            .iter()
+            .any(|(s, e)| *s <= lb && lb < s + e.blocks()))
+    }
+
+    fn zero_data(&mut self, ctx: &mut TxnCtx, o: &mut Onode, off: u64, len: u64) -> Result<()> {
+        let end = off
+            .checked_add(len)
+            .ok_or(StoreError::Invalid("offset overflow"))?;
+        if end > MAX_OBJECT_SIZE {
+            return Err(StoreError::TooLarge("object size"));
+        }
+        let fb0 = off.div_ceil(B);
+        let fb1 = end / B;
+        if fb0 < fb1 {
+            self.punch(ctx, o.id, fb0, fb1)?;
+        }
+        // Partial blocks at either edge: rewrite with zeros if mapped (a hole already reads as zeros).
+        let mut edges = Vec::new();
+        if !off.is_multiple_of(B) {
+            edges.push((off, end.min((off / B + 1) * B)));
+        }
+        if end % B != 0 && (end / B) * B >= off && (off.is_multiple_of(B) || end / B != off / B) {
+            edges.push(((end / B) * B, end));
+        }
+        let size = o.size;
+        for (s, e) in edges {
+            if s < e && s < size && self.is_mapped(ctx, o.id, s / B)? {
+                let e = e.min(size);
+                self.write_data(ctx, o, s, &Bytes::from(vec![0u8; (e - s) as usize]))?;
+            }
+        }
+        o.size = size.max(end);
+        Ok(())
+    }
+
+    fn truncate_data(&mut self, ctx: &mut TxnCtx, o: &mut Onode, size: u64) -> Result<()> {
+        if size > MAX_OBJECT_SIZE {
+            return Err(StoreError::TooLarge("object size"));
+        }
+        if size < o.size {
+            self.punch(ctx, o.id, size.div_ceil(B), o.size.div_ceil(B))?;
+            if !size.is_multiple_of(B) && self.is_mapped(ctx, o.id, size / B)? {
+                // Keep the invariant that bytes past the end of the last block are zero.
+                let e = o.size.min((size / B + 1) * B);
+                self.write_data(ctx, o, size, &Bytes::from(vec![0u8; (e - size) as usize]))?;
+            }
+        }
+        o.size = size;
+        Ok(())
+    }
+
+    fn remove_object(&mut self, ctx: &mut TxnCtx, cid: &CollectionId, name: &[u8], o: &Onode) -> Result<()> {
+        self.punch(ctx, o.id, 0, o.size.div_ceil(B))?;
+        for p in [keys::attr_prefix(o.id), keys::omap_prefix(o.id)] {
+            for (k, _) in self.kv_scan_prefix(ctx, &p)? {
+                self.kv_del(ctx, k);
+            }
+        }
+        self.kv_del(ctx, keys::omap_header(o.id));
+        self.kv_del(ctx, keys::onode(cid, name));
+        Ok(())
+    }
+
+    fn apply_op(&mut self, ctx: &mut TxnCtx, op: &Op) -> Result<()> {
+        match op {
+            Op::CreateCollection { cid, bits } => {
+                keys::check_cid(cid)?;
+                if self.kv_get(ctx, &keys::coll(cid))?.is_some() {
+                    return Err(StoreError::Exists);
+                }
+                self.kv_put(ctx, keys::coll(cid), bits.to_le_bytes().to_vec())
+            }
+            Op::RemoveCollection { cid } => {
+                self.need_coll(ctx, cid)?;
+                let p = keys::onode_prefix(cid);
+                let end = keys::prefix_end(&p);
+                if !self.kv_scan(ctx, &p, end.as_deref(), 1)?.is_empty() {
+                    return Err(StoreError::NotEmpty);
+                }
+                self.kv_del(ctx, keys::coll(cid));
+                Ok(())
+            }
+            Op::SplitCollection { src, dst, bits, rem } => {
+                self.need_coll(ctx, src)?;
+                self.need_coll(ctx, dst)?;
+                if *bits > 32 {
+                    return Err(StoreError::Invalid("split bits"));
+                }
+                let mask = if *bits == 32 { u32::MAX } else { (1u32 << bits) - 1 };
+                let p = keys::onode_prefix(src);
+                let plen = p.len();
+                for (k, v) in self.kv_scan_prefix(ctx, &p)? {
+                    let o = Onode::decode(&v)?;
+                    if o.hash & mask == *rem && src != dst {
+                        // Ceph never splits onto an existing name; refuse rather than orphan an object.
+                        let nk = keys::onode(dst, &k[plen..]);
+                        if self.kv_get(ctx, &nk)?.is_some() {
+                            return Err(StoreError::Exists);
+                        }
+                        self.kv_del(ctx, k.clone());
+                        self.kv_put(ctx, nk, v)?;
+                    }
+                }
+                self.kv_put(ctx, keys::coll(src), bits.to_le_bytes().to_vec())?;
+                self.kv_put(ctx, keys::coll(dst), bits.to_le_bytes().to_vec())
+            }
+            Op::Touch { cid, oid } => self.get_or_create(ctx, cid, oid).map(|_| ()),
+            Op::Write {
+                cid,
+                oid,
+                offset,
+                data,
+            } => {
+                let mut o = self.get_or_create(ctx, cid, oid)?;
+                self.write_data(ctx, &mut o, *offset, data)?;
+                self.put_onode(ctx, cid, &oid.name, &o)
+            }
+            Op::Zero {
+                cid,
+                oid,
+                offset,
+                len,
+            } => {
+                let mut o = self.get_or_create(ctx, cid, oid)?;
+                self.zero_data(ctx, &mut o, *offset, *len)?;
+                self.put_onode(ctx, cid, &oid.name, &o)
+            }
+            Op::Truncate { cid, oid, size } => {
+                let mut o = self.need_onode(ctx, cid, oid)?;
+                self.truncate_data(ctx, &mut o, *size)?;
+                self.put_onode(ctx, cid, &oid.name, &o)
+            }
+            Op::Remove { cid, oid } => {
+                let o = self.need_onode(ctx, cid, oid)?;
+                self.remove_object(ctx, cid, &oid.name, &o)
+            }
+            Op::Clone { cid, src, dst } => {
+                let so = self.need_onode(ctx, cid, src)?;
+                keys::check_name(dst)?;
+                if src.name == dst.name {
+                    return Ok(());
+                }
+                if let Some(old) = self.get_onode(ctx, cid, &dst.name)? {
+                    self.remove_object(ctx, cid, &dst.name, &old)?;
+                }
+                let mut d = self.new_onode(ctx, dst.hash)?;
+                d.size = so.size;
+                for (k, v) in self.kv_scan_prefix(ctx, &keys::extent_prefix(so.id))? {
+                    let e = Extent::decode(&v)?;
+                    self.incref(ctx, e.pblock, e.blocks())?;
+                    let lb = keys::be_u64(
+                        k.get(9..17)
+                            .ok_or_else(|| StoreError::Corrupt("extent key".into()))?,
+                    )?;
+                    self.kv_put(ctx, keys::extent(d.id, lb), v)?;
+                }
+                for (k, v) in self.kv_scan_prefix(ctx, &keys::attr_prefix(so.id))? {
+                    self.kv_put(ctx, keys::attr(d.id, &k[9..]), v)?;
+                }
+                for (k, v) in self.kv_scan_prefix(ctx, &keys::omap_prefix(so.id))? {
+                    self.kv_put(ctx, keys::omap(d.id, &k[9..]), v)?;
+                }
+                if let Some(h) = self.kv_get(ctx, &keys::omap_header(so.id))? {
+                    self.kv_put(ctx, keys::omap_header(d.id), h)?;
+                }
+                self.put_onode(ctx, cid, &dst.name, &d)
+            }
+            Op::CloneRange {
+                cid,
+                src,
+                dst,
+                src_offset,
+                len,
+                dst_offset,
+            } => {
+                let so = self.need_onode(ctx, cid, src)?;
+                if src_offset.checked_add(*len).is_none_or(|e| e > so.size) {
+                    return Err(StoreError::Invalid("clone_range beyond source size"));
+                }
+                let mut d = self.get_or_create(ctx, cid, dst)?;
+                self.clone_range(ctx, &so, &mut d, *src_offset, *len, *dst_offset)?;
+                self.put_onode(ctx, cid, &dst.name, &d)
+            }
+            Op::Rename {
+                cid,
+                oid,
+                new_cid,
+                new_oid,
+            } => {
+                let o = self.need_onode(ctx, cid, oid)?;
+                self.need_coll(ctx, new_cid)?;
+                keys::check_name(new_oid)?;
+                if self.get_onode(ctx, new_cid, &new_oid.name)?.is_some() {
+                    return Err(StoreError::Exists);
+                }
+                self.kv_del(ctx, keys::onode(cid, &oid.name));
+                self.put_onode(
+                    ctx,
+                    new_cid,
+                    &new_oid.name,
+                    &Onode {
+                        hash: new_oid.hash,
+                        ..o
+                    },
+                )
+            }
+            Op::SetAttrs { cid, oid, attrs } => {
+                let o = self.need_onode(ctx, cid, oid)?;
+                for (n, v) in attrs {
+                    self.kv_put(ctx, keys::attr(o.id, n), v.to_vec())?;
+                }
+                Ok(())
+            }
+            Op::RmAttr { cid, oid, name } => {
+                let o = self.need_onode(ctx, cid, oid)?;
+                let k = keys::attr(o.id, name);
+                if self.kv_get(ctx, &k)?.is_none() {
+                    return Err(StoreError::NoData);
+                }
+                self.kv_del(ctx, k);
+                Ok(())
+            }
+            Op::RmAttrs { cid, oid } => {
+                let o = self.need_onode(ctx, cid, oid)?;
+                for (k, _) in self.kv_scan_prefix(ctx, &keys::attr_prefix(o.id))? {
+                    self.kv_del(ctx, k);
+                }
+                Ok(())
+            }
+            Op::OmapSetKeys { cid, oid, kvs } => {
+                let o = self.need_onode(ctx, cid, oid)?;
+                for (k, v) in kvs {
+                    self.kv_put(ctx, keys::omap(o.id, k), v.to_vec())?;
+                }
+                Ok(())
+            }
+            Op::OmapRmKeys { cid, oid, keys: ks } => {
+                let o = self.need_onode(ctx, cid, oid)?;
+                for k in ks {
+                    self.kv_del(ctx, keys::omap(o.id, k));
+                }
+                Ok(())
+            }
+            Op::OmapRmKeyRange {
+                cid,
+                oid,
+                first,
+                last,
+            } => {
+                let o = self.need_onode(ctx, cid, oid)?;
+                let (s, e) = (keys::omap(o.id, first), keys::omap(o.id, last));
+                for (k, _) in self.kv_scan(ctx, &s, Some(&e), usize::MAX)? {
+                    self.kv_del(ctx, k);
+                }
+                Ok(())
+            }
+            Op::OmapClear { cid, oid } => {
+                let o = self.need_onode(ctx, cid, oid)?;
+                for (k, _) in self.kv_scan_prefix(ctx, &keys::omap_prefix(o.id))? {
+                    self.kv_del(ctx, k);
+                }
+                self.kv_del(ctx, keys::omap_header(o.id));
+                Ok(())
+            }
+            Op::OmapSetHeader { cid, oid, header } => {
+                let o = self.need_onode(ctx, cid, oid)?;
+                self.kv_put(ctx, keys::omap_header(o.id), header.to_vec())
+            }
+        }
+    }
+
+    fn clone_range(
+        &mut self,
+        ctx: &mut TxnCtx,
+        so: &Onode,
+        d: &mut Onode,
+        soff: u64,
+        len: u64,
+        doff: u64,
+    ) -> Result<()> {
+        let dend = doff
+            .checked_add(len)
+            .ok_or(StoreError::Invalid("offset overflow"))?;
+        if dend > MAX_OBJECT_SIZE {
+            return Err(StoreError::TooLarge("object size"));
+        }
+        if len == 0 {
+            return Ok(());
+        }
+        let shared = if soff.is_multiple_of(B) && doff.is_multiple_of(B) {
+            len / B * B
+        } else {
+            0
+        };
+        // Read the copied (unshared) part first: source and target may be the same object and overlap.
+        let tail = if shared < len {
+            Some(self.read_range_sync(ctx, so, soff + shared, len - shared)?)
+        } else {
+            None
+        };
+        if shared > 0 {
+            // Share whole blocks: reference the same physical blocks, count the extra references.
+            let n = len / B;
+            let (sb0, db0) = (soff / B, doff / B);
+            let mut pieces = Vec::new();
+            for (lb, e) in self.extents_in(ctx, so.id, sb0, sb0 + n)? {
+                let s = lb.max(sb0);
+                let t = (lb + e.blocks()).min(sb0 + n);
+                if s >= t {
+                    continue;
+                }
+                let i = (s - lb) as usize;
+                let piece = Extent {
+                    pblock: e.pblock + i as u64,
+                    crcs: e.crcs[i..i + (t - s) as usize].to_vec(),
+                };
+                self.incref(ctx, piece.pblock, piece.blocks())?;
+                pieces.push((db0 + (s - sb0), piece));
+            }
+            self.punch(ctx, d.id, db0, db0 + n)?;
+            for (lb, e) in pieces {
+                self.kv_put(ctx, keys::extent(d.id, lb), e.encode())?;
+            }
+            d.size = d.size.max(doff + n * B);
+        }
+        if let Some(data) = tail {
+            self.write_data(ctx, d, doff + shared, &data)?;
+        }
+        d.size = d.size.max(dend);
+        Ok(())
+    }
+
+    // ---------------------------------------------------------------- reads
+
+    pub fn collection_exists(&mut self, cid: &CollectionId) -> Result<bool> {
+        match self.need_coll(&TxnCtx::default(), cid) {
+            Ok(_) => Ok(true),
+            Err(StoreError::NotFound) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    pub fn collection_bits(&mut self, cid: &CollectionId) -> Result<u32> {
+        self.need_coll(&TxnCtx::default(), cid)
+    }
+
+    pub fn list_collections(&mut self) -> Result<Vec<CollectionId>> {
+        let ctx = TxnCtx::default();
+        Ok(self
+            .kv_scan_prefix(&ctx, &[keys::NS_COLL])?
+            .into_iter()
+            .map(|(k, _)| CollectionId(Bytes::copy_from_slice(&k[1..])))
+            .collect())
+    }
+
+    /// Objects of `cid` with `start <= name < end`, in order, at most `limit`.
+    pub fn list_objects(
+        &mut self,
+        cid: &CollectionId,
+        start: &[u8],
+        end: Option<&[u8]>,
+        limit: usize,
+    ) -> Result<Vec<ObjectKey>> {
+        let ctx = TxnCtx::default();
+        self.need_coll(&ctx, cid)?;
+        let p = keys::onode_prefix(cid);
+        let s = keys::onode(cid, start);
+        let e = match end {
+            Some(e) => Some(keys::onode(cid, e)),
+            None => keys::prefix_end(&p),
+        };
+        let mut out = Vec::new();
+        for (k, v) in self.kv_scan(&ctx, &s, e.as_deref(), limit)? {
+            out.push(ObjectKey {
+                hash: Onode::decode(&v)?.hash,
+                name: Bytes::copy_from_slice(&k[p.len()..]),
+            });
+        }
+        Ok(out)
+    }
+
+    pub fn stat(&mut self, cid: &CollectionId, oid: &ObjectKey) -> Result<Stat> {
+        let o = self.need_onode(&TxnCtx::default(), cid, oid)?;
+        Ok(Stat {
+            size: o.size,
+            hash: o.hash,
+        })
+    }
+
+    pub fn exists(&mut self, cid: &CollectionId, oid: &ObjectKey) -> Result<bool> {
+        match self.need_onode(&TxnCtx::default(), cid, oid) {
+            Ok(_) => Ok(true),
+            Err(StoreError::NotFound) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    pub fn getattr(&mut self, cid: &CollectionId, oid: &ObjectKey, name: &[u8]) -> Result<Bytes> {
+        let ctx = TxnCtx::default();
+        let o = self.need_onode(&ctx, cid, oid)?;
+        self.kv_get(&ctx, &keys::attr(o.id, name))?
+            .map(Bytes::from)
+            .ok_or(StoreError::NoData)
+    }
+
+    pub fn getattrs(&mut self, cid: &CollectionId, oid: &ObjectKey) -> Result<Vec<(Bytes, Bytes)>> {
+        let ctx = TxnCtx::default();
+        let o = self.need_onode(&ctx, cid, oid)?;
+        Ok(self
+            .kv_scan_prefix(&ctx, &keys::attr_prefix(o.id))?
+            .into_iter()
+            .map(|(k, v)| (Bytes::copy_from_slice(&k[9..]), Bytes::from(v)))
+            .collect())
+    }
+
+    pub fn omap_get_header(&mut self, cid: &CollectionId, oid: &ObjectKey) -> Result<Bytes> {
+        let ctx = TxnCtx::default();
+        let o = self.need_onode(&ctx, cid, oid)?;
+        Ok(self
+            .kv_get(&ctx, &keys::omap_header(o.id))?
+            .map(Bytes::from)
+            .unwrap_or_default())
+    }
+
+    pub fn omap_get_values(
+        &mut self,
+        cid: &CollectionId,
+        oid: &ObjectKey,
+        want: &[Bytes],
+    ) -> Result<Vec<(Bytes, Bytes)>> {
+        let ctx = TxnCtx::default();
+        let o = self.need_onode(&ctx, cid, oid)?;
+        let mut out = Vec::new();
+        for k in want {
+            if let Some(v) = self.kv_get(&ctx, &keys::omap(o.id, k))? {
+                out.push((k.clone(), Bytes::from(v)));
+            }
+        }
+        Ok(out)
+    }
+
+    /// Omap entries with key >= `start`, in order, at most `limit`.
+    pub fn omap_iterate(
+        &mut self,
+        cid: &CollectionId,
+        oid: &ObjectKey,
+        start: &[u8],
+        limit: usize,
+    ) -> Result<Vec<(Bytes, Bytes)>> {
+        let ctx = TxnCtx::default();
+        let o = self.need_onode(&ctx, cid, oid)?;
+        let end = keys::prefix_end(&keys::omap_prefix(o.id));
+        Ok(self
+            .kv_scan(&ctx, &keys::omap(o.id, start), end.as_deref(), limit)?
+            .into_iter()
+            .map(|(k, v)| (Bytes::copy_from_slice(&k[9..]), Bytes::from(v)))
+            .collect())
+    }
+
+    /// Mapped (allocated) ranges of `[off, off + len)` (len 0: to the end), clipped to the object size.
+    pub fn fiemap(
+        &mut self,
+        cid: &CollectionId,
+        oid: &ObjectKey,
+        off: u64,
+        len: u64,
+    ) -> Result<Vec<(u64, u64)>> {
+        let ctx = TxnCtx::default();
+        let o = self.need_onode(&ctx, cid, oid)?;
+        let end = if len == 0 {
+            o.size
+        } else {
+            off.saturating_add(len).min(o.size)
+        };
+        let mut out: Vec<(u64, u64)> = Vec::new();
+        if off >= end {
+            return Ok(out);
+        }
+        for (lb, e) in self.extents_in(&ctx, o.id, off / B, end.div_ceil(B))? {
+            let s = (lb * B).max(off);
+            let t = ((lb + e.blocks()) * B).min(end);
+            if s >= t {
+                continue;
+            }
+            match out.last_mut() {
+                Some((ps, pl)) if *ps + *pl == s => *pl += t - s,
+                _ => out.push((s, t - s)),
+            }
+        }
+        Ok(out)
+    }
+
+    /// Sparse read: the data of each mapped range.
+    pub fn sparse_read(
+        &mut self,
+        cid: &CollectionId,
+        oid: &ObjectKey,
+        off: u64,
+        len: u64,
+    ) -> Result<Vec<(u64, Bytes)>> {
+        let map = self.fiemap(cid, oid, off, len)?;
+        let mut out = Vec::with_capacity(map.len());
+        for (o, l) in map {
+            out.push((o, self.read(cid, oid, o, l)?));
+        }
+        Ok(out)
+    }
+
+    /// Start reading `[off, off + len)` (len 0: to the end; clipped to the size). The result arrives as
+    /// `Event::ReadDone(id, ..)`. A checksum mismatch yields `Checksum` (EIO), never the bad bytes.
+    pub fn queue_read(&mut self, cid: &CollectionId, oid: &ObjectKey, off: u64, len: u64) -> Result<u64> {
+        self.check_alive()?;
+        let ctx = TxnCtx::default();
+        let o = self.need_onode(&ctx, cid, oid)?;
+        let end = if len == 0 {
+            o.size
+        } else {
+            off.saturating_add(len).min(o.size)
+        };
+        self.next_read += 1;
+        let id = self.next_read;
+        if off >= end {
+            self.events.push(Event::ReadDone(id, Ok(Bytes::new())));
+            return Ok(id);
+        }
+        let (b0, b1) = (off / B, end.div_ceil(B));
+        let mut blocks: Vec<Src> = (b0..b1).map(|_| Src::Hole).collect();
+        let mut runs: Vec<(Tag, u64, Option<Bytes>)> = Vec::new();
+        let mut run_len: Vec<u64> = Vec::new();
+        for (lb, e) in self.extents_in(&ctx, o.id, b0, b1)? {
+            for i in 0..e.blocks() {
+                let b = lb + i;
+                if b < b0 || b >= b1 {
+                    continue;
+                }
+                let pb = e.pblock + i;
+                let slot = (b - b0) as usize;
+                if let Some(data) = self.staged_block(&ctx, pb) {
+                    blocks[slot] = Src::Mem(data);
+                    continue;
+                }
+                let extend = match (
+                    runs.last(),
+                    run_len.last(),
+                    slot.checked_sub(1).map(|s| &blocks[s]),
+                ) {
+                    (Some((_, rp, _)), Some(rl), Some(Src::Dev { .. })) => rp + rl == pb && *rl < 256,
+                    _ => false,
+                };
+                if extend {
+                    let r = runs.len() - 1;
+                    blocks[slot] = Src::Dev {
+                        run: r,
+                        idx: run_len[r] as usize,
+                        crc: e.crcs[i as usize],
+                    };
+                    run_len[r] += 1;
+                } else {
+                    runs.push((0, pb, None));
+                    run_len.push(1);
+                    blocks[slot] = Src::Dev {
+                        run: runs.len() - 1,
+                        idx: 0,
+                        crc: e.crcs[i as usize],
+                    };
+                }
+            }
+        }
+        for (r, n) in runs.iter_mut().zip(&run_len) {
+            let t = self.io.tag();
+            r.0 = t;
+            self.tags.insert(t, Purpose::Read { id });
+            self.io.dev.submit_read(t, r.1 * B, (*n * B) as usize);
+        }
+        let st = ReadState {
+            off_in_first: (off - b0 * B) as usize,
+            len: (end - off) as usize,
+            outstanding: runs.len(),
+            blocks,
+            runs,
+            error: None,
+        };
+        if st.outstanding == 0 {
+            let r = self.finish_read(st);
+            self.events.push(Event::ReadDone(id, r));
+        } else {
+            self.reads.insert(id, st);
+        }
+        Ok(id)
+    }
+
+    fn read_complete(&mut self, id: u64, tag: Tag, result: std::result::Result<Option<Bytes>, String>) {
+        let Some(st) = self.reads.get_mut(&id) else { return };
+        match result {
+            Ok(Some(b)) => {
+                if let Some(r) = st.runs.iter_mut().find(|r| r.0 == tag) {
+                    r.2 = Some(b);
+                }
+            }
+            Ok(None) => st.error = Some(StoreError::Io("read returned no data".into())),
+            Err(e) => st.error = Some(StoreError::Io(e)),
+        }
+        st.outstanding -= 1;
+        if st.outstanding == 0
+            && let Some(st) = self.reads.remove(&id)
+        {
+            let r = self.finish_read(st);
+            self.events.push(Event::ReadDone(id, r));
+        }
+    }
+
+    fn finish_read(&mut self, st: ReadState) -> Result<Bytes> {
+        if let Some(e) = st.error {
+            return Err(e);
+        }
+        // Verify every block read from the media before any byte is handed out.
+        for s in &st.blocks {
+            if let Src::Dev { run, idx, crc: want } = s {
+                let (_, pb, data) = &st.runs[*run];
+                let data = data
+                    .as_ref()
+                    .ok_or_else(|| StoreError::Io("missing read data".into()))?;
+                let blk = data
+                    .get(idx * BLOCK..(idx + 1) * BLOCK)
+                    .ok_or_else(|| StoreError::Io("short read".into()))?;
+                if crc(blk) != *want {
+                    self.stats.csum_errors += 1;
+                    return Err(StoreError::Checksum {
+                        offset: (pb + *idx as u64) * B,
+                    });
+                }
+            }
+        }
+        // Zero-copy when one device read covers the whole request.
+        if st.runs.len() == 1
+            && st.blocks.iter().all(|s| matches!(s, Src::Dev { .. }))
+            && let Some(d) = &st.runs[0].2
+        {
+            return Ok(d.slice(st.off_in_first..st.off_in_first + st.len));
+        }
+        let mut out = BytesMut::zeroed(st.len);
+        for (i, s) in st.blocks.iter().enumerate() {
+            let blk_start = i * BLOCK;
+            let from = blk_start.max(st.off_in_first);
+            let to = (blk_start + BLOCK).min(st.off_in_first + st.len);
+            if from >= to {
+                continue;
+            }
+            let src: &[u8] = match s {
+                Src::Hole => continue,
+                Src::Mem(b) => b,
+                Src::Dev { run, idx, .. } => match &st.runs[*run].2 {
+                    Some(d) => &d[idx * BLOCK..(idx + 1) * BLOCK],
+                    None => continue,
+                },
+            };
+            out[from - st.off_in_first..to - st.off_in_first]
+                .copy_from_slice(&src[from - blk_start..to - blk_start]);
+        }
+        Ok(out.freeze())
+    }
+
+    /// Blocking read.
+    pub fn read(&mut self, cid: &CollectionId, oid: &ObjectKey, off: u64, len: u64) -> Result<Bytes> {
+        let id = self.queue_read(cid, oid, off, len)?;
+        loop {
+            if let Some(i) = self
+                .events
+                .iter()
+                .position(|e| matches!(e, Event::ReadDone(r, _) if *r == id))
+                && let Event::ReadDone(_, r) = self.events.remove(i)
+            {
+                return r;
+            }
+            self.pump(true)?;
+        }
+    }
+
+    // ---------------------------------------------------------------- fsck
+
+    /// Check every invariant: node checksums and key order, object-scoped items belong to live objects, extent
+    /// checksums against the data, shared-block reference counts, and the allocator against the tree.
+    pub fn fsck(&mut self) -> Result<FsckReport> {
+        self.check_alive()?;
+        self.write_pending_log()?;
+        self.drain()?;
+        let mut rep = FsckReport::default();
+        let mut nodes = Vec::new();
+        self.tree.walk(&mut self.io, &mut |b, _| {
+            if let Some(b) = b {
+                nodes.push(b);
+            }
+        })?;
+        for b in &nodes {
+            rep.nodes += 1;
+            match self
+                .io
+                .sync_read(b * B, BLOCK)
+                .and_then(|d| crate::btree::Node::decode(&d, *b))
+            {
+                Ok(_) => {}
+                Err(e) => rep.errors.push(format!("node {b}: {e}")),
+            }
+        }
+        let all = self.tree.scan(&mut self.io, b"", None, usize::MAX)?;
+        for w in all.windows(2) {
+            if w[0].0 >= w[1].0 {
+                rep.errors
+                    .push(format!("keys out of order: {:?} >= {:?}", w[0].0, w[1].0));
+            }
+        }
+        let mut ids: HashMap<u64, Onode> = HashMap::new();
+        let mut colls = std::collections::HashSet::new();
+        let mut next_id = 1;
+        let mut refs: BTreeMap<u64, u32> = BTreeMap::new();
+        let mut counted: BTreeMap<u64, u32> = BTreeMap::new();
+        let mut extents = Vec::new();
+        let mut used: Vec<(u64, u64)> = nodes.iter().map(|b| (*b, 1)).collect();
+        for (k, v) in &all {
+            match k.first().copied() {
+                Some(keys::NS_META) => next_id = keys::be_u64(v).unwrap_or(0),
+                Some(keys::NS_COLL) => {
+                    colls.insert(k[1..].to_vec());
+                }
+                Some(keys::NS_ONODE) => match Onode::decode(v) {
+                    Ok(o) => {
+                        rep.objects += 1;
+                        let cl = k.get(1).copied().unwrap_or(0) as usize;
+                        if !colls.contains(k.get(2..2 + cl).unwrap_or(&[])) {
+                            rep.errors.push(format!("object {:?} in a missing collection", k));
+                        }
+                        if ids.insert(o.id, o).is_some() {
+                            rep.errors.push(format!("onode id {} used twice", o.id));
+                        }
+                    }
+                    Err(e) => rep.errors.push(format!("onode {k:?}: {e}")),
+                },
+                Some(keys::NS_EXTENT) => extents.push((k.clone(), v.clone())),
+                Some(keys::NS_ATTR) | Some(keys::NS_OMAP_HDR) | Some(keys::NS_OMAP) => {}
+                Some(keys::NS_REF) => {
+                    let b = keys::be_u64(&k[1..]).unwrap_or(0);
+                    let c = v.as_slice().try_into().map(u32::from_le_bytes).unwrap_or(0);
+                    if c < 2 {
+                        rep.errors.push(format!("refcount of block {b} is {c}"));
+                    }
+                    refs.insert(b, c);
+                }
+                _ => rep.errors.push(format!("unknown key kind {k:?}")),
+            }
+        }
+        for (k, _) in &all {
+            if matches!(
+                k.first().copied(),
+                Some(keys::NS_ATTR | keys::NS_OMAP_HDR | keys::NS_OMAP)
+            ) {
+                let id = k.get(1..9).and_then(|b| keys::be_u64(b).ok()).unwrap_or(0);
+                if !ids.contains_key(&id) {
+                    rep.errors
+                        .push(format!("attr/omap item of missing object id {id}"));
+                }
+            }
+        }
+        for (k, v) in extents {
+            let id = keys::be_u64(&k[1..9]).unwrap_or(0);
+            let lb = keys::be_u64(&k[9..17]).unwrap_or(0);
+            let e = match Extent::decode(&v) {
+                Ok(e) => e,
+                Err(err) => {
+                    rep.errors.push(format!("extent {k:?}: {err}"));
+                    continue;
+                }
+            };
+            match ids.get(&id) {
+                None => rep.errors.push(format!("extent of missing object id {id}")),
+                Some(o) if lb + e.blocks() > o.size.div_ceil(B) => rep.errors.push(format!(
+                    "extent of object id {id} at block {lb} beyond its size {}",
+                    o.size
+                )),
+                _ => {}
+            }
+            if !self.block_range_ok(e.pblock, e.blocks()) {
+                rep.errors.push(format!(
+                    "extent {}+{} outside the data area",
+                    e.pblock,
+                    e.blocks()
+                ));
+                continue;
+            }
+            used.push((e.pblock, e.blocks()));
+            let data = self.io.sync_read(e.pblock * B, BLOCK * e.crcs.len())?;
+            for (i, c) in e.crcs.iter().enumerate() {
+                *counted.entry(e.pblock + i as u64).or_default() += 1;
+                rep.data_blocks += 1;
+                if crc(&data[i * BLOCK..(i + 1) * BLOCK]) != *c {
+                    rep.errors
+                        .push(format!("data block {} checksum mismatch", e.pblock + i as u64));
+                }
+            }
+        }
+        if next_id <= ids.keys().copied().max().unwrap_or(0) {
+            rep.errors
+                .push(format!("next onode id {next_id} not above every id in use"));
+        }
+        for (b, c) in &counted {
+            let want = refs.get(b).copied().unwrap_or(1);
+            if *c != want {
+                rep.errors
+                    .push(format!("block {b} referenced {c} times but refcount says {want}"));
+            }
+            if *c > 1 {
+                rep.shared_blocks += 1;
+            }
+        }
+        for b in refs.keys() {
+            if !counted.contains_key(b) {
+                rep.errors.push(format!("refcount for unreferenced block {b}"));
+            }
+        }
+        // Allocator: free runs must be exactly the complement of what is in use.
+        used.extend(self.tree.superseded.iter().map(|b| (*b, 1)));
+        used.extend(self.pending_free.iter().copied());
+        let used = union(used);
+        match Allocator::from_used(self.sb.data_first_block, self.sb.data_blocks, used) {
+            Ok(expect) => {
+                let a: Vec<_> = expect.free_runs().collect();
+                let b: Vec<_> = self.alloc.free_runs().collect();
+                if a != b {
+                    rep.errors.push(format!(
+                        "allocator disagrees with tree: {} free blocks expected, allocator has {}",
+                        expect.free_blocks(),
+                        self.alloc.free_blocks()
+                    ));
+                }
+            }
+            Err(e) => rep.errors.push(format!("block accounting: {e}")),
+        }
+        Ok(rep)
+    }
+}
+
+/// Largest object size accepted (as BlueStore's default limit is far above what the OSD uses).
+pub const MAX_OBJECT_SIZE: u64 = 1 << 40;
+
+/// Merge overlapping or adjacent runs into disjoint runs.
+fn union(mut runs: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
+    runs.sort_unstable();
+    let mut out: Vec<(u64, u64)> = Vec::with_capacity(runs.len());
+    for (s, l) in runs {
+        if l == 0 {
+            continue;
+        }
+        match out.last_mut() {
+            Some((ps, pl)) if s <= *ps + *pl => *pl = (*pl).max(s + l - *ps),
+            _ => out.push((s, l)),
+        }
+    }
+    out
+}

@@ -1,0 +1,231 @@
+// SPDX-License-Identifier: LGPL-3.0-or-later
+#![allow(clippy::unwrap_used)]
+//! Bit flips and torn metadata are detected and reported (EIO), never returned as data.
+
+mod common;
+
+use bytes::Bytes;
+use common::*;
+use ferrostore::format::{BLOCK_SIZE, ShardSuper};
+use ferrostore::{MkfsOptions, Op, SimConfig, SimDevice, Store, StoreConfig, StoreError, Transaction, mkfs};
+
+fn sim(img: Vec<u8>) -> SimDevice {
+    SimDevice::from_image(
+        img,
+        SimConfig {
+            seed: 3,
+            reorder: true,
+            max_completions_per_poll: 2,
+        },
+    )
+}
+
+fn fresh() -> Store<SimDevice> {
+    let dev = mkfs(
+        sim(vec![0u8; 4 << 20]),
+        &MkfsOptions {
+            shards: 1,
+            log_bytes: 64 << 10,
+            uuid: 99,
+        },
+    )
+    .unwrap();
+    Store::mount(dev, 0, StoreConfig::default()).unwrap()
+}
+
+fn pattern(seed: u8, len: usize) -> Bytes {
+    let mut v = vec![0u8; len];
+    ferrostore::rng::Rng::new(seed as u64).fill(&mut v);
+    Bytes::from(v)
+}
+
+fn find(img: &[u8], needle: &[u8]) -> usize {
+    img.windows(needle.len())
+        .position(|w| w == needle)
+        .expect("pattern not on media")
+}
+
+fn newest_super(img: &[u8]) -> ShardSuper {
+    let off = BLOCK_SIZE as usize;
+    let a = ShardSuper::decode(&img[off..off + 4096]);
+    let b = ShardSuper::decode(&img[off + 4096..off + 8192]);
+    match (a, b) {
+        (Ok(a), Ok(b)) => {
+            if a.generation > b.generation {
+                a
+            } else {
+                b
+            }
+        }
+        (Ok(a), _) => a,
+        (_, Ok(b)) => b,
+        _ => panic!("no superblock"),
+    }
+}
+
+fn setup(s: &mut Store<SimDevice>) -> Model {
+    let mut m = Model::default();
+    let mut t = setup_txn(1);
+    t.push(Op::Write {
+        cid: cid(0),
+        oid: oid(1),
+        offset: 0,
+        data: pattern(1, 8192),
+    });
+    t.push(Op::SetAttrs {
+        cid: cid(0),
+        oid: oid(1),
+        attrs: vec![(Bytes::from("_"), Bytes::from("oi"))],
+    });
+    m.apply(&t).unwrap();
+    s.commit(&t).unwrap();
+    m
+}
+
+#[test]
+fn flipped_data_bit_reads_as_eio_and_fsck_reports_it() {
+    let mut s = fresh();
+    setup(&mut s);
+    let mut dev = s.umount().unwrap();
+    let img = dev.durable_image().to_vec();
+    let second_block = find(&img, &pattern(1, 8192)[4096..4200]);
+    dev.flip_bit(second_block as u64 + 100, 3);
+    let mut s = Store::mount(dev, 0, StoreConfig::default()).unwrap();
+    let e = s.read(&cid(0), &oid(1), 0, 0).unwrap_err();
+    assert!(matches!(e, StoreError::Checksum { .. }), "{e:?}");
+    assert_eq!(e.errno(), libc::EIO);
+    // The intact first block is still served.
+    assert_eq!(
+        s.read(&cid(0), &oid(1), 0, 4096).unwrap(),
+        pattern(1, 8192).slice(0..4096)
+    );
+    assert!(s.stats.csum_errors >= 1);
+    let rep = s.fsck().unwrap();
+    assert!(
+        rep.errors.iter().any(|e| e.contains("checksum")),
+        "{:?}",
+        rep.errors
+    );
+}
+
+#[test]
+fn flipped_tree_node_fails_mount_with_eio() {
+    let mut s = fresh();
+    setup(&mut s);
+    let mut dev = s.umount().unwrap();
+    let sb = newest_super(dev.durable_image());
+    dev.flip_bit(sb.root_block * BLOCK_SIZE + 200, 1);
+    match Store::mount(dev, 0, StoreConfig::default()) {
+        Err(e) => assert_eq!(e.errno(), libc::EIO, "{e:?}"),
+        Ok(_) => panic!("mount accepted a corrupt root node"),
+    }
+}
+
+#[test]
+fn corrupt_newest_superblock_falls_back_to_the_other_slot() {
+    let mut s = fresh();
+    let m = setup(&mut s);
+    let mut dev = s.umount().unwrap();
+    let sb = newest_super(dev.durable_image());
+    let slot = sb.region_off + (sb.generation % 2) * BLOCK_SIZE;
+    dev.flip_bit(slot + 64, 0);
+    assert!(newest_super(dev.durable_image()).generation < sb.generation);
+    let mut s = Store::mount(dev, 0, StoreConfig::default()).unwrap();
+    assert_eq!(dump(&mut s).unwrap(), m);
+    assert!(s.fsck().unwrap().errors.is_empty());
+}
+
+#[test]
+fn corrupt_log_record_is_dropped_not_applied() {
+    let mut s = fresh();
+    let m = setup(&mut s);
+    s.checkpoint().unwrap();
+    let mut t = Transaction::new();
+    t.push(Op::OmapSetKeys {
+        cid: cid(0),
+        oid: oid(1),
+        kvs: vec![(Bytes::from("k"), Bytes::from("v"))],
+    });
+    s.commit(&t).unwrap();
+    // Power loss now: the record is the only copy of that transaction.
+    let img = s.device().durable_image().to_vec();
+    let sb = newest_super(&img);
+    let mut dev = sim(img);
+    dev.flip_bit(sb.log_off + sb.log_tail + 60, 5);
+    let mut s = Store::mount(dev, 0, StoreConfig::default()).unwrap();
+    assert_eq!(dump(&mut s).unwrap(), m, "a corrupt record must not be replayed");
+    assert!(s.fsck().unwrap().errors.is_empty());
+}
+
+#[test]
+fn out_of_space_is_enospc_and_recoverable() {
+    let mut s = fresh();
+    setup(&mut s);
+    let big = pattern(7, 1 << 20);
+    let mut n = 0;
+    let err = loop {
+        let mut t = Transaction::new();
+        t.push(Op::Write {
+            cid: cid(0),
+            oid: oid(10 + n),
+            offset: 0,
+            data: big.clone(),
+        });
+        match s.commit(&t) {
+            Ok(_) => n += 1,
+            Err(e) => break e,
+        }
+        assert!(n < 100);
+    };
+    assert_eq!(err.errno(), libc::ENOSPC);
+    for i in 0..n {
+        let mut t = Transaction::new();
+        t.push(Op::Remove {
+            cid: cid(0),
+            oid: oid(10 + i),
+        });
+        s.commit(&t).unwrap();
+    }
+    let mut t = Transaction::new();
+    t.push(Op::Write {
+        cid: cid(0),
+        oid: oid(50),
+        offset: 0,
+        data: big.clone(),
+    });
+    s.commit(&t).unwrap();
+    assert_eq!(s.read(&cid(0), &oid(50), 0, 0).unwrap(), big);
+    assert!(s.fsck().unwrap().errors.is_empty());
+}
+
+#[test]
+fn clone_shares_blocks_and_counts_references() {
+    let mut s = fresh();
+    let mut m = setup(&mut s);
+    let before = s.free_bytes();
+    let mut t = Transaction::new();
+    t.push(Op::Clone {
+        cid: cid(0),
+        src: oid(1),
+        dst: oid(2),
+    });
+    m.apply(&t).unwrap();
+    s.commit(&t).unwrap();
+    assert_eq!(s.free_bytes(), before, "clone must not copy data blocks");
+    let rep = s.fsck().unwrap();
+    assert!(rep.errors.is_empty(), "{:?}", rep.errors);
+    assert_eq!(rep.shared_blocks, 2);
+    let mut t = Transaction::new();
+    t.push(Op::Write {
+        cid: cid(0),
+        oid: oid(1),
+        offset: 10,
+        data: Bytes::from_static(b"changed"),
+    });
+    m.apply(&t).unwrap();
+    s.commit(&t).unwrap();
+    assert_eq!(dump(&mut s).unwrap(), m);
+    let rep = s.fsck().unwrap();
+    assert!(rep.errors.is_empty(), "{:?}", rep.errors);
+    assert_eq!(rep.shared_blocks, 1);
+}

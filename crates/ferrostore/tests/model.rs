@@ -1,0 +1,103 @@
+// SPDX-License-Identifier: LGPL-3.0-or-later
+#![allow(clippy::unwrap_used)]
+//! The engine against the in-memory model: after every transaction, after remounts, with fsck.
+
+mod common;
+
+use common::*;
+use ferrostore::rng::Rng;
+use ferrostore::{MkfsOptions, SimConfig, SimDevice, Store, StoreConfig, mkfs};
+
+fn fresh(seed: u64, size: usize, cfg: StoreConfig) -> Store<SimDevice> {
+    let dev = SimDevice::new(
+        size,
+        SimConfig {
+            seed,
+            reorder: true,
+            max_completions_per_poll: 3,
+        },
+    );
+    let dev = mkfs(
+        dev,
+        &MkfsOptions {
+            shards: 1,
+            log_bytes: 64 << 10,
+            uuid: seed,
+        },
+    )
+    .unwrap();
+    Store::mount(dev, 0, cfg).unwrap()
+}
+
+#[test]
+fn random_streams_match_model_across_remounts() {
+    let seeds = env_u64("FERRO_SEED").map(|s| s..s + 1).unwrap_or(0..12);
+    for seed in seeds {
+        let cfg = StoreConfig {
+            node_cache_nodes: 16,
+            max_dirty_nodes: 64,
+            ..Default::default()
+        };
+        let mut s = fresh(seed, 8 << 20, cfg.clone());
+        let mut rng = Rng::new(seed);
+        let mut model = Model::default();
+        let t = setup_txn(3);
+        model.apply(&t).unwrap();
+        s.commit(&t).unwrap();
+        for step in 0..300 {
+            let t = random_txn(&mut rng, 3, 10);
+            let want = model.apply(&t);
+            if std::env::var("FERRO_DEBUG").is_ok() {
+                eprintln!(
+                    "step {step}: {:?} -> {want:?}",
+                    t.ops
+                        .iter()
+                        .map(|o| format!("{o:?}").chars().take(400).collect::<String>())
+                        .collect::<Vec<_>>()
+                );
+            }
+            let got = if rng.chance(50) {
+                s.commit(&t).map(|_| ())
+            } else {
+                s.queue_transaction(&t).map(|_| ())
+            };
+            assert_eq!(got.map_err(|e| e.errno()), want, "seed {seed} step {step}: {t:?}");
+            if std::env::var("FERRO_DEBUG").is_ok() {
+                let rep = s.fsck().unwrap();
+                assert!(
+                    rep.errors.is_empty(),
+                    "seed {seed} step {step} fsck: {:?}",
+                    rep.errors
+                );
+                let got = dump(&mut s).unwrap();
+                assert!(got == model, "seed {seed} step {step}: {}", diff(&got, &model));
+            }
+            if step % 7 == 0 {
+                let mut ev = Vec::new();
+                s.poll(&mut ev).unwrap();
+            }
+            if step % 25 == 0 {
+                let got = dump(&mut s).unwrap();
+                assert!(
+                    got == model,
+                    "seed {seed} step {step}: {} (FERRO_SEED={seed})",
+                    diff(&got, &model)
+                );
+            }
+            if step % 60 == 59 {
+                let rep = s.fsck().unwrap();
+                assert!(rep.errors.is_empty(), "seed {seed} fsck: {:?}", rep.errors);
+                let dev = s.umount().unwrap();
+                s = Store::mount(dev, 0, cfg.clone()).unwrap();
+                let got = dump(&mut s).unwrap();
+                assert!(
+                    got == model,
+                    "seed {seed} after remount at {step}: {}",
+                    diff(&got, &model)
+                );
+            }
+        }
+        let rep = s.fsck().unwrap();
+        assert!(rep.errors.is_empty(), "seed {seed} fsck: {:?}", rep.errors);
+    }
+}
