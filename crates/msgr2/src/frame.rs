@@ -549,6 +549,11 @@ impl FrameDecoder {
         Some(self.buf.split_to(n).freeze())
     }
 
+    /// The bytes buffered but not parsed yet.
+    pub fn peek_buffered(&self) -> &[u8] {
+        &self.buf
+    }
+
     /// Discard buffered input and any partial frame (the transport was replaced).
     pub fn reset(&mut self) {
         self.buf.clear();

@@ -20,6 +20,7 @@ pub mod message;
 pub use addr::{AddrVec, EntityAddr};
 pub use message::Message;
 pub mod connection;
+pub mod replay;
 pub mod testing;
 
 pub use connection::{
