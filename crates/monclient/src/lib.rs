@@ -15,6 +15,8 @@ pub mod cephx_auth;
 mod core;
 pub mod epoch_map;
 pub mod monmap_lite;
+#[cfg(feature = "osdmap")]
+pub mod osdmap_impl;
 mod rng;
 
 pub use crate::core::{
