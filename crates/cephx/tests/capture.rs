@@ -632,3 +632,144 @@ fn secure_capture_cephx_end_to_end() {
     assert!(authorizers >= 1);
     assert!(found_plaintext >= 1, "the known plaintext must decrypt");
 }
+
+fn all_plain_frames(s: &[u8]) -> Vec<Frame> {
+    if !s.starts_with(b"ceph v2\n") {
+        return Vec::new();
+    }
+    let mut pos = 8 + 2 + 16;
+    let mut out = Vec::new();
+    while let Some(f) = plain_frame(s, pos) {
+        pos = f.end;
+        out.push(f);
+    }
+    out
+}
+
+/// crc-mode capture (1 mon, 1 mgr, 3 OSDs): every daemon's rotating keys decrypt with its own key, and with them
+/// our service side opens every authorizer a peer OSD, the mgr or a client presented to an OSD or the mgr.
+#[test]
+fn crc_capture_daemon_rotating_keys_and_peer_authorizers() {
+    let Some(dir) = capture_dir().map(|d| d.with_file_name("crc")) else {
+        eprintln!("skipping: ../shared/captures/crc not found");
+        return;
+    };
+    let Ok(out) = Command::new("xz")
+        .arg("-dc")
+        .arg(dir.join("crc.pcap.xz"))
+        .output()
+    else {
+        eprintln!("skipping: xz not installed");
+        return;
+    };
+    assert!(out.status.success());
+    let conns = connections(&out.stdout);
+    let p: Arc<dyn CryptoProvider> = Arc::new(AwsLcProvider);
+    let now = UTime::new(1_762_000_000, 0);
+    let daemons = [
+        ("osd.0", "keyring.osd.0"),
+        ("osd.1", "keyring.osd.1"),
+        ("osd.2", "keyring.osd.2"),
+        ("mgr.x", "keyring.mgr.x"),
+    ];
+    let mut rotating: BTreeMap<u32, ServiceKeys> = BTreeMap::new();
+    let mut replies = 0;
+    for c in conns.iter().filter(|c| c.server_port == 3700) {
+        let cf = all_plain_frames(&c.to_server);
+        let Some(req) = cf.iter().find(|f| f.tag == TAG_AUTH_REQUEST) else {
+            continue;
+        };
+        let mut d = Decoder::new(req.segments[0].clone());
+        let _ = d.u32().unwrap();
+        let _: Vec<u32> = Vec::decode(&mut d).unwrap();
+        let mut pd = Decoder::new(d.bufferlist().unwrap());
+        let _ = pd.u8().unwrap();
+        let name = EntityName::decode(&mut pd).unwrap();
+        let Some((_, file)) = daemons.iter().find(|(n, _)| *n == name.to_string()) else {
+            continue;
+        };
+        let key = keyring_key(&dir.join(file), &name.to_string());
+        for f in all_plain_frames(&c.to_client)
+            .iter()
+            .filter(|f| f.tag == TAG_MESSAGE && f.segments.len() > 1)
+        {
+            if u16::from_le_bytes(f.segments[0][16..18].try_into().unwrap()) != 18 {
+                continue;
+            }
+            let mut fd = Decoder::new(f.segments[1].clone());
+            let _ = fd.u32().unwrap();
+            let result = fd.i32().unwrap();
+            let _ = fd.u64().unwrap();
+            let bl = fd.bufferlist().unwrap();
+            if CephXResponseHeader::decode(&mut Decoder::new(bl.clone()))
+                .unwrap()
+                .request_type
+                != CEPHX_GET_ROTATING_KEY
+            {
+                continue;
+            }
+            let mut client = MonAuthClient::new(p.clone(), name.clone(), key.clone(), 0);
+            client.handle_response(result, &bl, now).unwrap();
+            let keys = rotating.entry(name.ty).or_insert_with(|| ServiceKeys {
+                service_id: name.ty,
+                ..Default::default()
+            });
+            for (id, k) in &client.rotating_secrets().unwrap().secrets {
+                keys.rotating.secrets.insert(*id, k.clone());
+            }
+            replies += 1;
+        }
+    }
+    assert!(
+        rotating.contains_key(&ENTITY_TYPE_OSD) && rotating.contains_key(&ENTITY_TYPE_MGR),
+        "{:?}",
+        rotating.keys()
+    );
+    let mut peers: BTreeMap<String, usize> = BTreeMap::new();
+    let mut authorizers = 0;
+    for c in conns.iter().filter(|c| (6800..=7300).contains(&c.server_port)) {
+        let cf = all_plain_frames(&c.to_server);
+        let Some(req) = cf.iter().find(|f| f.tag == TAG_AUTH_REQUEST) else {
+            continue;
+        };
+        let mut d = Decoder::new(req.segments[0].clone());
+        if d.u32().unwrap() != 2 {
+            continue;
+        }
+        let _: Vec<u32> = Vec::decode(&mut d).unwrap();
+        let payload = d.bufferlist().unwrap();
+        let mut ad = Decoder::new(payload.clone());
+        let _ = ad.u8().unwrap();
+        let _ = ad.u64().unwrap();
+        let service = ad.u32().unwrap();
+        let ticket = CephXTicketBlob::decode(&mut ad).unwrap();
+        let keys = &rotating[&service];
+        let step = ServiceAuthorizerVerifier::new(p.clone())
+            .verify(keys, &payload, 0)
+            .unwrap();
+        assert!(matches!(step, ServiceStep::Challenge(_)));
+        let secret = keys.rotating.get(ticket.secret_id).unwrap().key.clone();
+        let info: CephXServiceTicketInfo = decrypt_enc_bl(&*p, &secret, &ticket.blob).unwrap();
+        *peers
+            .entry(format!(
+                "{}→{}",
+                info.ticket.name,
+                entity_type_name(service).unwrap()
+            ))
+            .or_default() += 1;
+        authorizers += 1;
+    }
+    eprintln!("rotating-key replies: {replies}; authorizers opened: {authorizers}; {peers:?}");
+    assert!(
+        peers.keys().any(|k| k.starts_with("osd.") && k.ends_with("→osd")),
+        "peer OSD authorizers"
+    );
+    assert!(
+        peers.keys().any(|k| k.starts_with("client.admin→osd")),
+        "client authorizers"
+    );
+    assert!(
+        peers.keys().any(|k| k.starts_with("osd.") && k.ends_with("→mgr")),
+        "OSD→mgr authorizers"
+    );
+}
