@@ -371,8 +371,8 @@ impl Session {
     }
 
     fn release(&mut self, m: &Message) {
-        self.queued_msgs -= 1;
-        self.queued_bytes -= m.payload_len();
+        self.queued_msgs = self.queued_msgs.saturating_sub(1);
+        self.queued_bytes = self.queued_bytes.saturating_sub(m.payload_len());
     }
 
     /// Ceph's requeue_sent: written-but-unacked messages go back to the front of the queue, keeping their seqs.
@@ -1368,7 +1368,9 @@ impl Connection {
         }
         self.s.in_seq = m.seq;
         self.events.push_back(Event::Message(m));
-        if self.s.in_seq - self.s.acked_in_seq >= self.cfg.ack_every.max(1) && self.s.queue.is_empty() {
+        if self.s.in_seq.saturating_sub(self.s.acked_in_seq) >= self.cfg.ack_every.max(1)
+            && self.s.queue.is_empty()
+        {
             let seq = self.s.in_seq;
             self.s.acked_in_seq = seq;
             self.send_control(&Control::Ack { seq })?;
@@ -1430,6 +1432,7 @@ impl Connection {
                 }));
             }
         };
+        let r = r.and_then(|()| self.process(now));
         if let Err(e) = &r {
             self.fault(e.clone());
         }
@@ -1498,6 +1501,11 @@ impl Connection {
                     }
                 }
             }
+        }
+        // Frames the peer sent right behind its request (rare: it normally waits for our answer).
+        if let Err(e) = self.process(now) {
+            self.fault(e.clone());
+            return Err(e);
         }
         Ok(decision)
     }

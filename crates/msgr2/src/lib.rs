@@ -24,5 +24,6 @@ pub mod replay;
 pub mod testing;
 
 pub use connection::{
-    AcceptDecision, AcceptRequest, Config, ConnError, Connection, Event, PeerInfo, TakeOver,
+    AcceptDecision, AcceptRequest, Config, ConnError, Connection, Event, PeerInfo, SendError, SendErrorKind,
+    TakeOver,
 };

@@ -4,7 +4,6 @@
 //! secure-mode part. Used by capture tests here and in cephx (which derives session keys and connection secrets
 //! from the keyrings).
 
-
 use crate::auth::CON_MODE_SECURE;
 use crate::control::{BANNER_HEAD_LEN, BANNER_PAYLOAD_LEN, BANNER_PREFIX, Banner, Control};
 use crate::crypto::CryptoProvider;

@@ -419,3 +419,352 @@ fn reconnect_replays_without_loss_or_duplicates_secure() {
         "the runs must actually break the pipe ({breaks} breaks)"
     );
 }
+
+fn msgs_of(ev: &[Event]) -> Vec<u64> {
+    ev.iter()
+        .filter_map(|e| {
+            if let Event::Message(m) = e {
+                Some(m.tid)
+            } else {
+                None
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn lossy_session_drops_everything_on_fault() {
+    let now = Instant::now();
+    let mut c = client(Mode::CrcNone, true, now);
+    let mut s = server(Mode::CrcNone, true, now);
+    let mut rng = Rng(5);
+    pump(&mut c, &mut s, now, &mut rng, &mut None);
+    assert!(
+        c.is_lossy() && s.is_lossy(),
+        "the acceptor adopts the connector's lossy flag"
+    );
+    assert!(s.peer().unwrap().lossy);
+    events(&mut c);
+    events(&mut s);
+    for i in 1..=5 {
+        c.send(msg(i, 100)).unwrap();
+    }
+    pump(&mut c, &mut s, now, &mut rng, &mut None);
+    assert_eq!(msgs_of(&events(&mut s)), vec![1, 2, 3, 4, 5]);
+    assert_eq!(c.queued(), (0, 0), "lossy sessions keep no sent list");
+    // Queue more, then the transport dies before they are written.
+    for i in 6..=8 {
+        c.send(msg(i, 100)).unwrap();
+    }
+    c.handle_transport_closed();
+    s.handle_transport_closed();
+    let ce = events(&mut c);
+    assert!(ce.iter().any(|e| matches!(e, Event::Reset { .. })), "{ce:?}");
+    assert!(
+        matches!(
+            ce.last(),
+            Some(Event::Closed {
+                error: ConnError::TransportClosed
+            })
+        ),
+        "{ce:?}"
+    );
+    assert!(c.is_closed() && s.is_closed());
+    assert_eq!(c.queued(), (0, 0), "queued messages are dropped");
+    let err = c.send(msg(9, 0)).unwrap_err();
+    assert_eq!(err.kind, msgr2::SendErrorKind::Closed);
+    assert_eq!(err.msg.tid, 9, "a refused message is handed back");
+    assert!(c.reconnect(now).is_err(), "a lossy session does not reconnect");
+}
+
+#[test]
+fn backpressure_refuses_then_signals_writable() {
+    let now = Instant::now();
+    let mut cfg = client_cfg(false);
+    cfg.max_queued_messages = 4;
+    cfg.max_queued_bytes = 1 << 20;
+    let auth = Box::new(AuthNone::new(EntityName::new(ENTITY_TYPE_CLIENT, "admin"), 0));
+    let mut c = Connection::connector(cfg, auth, server_addr(), ENTITY_TYPE_OSD, now);
+    let mut s = server(Mode::CrcNone, true, now);
+    let mut rng = Rng(9);
+    for i in 1..=4 {
+        c.send(msg(i, 10)).unwrap();
+    }
+    let e = c.send(msg(5, 10)).unwrap_err();
+    assert_eq!(e.kind, msgr2::SendErrorKind::QueueFull);
+    // Byte bound: one message larger than the remaining budget is refused too.
+    assert_eq!(c.queued().0, 4);
+    pump(&mut c, &mut s, now, &mut rng, &mut None);
+    // Written and acknowledged: the queue drains and the owner is told it may send again.
+    let ce = events(&mut c);
+    assert!(ce.contains(&Event::Writable), "{ce:?}");
+    assert_eq!(c.queued(), (0, 0));
+    c.send(*e.msg).unwrap();
+    pump(&mut c, &mut s, now, &mut rng, &mut None);
+    assert_eq!(msgs_of(&events(&mut s)), vec![1, 2, 3, 4, 5]);
+}
+
+#[test]
+fn auth_rejection_closes_with_a_clear_error() {
+    let now = Instant::now();
+    let mut c = client(Mode::CrcTest, false, now);
+    let mut sa = TestServerAuth::new(vec![CON_MODE_CRC], SESSION_KEY, SECRET);
+    sa.reject = true;
+    let mut s = Connection::acceptor(server_cfg(), Box::new(sa), now);
+    let mut rng = Rng(1);
+    pump(&mut c, &mut s, now, &mut rng, &mut None);
+    let ce = events(&mut c);
+    assert!(
+        matches!(
+            ce.last(),
+            Some(Event::Closed {
+                error: ConnError::Auth(msgr2::auth::AuthError::NoUsableMethod { .. })
+            })
+        ),
+        "{ce:?}"
+    );
+    assert!(c.is_closed());
+}
+
+#[test]
+fn auth_none_offered_to_a_cephx_only_server_is_refused() {
+    let now = Instant::now();
+    let mut c = client(Mode::CrcNone, false, now);
+    let mut s = server(Mode::Secure, true, now);
+    let mut rng = Rng(1);
+    pump(&mut c, &mut s, now, &mut rng, &mut None);
+    assert!(c.is_closed());
+    assert!(!s.is_ready());
+}
+
+/// A client that derives a different session key than the server: AUTH_SIGNATURE must not verify.
+struct WrongKey(TestClientAuth);
+impl msgr2::auth::ClientAuth for WrongKey {
+    fn initial_request(
+        &mut self,
+        ctx: &msgr2::auth::AuthContext,
+    ) -> Result<msgr2::auth::AuthRequest, msgr2::auth::AuthError> {
+        self.0.initial_request(ctx)
+    }
+    fn handle_reply_more(&mut self, p: Bytes) -> Result<Bytes, msgr2::auth::AuthError> {
+        self.0.handle_reply_more(p)
+    }
+    fn handle_done(
+        &mut self,
+        g: u64,
+        m: u32,
+        p: Bytes,
+    ) -> Result<msgr2::auth::ClientAuthDone, msgr2::auth::AuthError> {
+        let mut d = self.0.handle_done(g, m, p)?;
+        d.session_key = Bytes::from_static(b"another key 1234");
+        Ok(d)
+    }
+    fn handle_bad_method(
+        &mut self,
+        a: u32,
+        b: i32,
+        c: &[u32],
+        d: &[u32],
+    ) -> Result<msgr2::auth::AuthRequest, msgr2::auth::AuthError> {
+        self.0.handle_bad_method(a, b, c, d)
+    }
+}
+
+#[test]
+fn auth_signature_mismatch_is_fatal() {
+    for modes in [vec![CON_MODE_CRC], vec![CON_MODE_SECURE]] {
+        let now = Instant::now();
+        let auth = Box::new(WrongKey(TestClientAuth::new(
+            EntityName::new(ENTITY_TYPE_CLIENT, "x"),
+            modes,
+        )));
+        let mut c = Connection::connector(client_cfg(false), auth, server_addr(), ENTITY_TYPE_OSD, now);
+        let mut s = server(Mode::Secure, true, now);
+        let mut rng = Rng(2);
+        pump(&mut c, &mut s, now, &mut rng, &mut None);
+        let (ce, se) = (events(&mut c), events(&mut s));
+        let bad = |ev: &[Event]| {
+            ev.iter().any(|e| {
+                matches!(
+                    e,
+                    Event::Closed {
+                        error: ConnError::BadSignature
+                    }
+                )
+            })
+        };
+        assert!(bad(&ce) || bad(&se), "client {ce:?} server {se:?}");
+        assert!(!c.is_ready() && !s.is_ready());
+    }
+}
+
+#[test]
+fn garbage_and_corruption_close_cleanly() {
+    let now = Instant::now();
+    // Not msgr2 at all.
+    let mut s = server(Mode::CrcNone, true, now);
+    let e = s
+        .handle_input(now, b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap_err();
+    assert!(matches!(e, ConnError::Banner(_)), "{e}");
+    assert!(s.is_closed());
+    // msgr2 v2.0-only peer.
+    let mut s = server(Mode::CrcNone, true, now);
+    let mut b = b"ceph v2\n".to_vec();
+    b.extend_from_slice(&16u16.to_le_bytes());
+    b.extend_from_slice(&0u64.to_le_bytes());
+    b.extend_from_slice(&0u64.to_le_bytes());
+    assert_eq!(s.handle_input(now, &b).unwrap_err(), ConnError::Rev0Peer);
+    // A peer requiring a feature we lack (compression).
+    let mut s = server(Mode::CrcNone, true, now);
+    b[18] = 2;
+    b[10] = 3;
+    assert_eq!(s.handle_input(now, &b).unwrap_err(), ConnError::Msgr2Features(2));
+    // Random garbage after a good banner.
+    let mut rng = Rng(77);
+    for _ in 0..200 {
+        let mut s = server(Mode::CrcNone, true, now);
+        let mut c = client(Mode::CrcNone, false, now);
+        let banner = c.poll_output().unwrap();
+        s.handle_input(now, &banner).unwrap();
+        let junk: Vec<u8> = (0..rng.below(200)).map(|_| rng.next() as u8).collect();
+        let _ = s.handle_input(now, &junk);
+    }
+    // A corrupted frame on an established lossless session faults the transport and keeps the session.
+    let (mut c, mut s, now, _) = handshake(Mode::CrcNone);
+    events(&mut c);
+    c.send(msg(1, 10)).unwrap();
+    let mut wire = Vec::new();
+    while let Some(b) = c.poll_output() {
+        wire.extend_from_slice(&b);
+    }
+    let last = wire.len() - 1;
+    wire[last] ^= 0x40;
+    let e = s.handle_input(now, &wire).unwrap_err();
+    assert!(
+        matches!(e, ConnError::Frame(msgr2::frame::FrameError::SegmentCrc { .. })),
+        "{e}"
+    );
+    assert!(s.is_standby());
+    let se = events(&mut s);
+    assert!(
+        se.iter().any(|e| matches!(
+            e,
+            Event::Faulted {
+                will_resume: true,
+                ..
+            }
+        )),
+        "{se:?}"
+    );
+}
+
+#[test]
+fn restarted_server_resets_the_session_and_the_client_starts_a_new_one() {
+    let (mut c, mut s, now, _) = handshake(Mode::CrcNone);
+    events(&mut c);
+    let mut rng = Rng(4);
+    c.send(msg(1, 0)).unwrap();
+    pump(&mut c, &mut s, now, &mut rng, &mut None);
+    assert_eq!(msgs_of(&events(&mut s)), vec![1]);
+    // The server process restarts: the session is gone. A message queued meanwhile on the client.
+    c.handle_transport_closed();
+    c.send(msg(2, 0)).unwrap();
+    c.reconnect(now).unwrap();
+    let mut s2 = server(Mode::CrcNone, true, now); // auto_accept: unknown sessions get SESSION_RESET
+    pump(&mut c, &mut s2, now, &mut rng, &mut None);
+    let ce = events(&mut c);
+    assert!(
+        ce.iter().any(|e| matches!(
+            e,
+            Event::Reset {
+                error: ConnError::SessionReset
+            }
+        )),
+        "{ce:?}"
+    );
+    assert!(
+        ce.iter().any(|e| matches!(e, Event::Connected(p) if !p.resumed)),
+        "{ce:?}"
+    );
+    assert!(c.is_ready() && s2.is_ready());
+    // The reset dropped message 2 (Ceph semantics: a reset session loses its queue); new ones flow with seq 1.
+    c.send(msg(3, 0)).unwrap();
+    pump(&mut c, &mut s2, now, &mut rng, &mut None);
+    let got: Vec<(u64, u64)> = events(&mut s2)
+        .into_iter()
+        .filter_map(|e| {
+            if let Event::Message(m) = e {
+                Some((m.tid, m.seq))
+            } else {
+                None
+            }
+        })
+        .collect();
+    assert_eq!(got, vec![(3, 1)]);
+}
+
+#[test]
+fn wait_makes_the_connector_back_off() {
+    let now = Instant::now();
+    let mut c = client(Mode::CrcNone, false, now);
+    let mut s = server(Mode::CrcNone, false, now);
+    let mut rng = Rng(6);
+    pump(&mut c, &mut s, now, &mut rng, &mut None);
+    assert!(matches!(
+        events(&mut s).last(),
+        Some(Event::AcceptRequest(AcceptRequest::Ident(_)))
+    ));
+    s.resolve_accept(now, msgr2::AcceptDecision::Wait).unwrap();
+    pump(&mut c, &mut s, now, &mut rng, &mut None);
+    let ce = events(&mut c);
+    assert!(
+        ce.iter().any(|e| matches!(
+            e,
+            Event::Faulted {
+                error: ConnError::Wait,
+                will_resume: true
+            }
+        )),
+        "{ce:?}"
+    );
+    assert!(c.is_standby());
+}
+
+#[test]
+fn restarted_client_replaces_the_old_session_on_the_existing_connection() {
+    let (mut c, mut s, now, _) = handshake(Mode::CrcNone);
+    events(&mut c);
+    events(&mut s);
+    let mut rng = Rng(8);
+    // The server has something queued for the old client incarnation.
+    s.send(msg(100, 0)).unwrap();
+    c.close();
+    s.handle_transport_closed();
+    assert!(s.is_standby());
+    // The client process restarts: new cookie, CLIENT_IDENT.
+    let mut cfg = client_cfg(false);
+    cfg.seed = 99; // a different random seed: a different client cookie
+    let auth = Box::new(AuthNone::new(EntityName::new(ENTITY_TYPE_CLIENT, "admin"), 0));
+    let mut c2 = Connection::connector(cfg, auth, server_addr(), ENTITY_TYPE_OSD, now);
+    let mut new = server(Mode::CrcNone, false, now);
+    pump(&mut c2, &mut new, now, &mut rng, &mut None);
+    assert!(matches!(
+        events(&mut new).last(),
+        Some(Event::AcceptRequest(AcceptRequest::Ident(_)))
+    ));
+    let d = s.take_over(&mut new, now).unwrap();
+    assert_eq!(d, TakeOver::Restarted);
+    assert!(new.is_closed() && s.is_ready());
+    let se = events(&mut s);
+    assert!(
+        se.iter().any(|e| matches!(e, Event::Reset { .. })),
+        "the old session's queue is dropped: {se:?}"
+    );
+    pump(&mut c2, &mut s, now, &mut rng, &mut None);
+    assert!(c2.is_ready());
+    assert!(
+        msgs_of(&events(&mut c2)).is_empty(),
+        "nothing of the old incarnation is delivered"
+    );
+}
