@@ -1,1 +1,382 @@
 // SPDX-License-Identifier: LGPL-3.0-or-later
+//! The production `Device`: io_uring + O_DIRECT on a file or block device, one ring per shard (per core).
+//!
+//! This is the only module with syscalls and `unsafe`. Buffers handed to the kernel are kept alive in the
+//! in-flight slot table until their completion is reaped. Writes go straight from the caller's `Bytes` when every
+//! piece is 512-byte aligned in address and length (gathered with `writev`); otherwise the pieces are copied once
+//! into an aligned bounce buffer. Reads land in aligned buffers that become `Bytes` without a copy.
+
+use crate::device::{Completion, Device, DeviceStats, Tag};
+use bytes::Bytes;
+use io_uring::{IoUring, opcode, types};
+use std::alloc::Layout;
+use std::fs::{File, OpenOptions};
+use std::io::{Seek, SeekFrom};
+use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::io::AsRawFd;
+use std::path::Path;
+
+const ALIGN: usize = 4096;
+const DIO_ALIGN: usize = 512;
+
+/// A heap buffer aligned for O_DIRECT.
+pub struct AlignedBuf {
+    ptr: std::ptr::NonNull<u8>,
+    len: usize,
+}
+
+// SAFETY: AlignedBuf uniquely owns its allocation; nothing else aliases it.
+unsafe impl Send for AlignedBuf {}
+
+impl AlignedBuf {
+    pub fn zeroed(len: usize) -> Self {
+        let layout = Layout::from_size_align(len.max(ALIGN), ALIGN).expect("valid layout");
+        // SAFETY: the layout has a non-zero size.
+        let p = unsafe { std::alloc::alloc_zeroed(layout) };
+        let ptr = std::ptr::NonNull::new(p).unwrap_or_else(|| std::alloc::handle_alloc_error(layout));
+        AlignedBuf { ptr, len }
+    }
+    fn as_mut_ptr(&mut self) -> *mut u8 {
+        self.ptr.as_ptr()
+    }
+}
+
+impl AsRef<[u8]> for AlignedBuf {
+    fn as_ref(&self) -> &[u8] {
+        // SAFETY: ptr is valid for len bytes and initialised (alloc_zeroed).
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+    }
+}
+
+impl AsMut<[u8]> for AlignedBuf {
+    fn as_mut(&mut self) -> &mut [u8] {
+        // SAFETY: as above, and we hold the only reference.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
+    }
+}
+
+impl Drop for AlignedBuf {
+    fn drop(&mut self) {
+        let layout = Layout::from_size_align(self.len.max(ALIGN), ALIGN).expect("valid layout");
+        // SAFETY: allocated in `zeroed` with this very layout.
+        unsafe { std::alloc::dealloc(self.ptr.as_ptr(), layout) }
+    }
+}
+
+enum Slot {
+    Read {
+        tag: Tag,
+        buf: AlignedBuf,
+        len: usize,
+    },
+    /// Everything the kernel may still read from must stay here until the completion.
+    Write {
+        tag: Tag,
+        _bufs: Vec<Bytes>,
+        _iov: Vec<libc::iovec>,
+        _bounce: Option<AlignedBuf>,
+        len: usize,
+    },
+    Flush {
+        tag: Tag,
+    },
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct UringOptions {
+    pub queue_depth: u32,
+    /// Write with RWF_DSYNC (FUA on NVMe) instead of issuing fdatasync flushes.
+    pub dsync_writes: bool,
+}
+
+impl Default for UringOptions {
+    fn default() -> Self {
+        UringOptions {
+            queue_depth: 512,
+            dsync_writes: false,
+        }
+    }
+}
+
+pub struct UringDevice {
+    ring: IoUring,
+    file: File,
+    size: u64,
+    slots: Vec<Option<Slot>>,
+    free: Vec<usize>,
+    ready: Vec<Completion>,
+    inflight: usize,
+    unsubmitted: usize,
+    stats: DeviceStats,
+    opts: UringOptions,
+}
+
+impl UringDevice {
+    /// Open `path` with O_DIRECT. A regular file is created/extended to `size_bytes` if given; a block device's
+    /// size is its own.
+    pub fn open(path: &Path, size_bytes: Option<u64>, opts: UringOptions) -> std::io::Result<Self> {
+        let mut file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(size_bytes.is_some())
+            .truncate(false)
+            .custom_flags(libc::O_DIRECT)
+            .open(path)?;
+        if let Some(sz) = size_bytes
+            && file.metadata()?.is_file()
+            && file.metadata()?.len() < sz
+        {
+            file.set_len(sz)?;
+        }
+        let size = file.seek(SeekFrom::End(0))?;
+        let ring = IoUring::builder().setup_single_issuer().build(opts.queue_depth)?;
+        Ok(UringDevice {
+            ring,
+            file,
+            size,
+            slots: Vec::new(),
+            free: Vec::new(),
+            ready: Vec::new(),
+            inflight: 0,
+            unsubmitted: 0,
+            stats: DeviceStats::default(),
+            opts,
+        })
+    }
+
+    fn slot(&mut self, s: Slot) -> usize {
+        match self.free.pop() {
+            Some(i) => {
+                self.slots[i] = Some(s);
+                i
+            }
+            None => {
+                self.slots.push(Some(s));
+                self.slots.len() - 1
+            }
+        }
+    }
+
+    fn push(&mut self, e: io_uring::squeue::Entry) {
+        loop {
+            // SAFETY: every buffer the entry points to is owned by its slot until the completion is reaped.
+            if unsafe { self.ring.submission().push(&e) }.is_ok() {
+                self.unsubmitted += 1;
+                self.inflight += 1;
+                return;
+            }
+            // Submission queue full: hand what we have to the kernel and make room.
+            if self.ring.submit().is_ok() {
+                self.unsubmitted = 0;
+            }
+            self.reap();
+            if self.ring.submission().is_full() {
+                let _ = self.ring.submit_and_wait(1);
+                self.reap();
+            }
+        }
+    }
+
+    fn fail_now(&mut self, tag: Tag, e: String) {
+        self.ready.push(Completion { tag, result: Err(e) });
+    }
+
+    fn reap(&mut self) {
+        let cqes: Vec<(u64, i32)> = self
+            .ring
+            .completion()
+            .map(|c| (c.user_data(), c.result()))
+            .collect();
+        for (ud, res) in cqes {
+            let Some(slot) = self.slots.get_mut(ud as usize).and_then(|s| s.take()) else {
+                continue;
+            };
+            self.free.push(ud as usize);
+            self.inflight -= 1;
+            let err = |res: i32| format!("io_uring: {}", std::io::Error::from_raw_os_error(-res));
+            let c = match slot {
+                Slot::Read { tag, buf, len } => {
+                    if res < 0 {
+                        Completion {
+                            tag,
+                            result: Err(err(res)),
+                        }
+                    } else if res as usize != len {
+                        Completion {
+                            tag,
+                            result: Err(format!("short read {res} of {len}")),
+                        }
+                    } else {
+                        Completion {
+                            tag,
+                            result: Ok(Some(Bytes::from_owner(buf))),
+                        }
+                    }
+                }
+                Slot::Write { tag, len, .. } => {
+                    if res < 0 {
+                        Completion {
+                            tag,
+                            result: Err(err(res)),
+                        }
+                    } else if res as usize != len {
+                        Completion {
+                            tag,
+                            result: Err(format!("short write {res} of {len}")),
+                        }
+                    } else {
+                        Completion {
+                            tag,
+                            result: Ok(None),
+                        }
+                    }
+                }
+                Slot::Flush { tag } => Completion {
+                    tag,
+                    result: if res < 0 { Err(err(res)) } else { Ok(None) },
+                },
+            };
+            self.ready.push(c);
+        }
+    }
+
+    fn fd(&self) -> types::Fd {
+        types::Fd(self.file.as_raw_fd())
+    }
+}
+
+impl Device for UringDevice {
+    fn size_bytes(&self) -> u64 {
+        self.size
+    }
+
+    fn submit_read(&mut self, tag: Tag, offset: u64, len: usize) {
+        self.stats.reads += 1;
+        self.stats.bytes_read += len as u64;
+        let mut buf = AlignedBuf::zeroed(len);
+        let ptr = buf.as_mut_ptr();
+        let i = self.slot(Slot::Read { tag, buf, len });
+        let e = opcode::Read::new(self.fd(), ptr, len as u32)
+            .offset(offset)
+            .build()
+            .user_data(i as u64);
+        self.push(e);
+    }
+
+    fn submit_write(&mut self, tag: Tag, offset: u64, bufs: Vec<Bytes>) {
+        let len: usize = bufs.iter().map(|b| b.len()).sum();
+        self.stats.writes += 1;
+        self.stats.bytes_written += len as u64;
+        if len == 0 || len > u32::MAX as usize {
+            return self.fail_now(tag, format!("bad write length {len}"));
+        }
+        let flags = if self.opts.dsync_writes {
+            libc::RWF_DSYNC
+        } else {
+            0
+        };
+        let aligned = bufs.len() <= 1024
+            && bufs.iter().all(|b| {
+                (b.as_ptr() as usize).is_multiple_of(DIO_ALIGN) && b.len().is_multiple_of(DIO_ALIGN)
+            });
+        let fd = self.fd();
+        let e = if aligned && bufs.len() == 1 {
+            // Zero copy: the caller's buffer goes to the device as is.
+            let p = bufs[0].as_ptr();
+            let i = self.slot(Slot::Write {
+                tag,
+                _bufs: bufs,
+                _iov: Vec::new(),
+                _bounce: None,
+                len,
+            });
+            opcode::Write::new(fd, p, len as u32)
+                .offset(offset)
+                .rw_flags(flags)
+                .build()
+                .user_data(i as u64)
+        } else if aligned {
+            let iov: Vec<libc::iovec> = bufs
+                .iter()
+                .map(|b| libc::iovec {
+                    iov_base: b.as_ptr() as *mut _,
+                    iov_len: b.len(),
+                })
+                .collect();
+            let (p, n) = (iov.as_ptr(), iov.len() as u32);
+            let i = self.slot(Slot::Write {
+                tag,
+                _bufs: bufs,
+                _iov: iov,
+                _bounce: None,
+                len,
+            });
+            opcode::Writev::new(fd, p, n)
+                .offset(offset)
+                .rw_flags(flags)
+                .build()
+                .user_data(i as u64)
+        } else {
+            let mut bounce = AlignedBuf::zeroed(len);
+            let mut at = 0;
+            for b in &bufs {
+                bounce.as_mut()[at..at + b.len()].copy_from_slice(b);
+                at += b.len();
+            }
+            let p = bounce.as_mut_ptr() as *const u8;
+            let i = self.slot(Slot::Write {
+                tag,
+                _bufs: Vec::new(),
+                _iov: Vec::new(),
+                _bounce: Some(bounce),
+                len,
+            });
+            opcode::Write::new(fd, p, len as u32)
+                .offset(offset)
+                .rw_flags(flags)
+                .build()
+                .user_data(i as u64)
+        };
+        self.push(e);
+    }
+
+    fn submit_flush(&mut self, tag: Tag) {
+        self.stats.flushes += 1;
+        let i = self.slot(Slot::Flush { tag });
+        let e = opcode::Fsync::new(self.fd())
+            .flags(types::FsyncFlags::DATASYNC)
+            .build()
+            .user_data(i as u64);
+        self.push(e);
+    }
+
+    fn poll(&mut self, out: &mut Vec<Completion>) {
+        if self.unsubmitted > 0 && self.ring.submit().is_ok() {
+            self.unsubmitted = 0;
+        }
+        self.reap();
+        out.append(&mut self.ready);
+    }
+
+    fn wait(&mut self, out: &mut Vec<Completion>) {
+        self.poll(out);
+        if out.is_empty() && self.inflight > 0 {
+            let _ = self.ring.submit_and_wait(1);
+            self.unsubmitted = 0;
+            self.reap();
+            out.append(&mut self.ready);
+        }
+    }
+
+    fn in_flight(&self) -> usize {
+        self.inflight + self.ready.len()
+    }
+
+    fn stats(&self) -> DeviceStats {
+        self.stats
+    }
+
+    fn writes_are_durable(&self) -> bool {
+        self.opts.dsync_writes
+    }
+}
