@@ -1,0 +1,163 @@
+// SPDX-License-Identifier: LGPL-3.0-or-later
+//! Acceptance: a cluster with one classic OSD comes up (mon in quorum, mgr active, OSD up, cephx on,
+//! loopback only), serves I/O, hands out the binary maps, and leaves no process or directory behind.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use testcluster::{Cluster, ClusterSpec};
+
+fn proc_alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+        s.rsplit_once(") ")
+            .is_some_and(|(_, rest)| !rest.starts_with('Z'))
+    })
+}
+
+#[test]
+fn one_osd_cluster_comes_up_serves_io_and_cleans_up() {
+    let t0 = Instant::now();
+    let Some(cluster) = testcluster::start_or_skip(ClusterSpec::default().classic_osds(1)) else {
+        return;
+    };
+    eprintln!(
+        "cluster with 1 classic OSD started in {:.1} s",
+        t0.elapsed().as_secs_f64()
+    );
+
+    let status = cluster.ceph_json(&["status"]).unwrap();
+    assert_eq!(status["fsid"], cluster.fsid());
+    assert_eq!(status["quorum_names"], serde_json::json!(["a"]), "{status}");
+    assert_eq!(status["mgrmap"]["available"], true, "{status}");
+    assert_eq!(status["osdmap"]["num_osds"], 1, "{status}");
+    assert_eq!(status["osdmap"]["num_up_osds"], 1, "{status}");
+
+    // cephx is enforced for every kind of peer, and nothing listens beyond loopback.
+    let conf = std::fs::read_to_string(cluster.conf_path()).unwrap();
+    for kind in ["cluster", "service", "client"] {
+        assert!(conf.contains(&format!("auth {kind} required = cephx")), "{conf}");
+    }
+    let mon_addr = cluster.mon_addr();
+    assert!(mon_addr.ip().is_loopback());
+    assert_eq!(cluster.mon_host(), format!("v2:{mon_addr}"));
+    let dump = cluster.ceph_json(&["osd", "dump"]).unwrap();
+    let osd0 = &dump["osds"][0];
+    for addr in osd0["public_addrs"]["addrvec"].as_array().unwrap() {
+        assert!(addr["addr"].as_str().unwrap().starts_with("127.0.0.1:"), "{osd0}");
+        assert_eq!(addr["type"], "v2", "msgr1 is off: {osd0}");
+    }
+
+    // A pool, real I/O through the classic OSD.
+    let pool = cluster.create_pool("t", 8).unwrap();
+    assert!(pool > 0);
+    assert_eq!(cluster.pool_id("t").unwrap(), pool);
+    cluster.wait_for_clean(Duration::from_secs(60)).unwrap();
+    let src = cluster.dir().join("tmp").join("obj-in");
+    std::fs::write(&src, b"hello ferroceph").unwrap();
+    let dst = cluster.dir().join("tmp").join("obj-out");
+    let (s, d) = (src.to_str().unwrap(), dst.to_str().unwrap());
+    cluster
+        .rados(&["-p", "t", "put", "o1", s], Duration::from_secs(30))
+        .unwrap();
+    cluster
+        .rados(&["-p", "t", "get", "o1", d], Duration::from_secs(30))
+        .unwrap();
+    assert_eq!(std::fs::read(&dst).unwrap(), b"hello ferroceph");
+
+    // Binary maps: non-empty, and each starts with a versioned-encoding header
+    // (u8 struct_v, u8 compat, u32 length covering the rest).
+    for (what, bytes) in [
+        ("monmap", cluster.mon_map_bytes().unwrap()),
+        ("osdmap", cluster.osd_map_bytes(None).unwrap()),
+    ] {
+        assert!(bytes.len() > 6, "{what} too short");
+        let len = u32::from_le_bytes(bytes[2..6].try_into().unwrap()) as usize;
+        assert_eq!(
+            len + 6,
+            bytes.len(),
+            "{what}: envelope length must cover the whole map"
+        );
+    }
+    let epoch = dump["epoch"].as_u64().unwrap() as u32;
+    assert!(!cluster.osd_map_bytes(Some(epoch)).unwrap().is_empty());
+    let crush = cluster.crush_map_bytes().unwrap();
+    // CRUSH_MAGIC, little-endian.
+    assert_eq!(&crush[..4], &0x0001_0000u32.to_le_bytes());
+
+    // Teardown: every recorded process is gone, the directory too.
+    let dir = cluster.dir().to_owned();
+    let daemons = cluster.daemons();
+    assert_eq!(
+        daemons.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>(),
+        ["mon.a", "mgr.x", "osd.0"],
+        "daemons: {daemons:?}"
+    );
+    for (name, pid) in &daemons {
+        assert!(proc_alive(*pid), "{name} ({pid}) should be running");
+    }
+    drop(cluster);
+    for (name, pid) in &daemons {
+        assert!(!proc_alive(*pid), "{name} ({pid}) survived the drop");
+    }
+    assert!(!dir.exists(), "{} should be removed", dir.display());
+}
+
+#[test]
+fn detached_cluster_survives_its_handle_and_stop_dir_kills_it() {
+    if !testcluster::ceph_installed() && std::env::var_os(testcluster::REQUIRE_ENV).is_none() {
+        eprintln!("skipping: Ceph not installed");
+        return;
+    }
+    let base = std::env::temp_dir().join(format!("ferro-detached-test.{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&base);
+    // If an assertion fails, still stop the detached daemons.
+    struct StopOnDrop(std::path::PathBuf);
+    impl Drop for StopOnDrop {
+        fn drop(&mut self) {
+            let _ = Cluster::stop_dir(&self.0);
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+    let _stop = StopOnDrop(base.clone());
+    // No OSD: this test is about process ownership, and the other test covers OSDs.
+    let c = Cluster::start_detached(&base, &ClusterSpec::default()).unwrap();
+    let mut daemons = c.daemons();
+    daemons.sort();
+    drop(c);
+    assert_eq!(daemons.len(), 2);
+    for (name, pid) in &daemons {
+        assert!(proc_alive(*pid), "{name} must outlive a detached handle");
+    }
+    // Another handle on the same directory sees the same cluster.
+    let again = Cluster::open(&base).unwrap();
+    let mut seen = again.daemons();
+    seen.sort();
+    assert_eq!(seen, daemons);
+    assert_eq!(
+        again.ceph_json(&["mon", "stat"]).unwrap()["quorum"][0]["name"],
+        "a"
+    );
+    // A running cluster directory is not reused.
+    assert!(Cluster::start_detached(&base, &ClusterSpec::default()).is_err());
+
+    assert_eq!(Cluster::stop_dir(&base).unwrap(), 2);
+    for (name, pid) in &daemons {
+        assert!(!proc_alive(*pid), "{name} ({pid}) survived stop_dir");
+    }
+    assert_eq!(
+        Cluster::stop_dir(&base).unwrap(),
+        0,
+        "a second stop finds nothing"
+    );
+}
+
+#[test]
+fn start_detached_refuses_a_foreign_non_empty_directory() {
+    let base = std::env::temp_dir().join(format!("ferro-foreign-test.{}", std::process::id()));
+    std::fs::create_dir_all(&base).unwrap();
+    std::fs::write(base.join("precious"), b"user data").unwrap();
+    let err = Cluster::start_detached(&base, &ClusterSpec::default()).unwrap_err();
+    assert!(err.to_string().contains("refusing to wipe"), "{err}");
+    assert_eq!(std::fs::read(base.join("precious")).unwrap(), b"user data");
+    std::fs::remove_dir_all(Path::new(&base)).unwrap();
+}

@@ -1,0 +1,129 @@
+// SPDX-License-Identifier: LGPL-3.0-or-later
+//! `cargo xtask ...`: FerroCeph's developer tasks.
+//!
+//! - `cluster up|down|status`: a throwaway real Ceph 16.2 cluster (crate `testcluster`) for manual work,
+//!   demos and benchmarks.
+//! - `bench store`, `bench compare` and `sim` are planned; each gets its own variant of [`Cmd`] and its own
+//!   module here.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Instant;
+
+use clap::{Parser, Subcommand};
+use testcluster::{Cluster, ClusterSpec};
+
+#[derive(Parser)]
+#[command(name = "cargo xtask", about = "FerroCeph developer tasks")]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// A throwaway real Ceph cluster (mon, mgr, classic BlueStore OSDs) on 127.0.0.1.
+    Cluster {
+        #[command(subcommand)]
+        action: ClusterCmd,
+    },
+    // Planned (added by their owners): `Bench { store | compare }`, `Sim { .. }`.
+}
+
+#[derive(Subcommand)]
+enum ClusterCmd {
+    /// Start a cluster in DIR; its daemons keep running after this command exits. Prints CEPH_CONF=...
+    Up {
+        /// Cluster directory (created; a stopped cluster directory is wiped and reused).
+        #[arg(long)]
+        dir: PathBuf,
+        /// Number of classic ceph-osd (BlueStore on a sparse file) OSDs.
+        #[arg(long, default_value_t = 0)]
+        classic_osds: u32,
+        /// Size of each OSD's sparse block file, in GiB.
+        #[arg(long, default_value_t = 2)]
+        osd_size_gib: u64,
+    },
+    /// Kill every process of the cluster in DIR and verify none remains.
+    Down {
+        #[arg(long)]
+        dir: PathBuf,
+        /// Also remove DIR (logs, stores).
+        #[arg(long)]
+        purge: bool,
+    },
+    /// Show the cluster's processes and `ceph -s`.
+    Status {
+        #[arg(long)]
+        dir: PathBuf,
+    },
+}
+
+fn main() -> ExitCode {
+    match run(Cli::parse()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
+    match cli.cmd {
+        Cmd::Cluster { action } => cluster(action),
+    }
+}
+
+fn cluster(action: ClusterCmd) -> Result<(), Box<dyn std::error::Error>> {
+    match action {
+        ClusterCmd::Up {
+            dir,
+            classic_osds,
+            osd_size_gib,
+        } => {
+            let t0 = Instant::now();
+            let spec = ClusterSpec {
+                classic_osds,
+                osd_block_size_bytes: osd_size_gib << 30,
+                ..Default::default()
+            };
+            let c = Cluster::start_detached(&dir, &spec)?;
+            eprintln!(
+                "cluster {} up in {:.1} s: mon {} , daemons {:?}",
+                c.fsid(),
+                t0.elapsed().as_secs_f64(),
+                c.mon_host(),
+                c.daemons()
+            );
+            // The one line on stdout, so `eval "$(cargo xtask cluster up ...)"` or `export $(...)` works.
+            println!("CEPH_CONF={}", c.conf_path().display());
+        }
+        ClusterCmd::Down { dir, purge } => {
+            let n = Cluster::stop_dir(&dir)?;
+            eprintln!("stopped {n} process(es); none of the cluster's processes remains");
+            if purge {
+                std::fs::remove_dir_all(&dir)?;
+            }
+        }
+        ClusterCmd::Status { dir } => {
+            let c = Cluster::open(&dir)?;
+            println!(
+                "fsid {}  mon {}  conf {}",
+                c.fsid(),
+                c.mon_host(),
+                c.conf_path().display()
+            );
+            let mut all_alive = true;
+            for (name, pid) in c.daemons() {
+                let alive = std::path::Path::new(&format!("/proc/{pid}")).exists();
+                all_alive &= alive;
+                println!("{name:8} pid {pid:7} {}", if alive { "running" } else { "gone" });
+            }
+            if all_alive {
+                print!("{}", c.ceph(&["-s"])?);
+            }
+        }
+    }
+    Ok(())
+}
