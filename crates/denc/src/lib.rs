@@ -82,6 +82,50 @@ mod tests {
     }
 
     #[test]
+    fn legacy_headers() {
+        let read = |bytes: &'static [u8], legacy: LegacyHeader| {
+            let mut d = Decoder::new(Bytes::from_static(bytes));
+            let r = d.decode_struct_legacy("t", 5, legacy, |h, b| Ok((h.version, h.compat, h.len, b.u8()?)));
+            (r, d.remaining())
+        };
+        // v2 < compatv 3: no compat, no length; the body is read unconfined from the same cursor.
+        assert_eq!(read(&[2, 7, 9], LegacyHeader::new(3, 3)), (Ok((2, 2, 0, 7)), 1));
+        // _32 variant: three filler bytes after an old version.
+        assert_eq!(
+            read(&[2, 0, 0, 0, 7], LegacyHeader::len32(3, 3)),
+            (Ok((2, 2, 0, 7)), 0)
+        );
+        // _16 variant: one filler byte.
+        assert_eq!(read(&[2, 0, 7], LegacyHeader::len16(3, 3)), (Ok((2, 2, 0, 7)), 0));
+        // v3: compat and length present; trailing body bytes are skipped.
+        assert_eq!(
+            read(&[3, 3, 2, 0, 0, 0, 7, 8, 9], LegacyHeader::new(3, 3)),
+            (Ok((3, 3, 2, 7)), 1)
+        );
+        // compat newer than supported
+        assert!(matches!(
+            read(&[6, 6, 1, 0, 0, 0, 7], LegacyHeader::new(3, 3)).0,
+            Err(DecodeError::Incompatible {
+                compat: 6,
+                supported: 5,
+                ..
+            })
+        ));
+        // compat present but length only from v4 (compatv 3, lenv 4)
+        assert_eq!(read(&[3, 1, 7], LegacyHeader::new(3, 4)), (Ok((3, 1, 0, 7)), 0));
+    }
+
+    #[test]
+    fn new_compat_is_patched() {
+        let mut e = Encoder::default();
+        e.versioned_new_compat(6, 3, |e| {
+            e.u8(1);
+            6
+        });
+        assert_eq!(&e.into_bytes()[..], &[6, 6, 1, 0, 0, 0, 1]);
+    }
+
+    #[test]
     fn bufferlist_shares_the_input() {
         let input = Bytes::from_static(&[3, 0, 0, 0, b'a', b'b', b'c']);
         let b = Bytes::decode_all(input.clone()).unwrap();

@@ -107,6 +107,25 @@ impl HObject {
     pub fn is_meta(&self) -> bool {
         self.pool == Self::POOL_META
     }
+    /// The pool an object belongs to, mapping temp pools (−2 − pool) back to their pool.
+    pub fn get_logical_pool(&self) -> i64 {
+        if self.pool <= Self::POOL_TEMP_START {
+            Self::POOL_TEMP_START.wrapping_sub(self.pool)
+        } else {
+            self.pool
+        }
+    }
+    /// A temp object in this object's PG (`make_temp_hobject`): same hash, the temp pool of this pool.
+    pub fn make_temp_hobject(&self, name: impl Into<Bytes>) -> HObject {
+        HObject::new(
+            name,
+            "",
+            SnapId::NOSNAP,
+            self.hash,
+            Self::POOL_TEMP_START.wrapping_sub(self.pool),
+            "",
+        )
+    }
 
     pub fn set_key(&mut self, key: Bytes) {
         self.key = if key == self.oid.0 { Bytes::new() } else { key };

@@ -18,6 +18,6 @@ pub use entity::{
 pub use hobject::{GHObject, HObject, NO_GEN};
 pub use osd::{
     Coll, CollType, Eversion, ObjectLocator, ObjectName, OsdReqId, ParseIdError, PgId, PgShard, SObject,
-    ShardId, SnapId, SpgId,
+    ShardId, SnapId, SpgId, ceph_stable_mod,
 };
 pub use time::{Utime, Uuid};

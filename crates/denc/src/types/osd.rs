@@ -238,6 +238,36 @@ impl PgId {
     pub const fn new(pool: u64, seed: u32) -> Self {
         PgId { pool, seed }
     }
+
+    /// The number of low hash bits that identify this PG in a pool of `pg_num` PGs (Ceph's `get_split_bits`):
+    /// PGs below the last power-of-two boundary that have already split use one more bit.
+    pub fn get_split_bits(&self, pg_num: u32) -> u32 {
+        if pg_num <= 1 {
+            return 0;
+        }
+        let p = u32::BITS - pg_num.leading_zeros(); // pg_num in [2^(p-1), 2^p)
+        let half = 1u32 << (p - 1);
+        if self.seed % half < pg_num % half {
+            p
+        } else {
+            p - 1
+        }
+    }
+
+    /// Whether `obj` belongs to this PG when the PG is identified by `bits` hash bits (Ceph's `pg_t::contains`).
+    pub fn contains(&self, bits: u32, obj: &crate::types::HObject) -> bool {
+        obj.get_logical_pool() == self.pool as i64 && obj.match_hash(bits, self.seed)
+    }
+}
+
+/// Ceph's `ceph_stable_mod`: maps a placement seed onto `b` buckets so that growing `b` moves few inputs.
+/// `bmask` is the next power of two above `b`, minus one.
+pub fn ceph_stable_mod(x: u32, b: u32, bmask: u32) -> u32 {
+    if x & bmask < b {
+        x & bmask
+    } else {
+        x & (bmask >> 1)
+    }
 }
 impl Decode for PgId {
     fn decode(d: &mut Decoder) -> Result<Self> {
@@ -296,6 +326,10 @@ pub struct SpgId {
 impl SpgId {
     pub const fn new(pgid: PgId, shard: ShardId) -> Self {
         SpgId { pgid, shard }
+    }
+    /// The PG's metadata object (`spg_t::make_pgmeta_oid`): where its info and log live.
+    pub fn make_pgmeta_oid(&self) -> crate::types::GHObject {
+        crate::types::GHObject::make_pgmeta(self.pgid.pool as i64, self.pgid.seed, self.shard)
     }
 }
 impl Decode for SpgId {
@@ -525,6 +559,20 @@ impl Coll {
             pgid,
         }
     }
+    pub fn is_meta(&self) -> bool {
+        self.ty == CollType::Meta
+    }
+    /// The PG of a `_head` collection.
+    pub fn pg_id(&self) -> Option<SpgId> {
+        (self.ty == CollType::Pg).then_some(self.pgid)
+    }
+    pub fn is_temp(&self) -> bool {
+        self.ty == CollType::PgTemp
+    }
+    /// The temp collection of a PG collection (`coll_t::get_temp`).
+    pub fn temp(&self) -> Coll {
+        Coll::pg_temp(self.pgid)
+    }
 }
 impl Decode for Coll {
     fn decode(d: &mut Decoder) -> Result<Self> {
@@ -660,6 +708,24 @@ mod tests {
         assert_eq!("meta".parse::<Coll>().unwrap(), Coll::META);
         assert!("1.1F_head".parse::<Coll>().is_err(), "non-canonical spelling");
         assert_eq!(Coll::decode_all(t.to_bytes(0)).unwrap(), t);
+    }
+
+    #[test]
+    fn split_bits_and_stable_mod() {
+        // pg_num 12: PGs 0-3 have split (use 4 bits), 4-7 have not (3 bits), 8-11 are the new children.
+        assert_eq!(PgId::new(1, 0).get_split_bits(12), 4);
+        assert_eq!(PgId::new(1, 3).get_split_bits(12), 4);
+        assert_eq!(PgId::new(1, 5).get_split_bits(12), 3);
+        assert_eq!(PgId::new(1, 9).get_split_bits(12), 4);
+        assert_eq!(PgId::new(1, 0).get_split_bits(8), 3);
+        assert_eq!(PgId::new(1, 0).get_split_bits(1), 0);
+        assert_eq!(ceph_stable_mod(13, 12, 15), 13 & 7);
+        assert_eq!(ceph_stable_mod(9, 12, 15), 9);
+        let obj = crate::types::HObject::new("o", "", SnapId::NOSNAP, 0xabc5, 1, "");
+        assert!(PgId::new(1, 5).contains(3, &obj));
+        assert!(PgId::new(1, 5).contains(4, &obj));
+        assert!(!PgId::new(1, 0xd).contains(4, &obj));
+        assert!(!PgId::new(2, 5).contains(3, &obj));
     }
 
     #[test]
