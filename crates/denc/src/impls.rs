@@ -11,6 +11,10 @@ use crate::decoder::{Decode, Decoder};
 use crate::encoder::{Encode, Encoder};
 use crate::error::Result;
 
+/// The most a container decode reserves before seeing its elements; beyond this the vector grows as elements
+/// actually decode.
+const MAX_PREALLOC_BYTES: usize = 1 << 20;
+
 macro_rules! scalar {
     ($($t:ty => $m:ident),* $(,)?) => {$(
         impl Decode for $t {
@@ -66,7 +70,12 @@ impl<const N: usize> Encode for [u8; N] {
 impl<T: Decode> Decode for Vec<T> {
     fn decode(d: &mut Decoder) -> Result<Self> {
         let n = d.length("vector", 1)?;
-        let mut v = Vec::with_capacity(n.min(d.remaining()));
+        // Each element takes at least one input byte, but may be far larger in memory than on the wire: cap the
+        // up-front reservation so a hostile count cannot amplify a small input into a large allocation.
+        let cap = n
+            .min(d.remaining())
+            .min(MAX_PREALLOC_BYTES / std::mem::size_of::<T>().max(1));
+        let mut v = Vec::with_capacity(cap);
         for _ in 0..n {
             v.push(T::decode(d)?);
         }

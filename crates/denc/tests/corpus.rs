@@ -105,3 +105,21 @@ fn ghobject_t() {
 fn coll_t() {
     check_ours::<Coll>("coll_t");
 }
+#[test]
+fn real_time_wrappers() {
+    check_ours::<Utime>("real_time_wrapper");
+    check_ours::<Utime>("coarse_real_time_wrapper");
+}
+#[test]
+fn timespan_wrapper() {
+    check_ours::<Timespan>("timespan_wrapper");
+}
+#[test]
+fn sha256_digest_t() {
+    check_ours::<[u8; 32]>("sha256_digest_t");
+}
+#[test]
+fn errorcode32_t() {
+    // Linux errnos are Ceph's wire errnos, so the value is a plain le32.
+    check_ours::<i32>("errorcode32_t");
+}

@@ -20,4 +20,4 @@ pub use osd::{
     Coll, CollType, Eversion, ObjectLocator, ObjectName, OsdReqId, ParseIdError, PgId, PgShard, SObject,
     ShardId, SnapId, SpgId, ceph_stable_mod,
 };
-pub use time::{Utime, Uuid};
+pub use time::{Timespan, Utime, Uuid};

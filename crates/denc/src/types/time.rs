@@ -75,6 +75,45 @@ fn civil_from_days(z: i64) -> (i64, u32, u32) {
     (y, m, d)
 }
 
+/// `ceph::timespan` / `signedspan` (std::chrono durations): `le32 sec, le32 nsec`, both signed. `ceph::real_time`
+/// encodes like [`Utime`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Timespan {
+    pub sec: i32,
+    pub nsec: i32,
+}
+
+impl Timespan {
+    /// Ceph truncates to whole seconds plus the nanosecond remainder, in 32 bits each.
+    pub fn from_duration(d: std::time::Duration) -> Self {
+        Timespan {
+            sec: d.as_secs() as i32,
+            nsec: d.subsec_nanos() as i32,
+        }
+    }
+    /// `None` for negative spans.
+    pub fn to_duration(&self) -> Option<std::time::Duration> {
+        let sec = u64::try_from(self.sec).ok()?;
+        let nsec = u32::try_from(self.nsec).ok()?;
+        Some(std::time::Duration::new(sec, 0) + std::time::Duration::from_nanos(u64::from(nsec)))
+    }
+}
+
+impl Decode for Timespan {
+    fn decode(d: &mut Decoder) -> Result<Self> {
+        Ok(Timespan {
+            sec: d.i32()?,
+            nsec: d.i32()?,
+        })
+    }
+}
+impl Encode for Timespan {
+    fn encode(&self, e: &mut Encoder) {
+        e.i32(self.sec);
+        e.i32(self.nsec);
+    }
+}
+
 /// `uuid_d`: 16 raw bytes in textual (big-endian) order.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Uuid(pub [u8; 16]);
