@@ -247,6 +247,25 @@ impl MonAuthClient {
     pub fn is_authenticated(&self) -> bool {
         self.phase == Phase::Authenticated
     }
+    /// Whether this principal is a daemon that must hold rotating service keys (OSD, MDS, MGR), as
+    /// `auth_principal_needs_rotating_keys` decides.
+    pub fn needs_rotating_keys(&self) -> bool {
+        matches!(self.name.ty, ENTITY_TYPE_OSD | ENTITY_TYPE_MDS | ENTITY_TYPE_MGR)
+    }
+
+    /// Whether to (re)fetch rotating keys now: none yet, fewer than three (previous, current, next), or the
+    /// current one expired more than 30 s ago (MonClient::_check_auth_rotating's cutoff with the default TTL).
+    pub fn rotating_keys_due(&self, now: UTime) -> bool {
+        if !self.needs_rotating_keys() {
+            return false;
+        }
+        let Some(r) = &self.rotating else {
+            return true;
+        };
+        let cutoff = utime_from_nanos(now.as_nanos().saturating_sub(30_000_000_000));
+        r.secrets.len() < 3 || r.current().is_none_or(|(_, k)| k.expiration <= cutoff)
+    }
+
     /// The rotating secrets fetched with CEPHX_GET_ROTATING_KEY (daemons only).
     pub fn rotating_secrets(&self) -> Option<&RotatingSecrets> {
         self.rotating.as_ref()

@@ -172,6 +172,7 @@ fn osd_daemon(mon: &mut MonAuthServer, osd_key: &CryptoKey) -> Daemon {
         ENTITY_TYPE_MON | ENTITY_TYPE_OSD | ENTITY_TYPE_MGR,
     );
     let (_, conn) = authenticate(mon, &mut c, 64).unwrap();
+    assert!(c.needs_rotating_keys() && c.rotating_keys_due(NOW));
     let reply = mon
         .handle_request(&conn, &c.build_rotating_request(), NOW)
         .unwrap();
@@ -179,6 +180,9 @@ fn osd_daemon(mon: &mut MonAuthServer, osd_key: &CryptoKey) -> Daemon {
         c.handle_response(0, &reply, NOW).unwrap(),
         ResponseKind::RotatingKeys
     );
+    assert!(!c.rotating_keys_due(NOW));
+    // The test monitor's current key expires after 2 h; past that (+30 s) a refresh is due.
+    assert!(c.rotating_keys_due(UTime::new(NOW.sec + 7200 + 31, 0)));
     let rotating = c.rotating_secrets().unwrap().clone();
     assert_eq!(rotating.secrets.len(), 3);
     Daemon {
