@@ -119,6 +119,20 @@ fn list_dir(dir: &Path) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// Types ceph-dencoder registers as "stray data okay" (`TYPE_*_STRAYDATA`): their corpus samples may carry bytes
+/// after the encoded value. [`Check::new`] allows trailing data for them.
+pub const CEPH_STRAYDATA_TYPES: &[&str] = &["OSDMap", "OSDMap::Incremental", "SnapServer"];
+
+/// Types ceph-dencoder registers as non-deterministic (`TYPE_*_NONDETERMINISTIC`): re-encoding need not reproduce
+/// the sample's bytes (hash-ordered containers). [`Check::new`] checks them with [`Reencode::Stable`].
+pub const CEPH_NONDETERMINISTIC_TYPES: &[&str] = &[
+    "ExplicitHashHitSet",
+    "ExplicitObjectHitSet",
+    "HitSet",
+    "PGMapDigest",
+    "PGMap",
+];
+
 /// Per-version counts from one [`Check`] run.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct VersionSummary {
@@ -184,8 +198,9 @@ pub struct Check<'a> {
     reencode: Reencode,
 }
 
-/// Check every corpus sample of `type_name` with the defaults: exact consumption, byte-identical re-encoding for
-/// 16.2 samples (encoded with `features_for_reencode`), clean refusal of incompatible newer samples. Panics (it is a
+/// Check every corpus sample of `type_name` with the defaults of [`Check::new`]: exact consumption (unless Ceph allows
+/// stray data), byte-identical re-encoding of 16.2 samples with `features_for_reencode` (unless Ceph marks the type
+/// non-deterministic), decoding or clean refusal of newer samples. Panics (it is a
 /// test helper) with every failure listed; prints a per-version summary; skips when the corpus is absent.
 pub fn check_type<T: Decode + Encode>(type_name: &str, features_for_reencode: u64) -> Summary {
     Check::new(type_name).features(features_for_reencode).run::<T>()
@@ -197,12 +212,22 @@ enum Outcome {
 }
 
 impl<'a> Check<'a> {
+    /// Defaults: Pacific features; trailing data only for [`CEPH_STRAYDATA_TYPES`]; byte-identical re-encoding
+    /// except for [`CEPH_NONDETERMINISTIC_TYPES`].
     pub fn new(type_name: &'a str) -> Self {
         Check {
             type_name,
             features: PACIFIC_FEATURES,
-            trailing: Trailing::Forbid,
-            reencode: Reencode::Identical,
+            trailing: if CEPH_STRAYDATA_TYPES.contains(&type_name) {
+                Trailing::Allow
+            } else {
+                Trailing::Forbid
+            },
+            reencode: if CEPH_NONDETERMINISTIC_TYPES.contains(&type_name) {
+                Reencode::Stable
+            } else {
+                Reencode::Identical
+            },
         }
     }
 
