@@ -321,7 +321,8 @@ impl EntityAddr {
     }
 
     /// After the first marker byte: the rest of the legacy form (`le32 0` type, nonce, 128-byte
-    /// `sockaddr_storage` with a big-endian family). Ceph keeps only IPv4/IPv6 sockaddrs and reads it as v1.
+    /// `sockaddr_storage` with a big-endian family). Ceph keeps only IPv4/IPv6 sockaddrs, typed v1; anything else
+    /// becomes a blank address of type NONE.
     fn decode_legacy_after_marker(d: &mut Decoder) -> Result<Self> {
         d.skip(3)?; // the other three bytes of the zero type word
         let nonce = d.u32()?;
@@ -338,7 +339,11 @@ impl EntityAddr {
             sa[2..keep].copy_from_slice(&ss[2..keep]);
         }
         Ok(EntityAddr {
-            addr_type: Self::TYPE_LEGACY,
+            addr_type: if keep > 0 {
+                Self::TYPE_LEGACY
+            } else {
+                Self::TYPE_NONE
+            },
             nonce,
             sa,
         })
@@ -737,6 +742,16 @@ mod tests {
         assert_eq!(back.addr_type, EntityAddr::TYPE_LEGACY);
         assert_eq!(back.socket_addr(), a.socket_addr());
         assert_eq!(back.nonce, 5);
+    }
+
+    #[test]
+    fn legacy_blank_addr_is_none() {
+        let mut e = Encoder::new(0);
+        EntityAddr::default().encode(&mut e);
+        assert_eq!(e.len(), 136);
+        let a = EntityAddr::decode_all(e.into_bytes()).unwrap();
+        assert_eq!(a.addr_type, EntityAddr::TYPE_NONE);
+        assert_eq!(a.to_string(), "-");
     }
 
     #[test]
