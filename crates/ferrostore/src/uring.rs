@@ -85,7 +85,7 @@ enum Slot {
 #[derive(Debug, Clone, Copy)]
 pub struct UringOptions {
     pub queue_depth: u32,
-    /// Write with RWF_DSYNC (FUA on NVMe) instead of issuing fdatasync flushes.
+    /// Write with RWF_DSYNC (FUA on NVMe) instead of issuing fdatasync flushes (the default).
     pub dsync_writes: bool,
 }
 

@@ -1,2 +1,641 @@
 // SPDX-License-Identifier: LGPL-3.0-or-later
-fn main() {}
+//! Engine vs raw fio on the same file (or loop block device), same queue depth, io_uring + O_DIRECT.
+//!
+//! Usage: ferrostore-bench [--path FILE] [--size BYTES|NG] [--runtime SECS] [--loop] [--durability dsync|flush]
+//!                         [--only SUBSTR]
+//! Prints one markdown table row per test: IOPS, p50/p99 latency, CPU us/op, device bytes written per user byte,
+//! and engine IOPS / fio IOPS. Every engine test starts from a fresh mkfs (fio overwrites the whole file).
+
+use bytes::Bytes;
+use ferrostore::rng::Rng;
+use ferrostore::uring::{AlignedBuf, UringDevice, UringOptions};
+use ferrostore::{CollectionId, Event, MkfsOptions, ObjectKey, Op, Store, StoreConfig, Transaction, mkfs};
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+type Res<T> = std::result::Result<T, String>;
+
+#[derive(Clone)]
+struct Args {
+    path: PathBuf,
+    size: u64,
+    runtime: Duration,
+    use_loop: bool,
+    dsync: bool,
+    only: Option<String>,
+}
+
+fn parse_size(s: &str) -> Res<u64> {
+    let (n, m) = match s.chars().last() {
+        Some('G') | Some('g') => (&s[..s.len() - 1], 1u64 << 30),
+        Some('M') | Some('m') => (&s[..s.len() - 1], 1 << 20),
+        _ => (s, 1),
+    };
+    n.parse::<u64>()
+        .map(|v| v * m)
+        .map_err(|e| format!("bad size {s}: {e}"))
+}
+
+fn parse_args() -> Res<Args> {
+    let mut a = Args {
+        path: PathBuf::from("target/ferrostore-bench.img"),
+        size: 2 << 30,
+        runtime: Duration::from_secs(5),
+        use_loop: false,
+        dsync: true,
+        only: None,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(k) = it.next() {
+        let mut val = || it.next().ok_or(format!("{k} needs a value"));
+        match k.as_str() {
+            "--path" => a.path = PathBuf::from(val()?),
+            "--size" => a.size = parse_size(&val()?)?,
+            "--runtime" => a.runtime = Duration::from_secs_f64(val()?.parse().map_err(|e| format!("{e}"))?),
+            "--loop" => a.use_loop = true,
+            "--durability" => a.dsync = val()? == "dsync",
+            "--only" => a.only = Some(val()?),
+            "-h" | "--help" => {
+                println!(
+                    "ferrostore-bench [--path FILE] [--size 2G] [--runtime 5] [--loop] [--durability flush|dsync] [--only NAME]"
+                );
+                std::process::exit(0);
+            }
+            _ => return Err(format!("unknown argument {k}")),
+        }
+    }
+    Ok(a)
+}
+
+#[derive(Default, Clone)]
+struct Result1 {
+    iops: f64,
+    p50_us: f64,
+    p99_us: f64,
+    cpu_us_per_op: f64,
+    dev_bytes_per_user_byte: Option<f64>,
+}
+
+fn cpu_seconds() -> f64 {
+    // SAFETY: getrusage only writes into the struct we pass.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
+    let t = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6;
+    t(ru.ru_utime) + t(ru.ru_stime)
+}
+
+fn pct(sorted: &[u64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    sorted[((sorted.len() as f64 - 1.0) * p) as usize] as f64 / 1000.0
+}
+
+// ------------------------------------------------------------------ fio
+
+struct FioJob<'a> {
+    rw: &'a str,
+    bs: u64,
+    qd: u32,
+}
+
+fn fio(a: &Args, j: &FioJob) -> Res<Result1> {
+    let out = Command::new("fio")
+        .args([
+            "--name=ref",
+            &format!("--filename={}", a.path.display()),
+            "--ioengine=io_uring",
+            "--direct=1",
+            &format!("--rw={}", j.rw),
+            &format!("--bs={}", j.bs),
+            &format!("--iodepth={}", j.qd),
+            &format!("--size={}", a.size),
+            &format!("--runtime={}", a.runtime.as_secs_f64().max(1.0) as u64),
+            "--time_based",
+            "--norandommap",
+            "--randrepeat=0",
+            "--group_reporting",
+            "--output-format=json",
+        ])
+        .output()
+        .map_err(|e| format!("running fio: {e}"))?;
+    if !out.status.success() {
+        return Err(format!("fio failed: {}", String::from_utf8_lossy(&out.stderr)));
+    }
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).map_err(|e| format!("fio json: {e}"))?;
+    let job = &v["jobs"][0];
+    let side = if j.rw.contains("read") {
+        &job["read"]
+    } else {
+        &job["write"]
+    };
+    let ios = side["total_ios"].as_f64().unwrap_or(0.0);
+    let runtime_ms = side["runtime"].as_f64().unwrap_or(1.0).max(1.0);
+    let lat = &side["clat_ns"]["percentile"];
+    let cpu_pct = job["usr_cpu"].as_f64().unwrap_or(0.0) + job["sys_cpu"].as_f64().unwrap_or(0.0);
+    Ok(Result1 {
+        iops: side["iops"].as_f64().unwrap_or(0.0),
+        p50_us: lat["50.000000"].as_f64().unwrap_or(0.0) / 1000.0,
+        p99_us: lat["99.000000"].as_f64().unwrap_or(0.0) / 1000.0,
+        cpu_us_per_op: if ios > 0.0 {
+            cpu_pct / 100.0 * runtime_ms * 1000.0 / ios
+        } else {
+            0.0
+        },
+        dev_bytes_per_user_byte: if j.rw.contains("write") { Some(1.0) } else { None },
+    })
+}
+
+// ------------------------------------------------------------------ engine
+
+fn aligned_random(len: usize, rng: &mut Rng) -> Bytes {
+    let mut b = AlignedBuf::zeroed(len);
+    rng.fill(b.as_mut());
+    Bytes::from_owner(b)
+}
+
+fn coll() -> CollectionId {
+    CollectionId::new(Bytes::from_static(b"bench"))
+}
+
+fn obj(i: u64) -> ObjectKey {
+    let name = format!("rbd_data.{i:016x}");
+    ObjectKey::new(crc32c::crc32c(name.as_bytes()), Bytes::from(name))
+}
+
+fn fresh_store(a: &Args) -> Res<Store<UringDevice>> {
+    let opts = UringOptions {
+        dsync_writes: a.dsync,
+        ..Default::default()
+    };
+    let dev =
+        UringDevice::open(&a.path, None, opts).map_err(|e| format!("open {}: {e}", a.path.display()))?;
+    let dev = mkfs(
+        dev,
+        &MkfsOptions {
+            shards: 1,
+            log_bytes: 256 << 20,
+            uuid: 0xbe,
+        },
+    )
+    .map_err(|e| e.to_string())?;
+    let cfg = StoreConfig {
+        node_cache_nodes: 64 << 10,
+        max_dirty_nodes: 32 << 10,
+        ..Default::default()
+    };
+    let mut s = Store::mount(dev, 0, cfg).map_err(|e| e.to_string())?;
+    let mut t = Transaction::new();
+    t.push(Op::CreateCollection { cid: coll(), bits: 0 });
+    s.commit(&t).map_err(|e| e.to_string())?;
+    Ok(s)
+}
+
+enum Work {
+    Txn(Transaction, u64),
+    Read(ObjectKey, u64, u64),
+    OmapGet(ObjectKey, Bytes),
+    OmapIter(ObjectKey, Bytes),
+}
+
+/// Run `gen` at queue depth `qd` for the runtime; user bytes count toward write amplification.
+fn drive(
+    s: &mut Store<UringDevice>,
+    a: &Args,
+    qd: usize,
+    next_op: &mut dyn FnMut(&mut Rng) -> Work,
+) -> Res<Result1> {
+    let mut rng = Rng::new(7);
+    let mut lat = Vec::new();
+    let mut inflight_tx: HashMap<u64, Instant> = HashMap::new();
+    let mut inflight_rd: HashMap<u64, Instant> = HashMap::new();
+    let mut user_bytes = 0u64;
+    let dev0 = s.device_stats();
+    let cpu0 = cpu_seconds();
+    let start = Instant::now();
+    let mut ev = Vec::new();
+    let mut ops = 0u64;
+    while start.elapsed() < a.runtime {
+        while inflight_tx.len() + inflight_rd.len() < qd {
+            match next_op(&mut rng) {
+                Work::Txn(t, ub) => {
+                    let now = Instant::now();
+                    let seq = s.queue_transaction(&t).map_err(|e| e.to_string())?;
+                    user_bytes += ub;
+                    inflight_tx.insert(seq, now);
+                }
+                Work::Read(o, off, len) => {
+                    let now = Instant::now();
+                    let id = s.queue_read(&coll(), &o, off, len).map_err(|e| e.to_string())?;
+                    inflight_rd.insert(id, now);
+                }
+                Work::OmapGet(o, k) => {
+                    let now = Instant::now();
+                    let v = s.omap_get_values(&coll(), &o, &[k]).map_err(|e| e.to_string())?;
+                    std::hint::black_box(v);
+                    lat.push(now.elapsed().as_nanos() as u64);
+                    ops += 1;
+                }
+                Work::OmapIter(o, k) => {
+                    let now = Instant::now();
+                    let v = s.omap_iterate(&coll(), &o, &k, 16).map_err(|e| e.to_string())?;
+                    std::hint::black_box(v);
+                    lat.push(now.elapsed().as_nanos() as u64);
+                    ops += 1;
+                }
+            }
+            if start.elapsed() >= a.runtime {
+                break;
+            }
+        }
+        if inflight_tx.is_empty() && inflight_rd.is_empty() {
+            continue;
+        }
+        ev.clear();
+        s.wait(&mut ev).map_err(|e| e.to_string())?;
+        let now = Instant::now();
+        for e in ev.drain(..) {
+            match e {
+                Event::Durable(seq) => {
+                    if let Some(t0) = inflight_tx.remove(&seq) {
+                        lat.push((now - t0).as_nanos() as u64);
+                        ops += 1;
+                    }
+                }
+                Event::ReadDone(id, r) => {
+                    r.map_err(|e| format!("read: {e}"))?;
+                    if let Some(t0) = inflight_rd.remove(&id) {
+                        lat.push((now - t0).as_nanos() as u64);
+                        ops += 1;
+                    }
+                }
+            }
+        }
+    }
+    let elapsed = start.elapsed().as_secs_f64();
+    // Drain what is left so the next test starts clean (not counted).
+    while !inflight_tx.is_empty() || !inflight_rd.is_empty() {
+        ev.clear();
+        s.wait(&mut ev).map_err(|e| e.to_string())?;
+        for e in ev.drain(..) {
+            match e {
+                Event::Durable(seq) => {
+                    inflight_tx.remove(&seq);
+                }
+                Event::ReadDone(id, _) => {
+                    inflight_rd.remove(&id);
+                }
+            }
+        }
+    }
+    let cpu = cpu_seconds() - cpu0;
+    let dev1 = s.device_stats();
+    lat.sort_unstable();
+    Ok(Result1 {
+        iops: ops as f64 / elapsed,
+        p50_us: pct(&lat, 0.50),
+        p99_us: pct(&lat, 0.99),
+        cpu_us_per_op: cpu * 1e6 / ops.max(1) as f64,
+        dev_bytes_per_user_byte: if user_bytes > 0 {
+            Some((dev1.bytes_written - dev0.bytes_written) as f64 / user_bytes as f64)
+        } else {
+            None
+        },
+    })
+}
+
+/// `n` objects of `obj_size` bytes, written with 4 MiB transactions at QD 8.
+fn prefill(s: &mut Store<UringDevice>, n: u64, obj_size: u64) -> Res<()> {
+    let mut rng = Rng::new(1);
+    let chunk = (4u64 << 20).min(obj_size);
+    let data = aligned_random(chunk as usize, &mut rng);
+    let mut pending = Vec::new();
+    for i in 0..n {
+        let mut off = 0;
+        while off < obj_size {
+            let mut t = Transaction::new();
+            t.push(Op::Write {
+                cid: coll(),
+                oid: obj(i),
+                offset: off,
+                data: data.clone(),
+            });
+            pending.push(s.queue_transaction(&t).map_err(|e| e.to_string())?);
+            off += chunk;
+            if pending.len() >= 8 {
+                for p in pending.drain(..) {
+                    s.wait_durable(p).map_err(|e| e.to_string())?;
+                }
+            }
+        }
+    }
+    for p in pending.drain(..) {
+        s.wait_durable(p).map_err(|e| e.to_string())?;
+    }
+    s.checkpoint().map_err(|e| e.to_string())
+}
+
+type Runner = Box<dyn Fn(&Args) -> Res<Result1>>;
+
+struct Test {
+    name: String,
+    fio: Option<(String, u64, u32)>,
+    run: Runner,
+}
+
+fn write_new(bs: u64, qd: usize) -> Runner {
+    Box::new(move |a: &Args| {
+        let mut s = fresh_store(a)?;
+        let data = aligned_random(bs as usize, &mut Rng::new(2));
+        let mut next = 1u64 << 32;
+        drive(&mut s, a, qd, &mut |_| {
+            next += 1;
+            let mut t = Transaction::new();
+            t.push(Op::Write {
+                cid: coll(),
+                oid: obj(next),
+                offset: 0,
+                data: data.clone(),
+            });
+            Work::Txn(t, bs)
+        })
+    })
+}
+
+const OBJ: u64 = 4 << 20;
+
+fn objects(a: &Args) -> u64 {
+    // Fill about a quarter of the device with 4 MiB objects (overwrites then always find free space).
+    (a.size / 4 / OBJ).clamp(4, 256)
+}
+
+fn overwrite(bs: u64, qd: usize) -> Runner {
+    Box::new(move |a: &Args| {
+        let mut s = fresh_store(a)?;
+        let n = objects(a);
+        prefill(&mut s, n, OBJ)?;
+        let data = aligned_random(bs as usize, &mut Rng::new(3));
+        drive(&mut s, a, qd, &mut |r| {
+            let mut t = Transaction::new();
+            let off = r.below(OBJ / bs) * bs;
+            t.push(Op::Write {
+                cid: coll(),
+                oid: obj(r.below(n)),
+                offset: off,
+                data: data.clone(),
+            });
+            Work::Txn(t, bs)
+        })
+    })
+}
+
+fn read(bs: u64, qd: usize) -> Runner {
+    Box::new(move |a: &Args| {
+        let mut s = fresh_store(a)?;
+        let n = objects(a);
+        prefill(&mut s, n, OBJ)?;
+        drive(&mut s, a, qd, &mut |r| {
+            Work::Read(obj(r.below(n)), r.below(OBJ / bs) * bs, bs)
+        })
+    })
+}
+
+fn omap(kind: u8, qd: usize) -> Runner {
+    Box::new(move |a: &Args| {
+        let mut s = fresh_store(a)?;
+        let nobj = 64u64;
+        let nkeys = 20_000u64;
+        let val = Bytes::from(vec![0x5au8; 100]);
+        let key = |i: u64| Bytes::from(format!("omap_key_{i:08}"));
+        let mut t = Transaction::new();
+        for o in 0..nobj {
+            t.push(Op::Touch {
+                cid: coll(),
+                oid: obj(o),
+            });
+        }
+        s.commit(&t).map_err(|e| e.to_string())?;
+        if kind != 0 {
+            for chunk in 0..nkeys / 100 {
+                let mut t = Transaction::new();
+                let o = obj(chunk % nobj);
+                let kvs = (0..100).map(|i| (key(chunk * 100 + i), val.clone())).collect();
+                t.push(Op::OmapSetKeys {
+                    cid: coll(),
+                    oid: o,
+                    kvs,
+                });
+                s.commit(&t).map_err(|e| e.to_string())?;
+            }
+            s.checkpoint().map_err(|e| e.to_string())?;
+        }
+        drive(&mut s, a, qd, &mut |r| {
+            let k = r.below(nkeys);
+            let o = obj((k / 100) % nobj);
+            match kind {
+                0 => {
+                    let mut t = Transaction::new();
+                    t.push(Op::OmapSetKeys {
+                        cid: coll(),
+                        oid: o,
+                        kvs: vec![(key(k), val.clone())],
+                    });
+                    Work::Txn(t, 100 + 16)
+                }
+                1 => Work::OmapGet(o, key(k)),
+                _ => Work::OmapIter(o, key(k)),
+            }
+        })
+    })
+}
+
+fn tests() -> Vec<Test> {
+    let mut v = Vec::new();
+    for qd in [1usize, 16, 64] {
+        v.push(Test {
+            name: format!("4K randwrite new objects QD{qd}"),
+            fio: Some(("randwrite".into(), 4096, qd as u32)),
+            run: write_new(4096, qd),
+        });
+    }
+    for qd in [1usize, 16, 64] {
+        v.push(Test {
+            name: format!("4K random overwrite QD{qd}"),
+            fio: Some(("randwrite".into(), 4096, qd as u32)),
+            run: overwrite(4096, qd),
+        });
+    }
+    for qd in [1usize, 16] {
+        v.push(Test {
+            name: format!("4K randread QD{qd}"),
+            fio: Some(("randread".into(), 4096, qd as u32)),
+            run: read(4096, qd),
+        });
+    }
+    v.push(Test {
+        name: "64K randwrite QD16".into(),
+        fio: Some(("randwrite".into(), 65536, 16)),
+        run: overwrite(65536, 16),
+    });
+    v.push(Test {
+        name: "64K randread QD16".into(),
+        fio: Some(("randread".into(), 65536, 16)),
+        run: read(65536, 16),
+    });
+    v.push(Test {
+        name: "4M write new objects QD4".into(),
+        fio: Some(("randwrite".into(), 4 << 20, 4)),
+        run: write_new(4 << 20, 4),
+    });
+    v.push(Test {
+        name: "4M read QD4".into(),
+        fio: Some(("randread".into(), 4 << 20, 4)),
+        run: read(4 << 20, 4),
+    });
+    v.push(Test {
+        name: "omap set 1 key QD16".into(),
+        fio: None,
+        run: omap(0, 16),
+    });
+    v.push(Test {
+        name: "omap get 1 key".into(),
+        fio: None,
+        run: omap(1, 1),
+    });
+    v.push(Test {
+        name: "omap iterate 16 keys".into(),
+        fio: None,
+        run: omap(2, 1),
+    });
+    v
+}
+
+fn sh(cmd: &str, args: &[&str]) -> String {
+    Command::new(cmd)
+        .args(args)
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default()
+}
+
+fn main() {
+    let mut a = match parse_args() {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("{e}");
+            std::process::exit(2);
+        }
+    };
+    let file = a.path.clone();
+    if std::fs::metadata(&file)
+        .map(|m| m.is_file() && m.len() < a.size)
+        .unwrap_or(true)
+        && !file.starts_with("/dev")
+    {
+        if let Some(dir) = file.parent() {
+            let _ = std::fs::create_dir_all(dir);
+        }
+        // Allocate real blocks so neither fio nor the engine measures first-write extent conversion.
+        let st = Command::new("fio")
+            .args([
+                "--name=fill",
+                &format!("--filename={}", file.display()),
+                "--rw=write",
+                "--bs=1M",
+                "--direct=1",
+                &format!("--size={}", a.size),
+                "--ioengine=io_uring",
+                "--iodepth=8",
+                "--output=/dev/null",
+            ])
+            .status();
+        if !st.map(|s| s.success()).unwrap_or(false) {
+            eprintln!("could not preallocate {}", file.display());
+            std::process::exit(1);
+        }
+    }
+    let mut loopdev = None;
+    if a.use_loop {
+        let dev = sh(
+            "losetup",
+            &["--find", "--show", "--direct-io=on", &file.display().to_string()],
+        );
+        if dev.is_empty() {
+            eprintln!("losetup failed (needs root)");
+            std::process::exit(1);
+        }
+        a.path = PathBuf::from(&dev);
+        loopdev = Some(dev);
+    }
+    let cpu = sh("sh", &["-c", "grep -m1 'model name' /proc/cpuinfo | cut -d: -f2"]);
+    println!(
+        "# ferrostore vs fio — {} — commit {} — {} ({} CPUs, kernel {})",
+        sh("date", &["-u", "+%Y-%m-%dT%H:%M:%SZ"]),
+        sh("git", &["rev-parse", "--short", "HEAD"]),
+        cpu.trim(),
+        sh("nproc", &[]),
+        sh("uname", &["-r"])
+    );
+    println!(
+        "target: {} ({} MiB), runtime {:?} per test, durability: {}\n",
+        a.path.display(),
+        a.size >> 20,
+        a.runtime,
+        if a.dsync {
+            "RWF_DSYNC writes"
+        } else {
+            "fdatasync per group commit"
+        }
+    );
+    println!(
+        "| test | engine IOPS | p50 µs | p99 µs | CPU µs/op | dev B/user B | fio IOPS | fio p50 µs | fio p99 µs | fio CPU µs/op | engine/fio |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for t in tests() {
+        if a.only.as_ref().is_some_and(|o| !t.name.contains(o.as_str())) {
+            continue;
+        }
+        let f = t
+            .fio
+            .as_ref()
+            .map(|(rw, bs, qd)| fio(&a, &FioJob { rw, bs: *bs, qd: *qd }));
+        let e = (t.run)(&a);
+        let fmt_opt = |v: Option<f64>| v.map(|x| format!("{x:.2}")).unwrap_or_else(|| "–".into());
+        match (e, f) {
+            (Ok(e), f) => {
+                let (fi, fp50, fp99, fcpu, ratio) = match f {
+                    Some(Ok(f)) => (
+                        format!("{:.0}", f.iops),
+                        format!("{:.0}", f.p50_us),
+                        format!("{:.0}", f.p99_us),
+                        format!("{:.1}", f.cpu_us_per_op),
+                        format!("{:.0}%", 100.0 * e.iops / f.iops.max(1e-9)),
+                    ),
+                    Some(Err(err)) => (
+                        format!("fio error: {err}"),
+                        "–".into(),
+                        "–".into(),
+                        "–".into(),
+                        "–".into(),
+                    ),
+                    None => ("–".into(), "–".into(), "–".into(), "–".into(), "–".into()),
+                };
+                println!(
+                    "| {} | {:.0} | {:.0} | {:.0} | {:.1} | {} | {fi} | {fp50} | {fp99} | {fcpu} | {ratio} |",
+                    t.name,
+                    e.iops,
+                    e.p50_us,
+                    e.p99_us,
+                    e.cpu_us_per_op,
+                    fmt_opt(e.dev_bytes_per_user_byte)
+                );
+            }
+            (Err(err), _) => println!("| {} | error: {err} | | | | | | | | | |", t.name),
+        }
+    }
+    if let Some(dev) = loopdev {
+        sh("losetup", &["-d", &dev]);
+    }
+}
