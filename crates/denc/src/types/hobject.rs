@@ -570,6 +570,18 @@ mod tests {
     }
 
     #[test]
+    fn locator_key_orders_before_name() {
+        // Ceph's own test vector (src/test/common/test_hobject.cc): same effective key "food", then by name.
+        let c = HObject::new("fooc", "food", SnapId::NOSNAP, 42, 0, "nspace");
+        let d = HObject::new("food", "", SnapId::NOSNAP, 42, 0, "nspace");
+        let e = HObject::new("fooe", "food", SnapId::NOSNAP, 42, 0, "nspace");
+        assert!(c < d && d < e);
+        // and a locator key beats the name of an object without one
+        let f = HObject::new("a", "zzz", SnapId::NOSNAP, 42, 0, "nspace");
+        assert!(d < f);
+    }
+
+    #[test]
     fn text_form() {
         let h = HObject::new("foo:bar", "", SnapId::NOSNAP, 0x1f, 2, "ns");
         assert_eq!(h.to_string(), "2:f8000000:ns::foo%3abar:head");
