@@ -151,6 +151,25 @@ impl<A: Encode, B: Encode> Encode for (A, B) {
     }
 }
 
+impl<A: Decode, B: Decode, C: Decode> Decode for (A, B, C) {
+    fn decode(d: &mut Decoder) -> Result<Self> {
+        Ok((A::decode(d)?, B::decode(d)?, C::decode(d)?))
+    }
+}
+impl<A: Encode, B: Encode, C: Encode> Encode for (A, B, C) {
+    fn encode(&self, e: &mut Encoder) {
+        self.0.encode(e);
+        self.1.encode(e);
+        self.2.encode(e);
+    }
+}
+
+impl<T: Encode + ?Sized> Encode for &T {
+    fn encode(&self, e: &mut Encoder) {
+        (**self).encode(e)
+    }
+}
+
 /// `std::optional` / `boost::optional`: `u8 present` then the value.
 impl<T: Decode> Decode for Option<T> {
     fn decode(d: &mut Decoder) -> Result<Self> {

@@ -23,6 +23,19 @@ impl Utime {
     pub fn as_nanos(&self) -> u64 {
         u64::from(self.sec) * 1_000_000_000 + u64::from(self.nsec)
     }
+    /// A wall-clock instant (seconds truncated to 32 bits, as Ceph does).
+    pub fn from_system_time(t: std::time::SystemTime) -> Self {
+        let d = t.duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+        Utime {
+            sec: d.as_secs() as u32,
+            nsec: d.subsec_nanos(),
+        }
+    }
+    pub fn to_system_time(&self) -> std::time::SystemTime {
+        std::time::UNIX_EPOCH
+            + std::time::Duration::new(u64::from(self.sec), 0)
+            + std::time::Duration::from_nanos(u64::from(self.nsec))
+    }
 }
 
 impl Decode for Utime {
