@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 /// Anything that can go wrong while starting, using or stopping a throwaway cluster.
-#[derive(Debug, thiserror::Error)]
+#[derive(thiserror::Error)]
 pub enum ClusterError {
     /// A file-system or process operation failed.
     #[error("{context}: {source}")]
@@ -69,6 +69,14 @@ pub enum ClusterError {
     /// Some of our processes survived `stop`.
     #[error("processes still alive after stop: {0:?}")]
     Survivors(Vec<(String, u32)>),
+}
+
+/// Debug shows the Display text: tests `unwrap()` these errors, and the log tails they carry must stay
+/// readable (multi-line) in a test failure instead of one escaped string.
+impl std::fmt::Debug for ClusterError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Display::fmt(self, f)
+    }
 }
 
 /// Result alias for this crate.

@@ -161,3 +161,44 @@ fn start_detached_refuses_a_foreign_non_empty_directory() {
     assert_eq!(std::fs::read(base.join("precious")).unwrap(), b"user data");
     std::fs::remove_dir_all(Path::new(&base)).unwrap();
 }
+
+#[test]
+fn a_panicking_test_still_kills_its_daemons() {
+    if !testcluster::ceph_installed() && std::env::var_os(testcluster::REQUIRE_ENV).is_none() {
+        eprintln!("skipping: Ceph not installed");
+        return;
+    }
+    let (tx, rx) = std::sync::mpsc::channel();
+    let joined = std::thread::spawn(move || {
+        let c = Cluster::start(ClusterSpec::default().without_mgr()).unwrap();
+        tx.send((c.dir().to_owned(), c.daemons())).unwrap();
+        panic!("deliberate panic with a live cluster");
+    })
+    .join();
+    assert!(joined.is_err(), "the thread must have panicked");
+    let (dir, daemons) = rx.recv().unwrap();
+    assert_eq!(daemons.len(), 1, "{daemons:?}");
+    for (name, pid) in &daemons {
+        assert!(!proc_alive(*pid), "{name} ({pid}) survived the panic");
+    }
+    assert!(!dir.exists(), "{} should be removed", dir.display());
+}
+
+#[test]
+fn concurrent_clusters_get_their_own_ports_and_dirs() {
+    if !testcluster::ceph_installed() && std::env::var_os(testcluster::REQUIRE_ENV).is_none() {
+        eprintln!("skipping: Ceph not installed");
+        return;
+    }
+    let starts: Vec<_> = (0..2)
+        .map(|_| std::thread::spawn(|| Cluster::start(ClusterSpec::default().without_mgr()).unwrap()))
+        .collect();
+    let clusters: Vec<Cluster> = starts.into_iter().map(|h| h.join().unwrap()).collect();
+    assert_ne!(clusters[0].mon_addr(), clusters[1].mon_addr());
+    assert_ne!(clusters[0].dir(), clusters[1].dir());
+    assert_ne!(clusters[0].fsid(), clusters[1].fsid());
+    for c in &clusters {
+        // Each CLI call reaches its own cluster (the fsid tells them apart).
+        assert_eq!(c.ceph_json(&["status"]).unwrap()["fsid"], c.fsid());
+    }
+}
