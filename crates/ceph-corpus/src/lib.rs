@@ -60,52 +60,93 @@ fn version_order(a: &str, b: &str) -> Ordering {
     parse_version(a).cmp(&parse_version(b)).then_with(|| a.cmp(b))
 }
 
+/// A corpus directory. The free functions use the default one ([`root`]); tests of the harness itself, or of
+/// synthetic samples, can point a [`Corpus`] anywhere.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Corpus {
+    pub root: PathBuf,
+}
+
+impl Corpus {
+    /// The default corpus, if present.
+    pub fn open() -> Option<Corpus> {
+        root().map(|root| Corpus { root })
+    }
+
+    pub fn at(root: impl Into<PathBuf>) -> Corpus {
+        Corpus { root: root.into() }
+    }
+
+    /// The versions present, oldest first.
+    pub fn versions(&self) -> Vec<String> {
+        let mut v: Vec<String> = list_dir(&self.root)
+            .into_iter()
+            .filter(|name| self.root.join(name).join("objects").is_dir())
+            .collect();
+        v.sort_by(|a, b| version_order(a, b));
+        v
+    }
+
+    /// The type names with samples in `version`.
+    pub fn types(&self, version: &str) -> Vec<String> {
+        let mut v = list_dir(&self.root.join(version).join("objects"));
+        v.sort();
+        v
+    }
+
+    /// Every sample of `type_name` in `version`, sorted by file name, as shared buffers.
+    pub fn samples(&self, version: &str, type_name: &str) -> Vec<(PathBuf, Bytes)> {
+        let dir = self.root.join(version).join("objects").join(type_name);
+        let mut names = list_dir(&dir);
+        names.sort();
+        names
+            .into_iter()
+            .filter_map(|n| {
+                let p = dir.join(n);
+                std::fs::read(&p).ok().map(|b| (p, Bytes::from(b)))
+            })
+            .collect()
+    }
+
+    /// See [`is_forward_incompat`].
+    pub fn is_forward_incompat(&self, version: &str, type_name: &str) -> bool {
+        let Some(sample_v) = parse_version(version) else {
+            return false;
+        };
+        self.versions().iter().any(|v| {
+            parse_version(v).is_some_and(|pv| (pv.0, pv.1) > OUR_RELEASE && pv <= sample_v)
+                && self
+                    .root
+                    .join(v)
+                    .join("forward_incompat")
+                    .join(type_name)
+                    .exists()
+        })
+    }
+}
+
 /// The corpus versions present, oldest first. Empty when the corpus is absent.
 pub fn versions() -> Vec<String> {
-    let Some(root) = root() else { return Vec::new() };
-    let mut v: Vec<String> = list_dir(&root)
-        .into_iter()
-        .filter(|name| root.join(name).join("objects").is_dir())
-        .collect();
-    v.sort_by(|a, b| version_order(a, b));
-    v
+    Corpus::open().map(|c| c.versions()).unwrap_or_default()
 }
 
 /// The type names with samples in `version`.
 pub fn types(version: &str) -> Vec<String> {
-    let Some(root) = root() else { return Vec::new() };
-    let mut v = list_dir(&root.join(version).join("objects"));
-    v.sort();
-    v
+    Corpus::open().map(|c| c.types(version)).unwrap_or_default()
 }
 
 /// Every sample of `type_name` in `version`, sorted by file name, as shared buffers.
 pub fn samples(version: &str, type_name: &str) -> Vec<(PathBuf, Bytes)> {
-    let Some(root) = root() else { return Vec::new() };
-    let dir = root.join(version).join("objects").join(type_name);
-    let mut names = list_dir(&dir);
-    names.sort();
-    names
-        .into_iter()
-        .filter_map(|n| {
-            let p = dir.join(n);
-            std::fs::read(&p).ok().map(|b| (p, Bytes::from(b)))
-        })
-        .collect()
+    Corpus::open()
+        .map(|c| c.samples(version, type_name))
+        .unwrap_or_default()
 }
 
 /// Whether samples of `type_name` from `version` use an encoding a 16.2 decoder cannot read even though Ceph did
 /// not raise the compat version: listed in the `forward_incompat/` of any corpus version newer than our release and
 /// not newer than `version` (an incompatible change stays incompatible in later versions).
 pub fn is_forward_incompat(version: &str, type_name: &str) -> bool {
-    let Some(root) = root() else { return false };
-    let Some(sample_v) = parse_version(version) else {
-        return false;
-    };
-    versions().iter().any(|v| {
-        parse_version(v).is_some_and(|pv| (pv.0, pv.1) > OUR_RELEASE && pv <= sample_v)
-            && root.join(v).join("forward_incompat").join(type_name).exists()
-    })
+    Corpus::open().is_some_and(|c| c.is_forward_incompat(version, type_name))
 }
 
 fn list_dir(dir: &Path) -> Vec<String> {
@@ -192,6 +233,7 @@ pub enum Reencode {
 
 /// A configurable corpus check for one type. [`check_type`] is the common case.
 pub struct Check<'a> {
+    corpus: Option<Corpus>,
     type_name: &'a str,
     features: u64,
     trailing: Trailing,
@@ -216,6 +258,7 @@ impl<'a> Check<'a> {
     /// except for [`CEPH_NONDETERMINISTIC_TYPES`].
     pub fn new(type_name: &'a str) -> Self {
         Check {
+            corpus: Corpus::open(),
             type_name,
             features: PACIFIC_FEATURES,
             trailing: if CEPH_STRAYDATA_TYPES.contains(&type_name) {
@@ -237,6 +280,12 @@ impl<'a> Check<'a> {
         self
     }
 
+    /// Check against another corpus directory (same layout) instead of the default one.
+    pub fn corpus(mut self, corpus: Corpus) -> Self {
+        self.corpus = Some(corpus);
+        self
+    }
+
     pub fn trailing(mut self, t: Trailing) -> Self {
         self.trailing = t;
         self
@@ -253,25 +302,25 @@ impl<'a> Check<'a> {
             type_name: self.type_name.to_string(),
             ..Default::default()
         };
-        if root().is_none() {
+        let Some(corpus) = &self.corpus else {
             eprintln!(
                 "skipping corpus check of {}: ../shared/corpus not found (set FERRO_CORPUS to override)",
                 self.type_name
             );
             summary.skipped = true;
             return summary;
-        }
+        };
         let mut failures = Vec::new();
         // A line of its own, so the table is readable after the test harness's "test x ... ".
         eprintln!();
-        for version in versions() {
+        for version in corpus.versions() {
             let ours = is_our_release(&version);
-            let incompat_listed = is_forward_incompat(&version, self.type_name);
+            let incompat_listed = corpus.is_forward_incompat(&version, self.type_name);
             let mut vs = VersionSummary {
                 version: version.clone(),
                 ..Default::default()
             };
-            for (path, bytes) in samples(&version, self.type_name) {
+            for (path, bytes) in corpus.samples(&version, self.type_name) {
                 vs.samples += 1;
                 match self.check_sample::<T>(&bytes, ours, incompat_listed) {
                     Ok(Outcome::Decoded { identical }) => {
@@ -406,6 +455,79 @@ mod tests {
         if let Some(squid) = squid {
             assert!(is_forward_incompat(&squid, "CrushWrapper"));
             assert!(!is_forward_incompat(&vs[0], "CrushWrapper"));
+        }
+    }
+
+    /// A one-byte payload in a versioned envelope that this decoder supports up to compat 1.
+    #[derive(Debug)]
+    struct V1(u8);
+    impl Decode for V1 {
+        fn decode(d: &mut Decoder) -> denc::Result<Self> {
+            d.decode_struct("x_t", 1, |_, d| Ok(V1(d.u8()?)))
+        }
+    }
+    impl Encode for V1 {
+        fn encode(&self, e: &mut denc::Encoder) {
+            e.versioned(1, 1, |e| e.u8(self.0))
+        }
+    }
+
+    fn synthetic(tag: &str, files: &[(&str, &[u8])]) -> Corpus {
+        let dir = std::env::temp_dir().join(format!("ceph-corpus-test-{}-{tag}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        for (path, bytes) in files {
+            let p = dir.join(path);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(&p, bytes).unwrap();
+        }
+        Corpus::at(dir)
+    }
+
+    #[test]
+    fn refusals_are_counted_per_version() {
+        let c = synthetic(
+            "refusals",
+            &[
+                ("16.2.0/objects/x_t/a", &[1, 1, 1, 0, 0, 0, 7]),
+                // newer, compatible: an extra trailing field is skipped
+                ("18.2.0/objects/x_t/b", &[2, 1, 2, 0, 0, 0, 7, 8]),
+                // newer, compat 2: must be refused cleanly
+                ("18.2.0/objects/x_t/c", &[2, 2, 1, 0, 0, 0, 7]),
+                // listed forward-incompatible in 19.2: garbage counts as refused there
+                ("19.2.0/forward_incompat/x_t", &[]),
+                ("19.2.0/objects/x_t/d", &[9]),
+            ],
+        );
+        assert!(c.is_forward_incompat("19.2.0", "x_t"));
+        assert!(c.is_forward_incompat("20.1.0", "x_t"));
+        assert!(!c.is_forward_incompat("18.2.0", "x_t"));
+        let s = Check::new("x_t").corpus(c.clone()).run::<V1>();
+        let counts: Vec<_> = s
+            .versions
+            .iter()
+            .map(|v| (v.version.as_str(), v.samples, v.decoded, v.identical, v.refused))
+            .collect();
+        assert_eq!(
+            counts,
+            vec![
+                ("16.2.0", 1, 1, 1, 0),
+                ("18.2.0", 2, 1, 0, 1),
+                ("19.2.0", 1, 0, 0, 1)
+            ]
+        );
+        // The same garbage outside a forward-incompatible version is a failure.
+        let bad = synthetic("bad", &[("18.2.0/objects/x_t/d", &[9])]);
+        assert!(catch_unwind(|| Check::new("x_t").corpus(bad.clone()).run::<V1>()).is_err());
+        // Trailing bytes after a 16.2 sample fail unless allowed.
+        let trailing = synthetic("trailing", &[("16.2.0/objects/x_t/a", &[1, 1, 1, 0, 0, 0, 7, 0])]);
+        assert!(catch_unwind(|| Check::new("x_t").corpus(trailing.clone()).run::<V1>()).is_err());
+        let s = Check::new("x_t")
+            .corpus(trailing.clone())
+            .trailing(Trailing::Allow)
+            .run::<V1>();
+        assert_eq!(s.total().identical, 1);
+        for c in [c, bad, trailing] {
+            let _ = std::fs::remove_dir_all(c.root);
         }
     }
 
