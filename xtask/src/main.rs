@@ -115,8 +115,7 @@ fn cluster(action: ClusterCmd) -> Result<(), Box<dyn std::error::Error>> {
                 c.conf_path().display()
             );
             let mut all_alive = true;
-            for (name, pid) in c.daemons() {
-                let alive = std::path::Path::new(&format!("/proc/{pid}")).exists();
+            for (name, pid, alive) in c.daemon_status() {
                 all_alive &= alive;
                 println!("{name:8} pid {pid:7} {}", if alive { "running" } else { "gone" });
             }

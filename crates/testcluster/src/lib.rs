@@ -63,6 +63,9 @@ pub struct ClusterSpec {
     pub extra_conf: Vec<(String, String, String)>,
     /// Bound on each start-up phase (mon quorum, mgr active, each OSD up).
     pub phase_timeout: Duration,
+    /// Port for the mon's first attempt; `None` (the default) picks a free one. If it turns out to be taken,
+    /// the mon is retried on free ports.
+    pub mon_port: Option<u16>,
 }
 
 impl Default for ClusterSpec {
@@ -73,6 +76,7 @@ impl Default for ClusterSpec {
             osd_block_size_bytes: 2 << 30,
             extra_conf: Vec::new(),
             phase_timeout: Duration::from_secs(90),
+            mon_port: None,
         }
     }
 }
@@ -368,6 +372,15 @@ impl Cluster {
     /// `(name, pid)` of each daemon this handle knows about, e.g. `("osd.0", 1234)`.
     pub fn daemons(&self) -> Vec<(String, u32)> {
         self.lock().iter().map(|d| (d.name.clone(), d.pid)).collect()
+    }
+
+    /// `(name, pid, running)` for each daemon, where running means alive and still carrying this cluster's
+    /// marker (a reused pid does not count).
+    pub fn daemon_status(&self) -> Vec<(String, u32, bool)> {
+        self.daemons()
+            .into_iter()
+            .map(|(n, p)| (n, p, process::is_ours(p, &self.dir)))
+            .collect()
     }
 
     /// The daemon's log file, e.g. `log_path("osd.0")`.
@@ -802,7 +815,11 @@ impl Cluster {
         const ATTEMPTS: usize = 5;
         let name = format!("mon.{MON_ID}");
         for attempt in 1..=ATTEMPTS {
-            self.mon_addr = SocketAddr::from((Ipv4Addr::LOCALHOST, free_port()?));
+            let port = match spec.mon_port {
+                Some(p) if attempt == 1 => p,
+                _ => free_port()?,
+            };
+            self.mon_addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
             let conf = conf::render(&conf::ConfParams {
                 dir: &self.dir,
                 fsid: &self.fsid,
@@ -842,12 +859,16 @@ impl Cluster {
             self.spawn_daemon(&name, cmd)?;
             match self.wait_quorum() {
                 Ok(()) => return Ok(()),
-                Err(ClusterError::DaemonDied { .. })
-                    if attempt < ATTEMPTS
-                        && process::tail_file(&self.log_path(&name), 50)
-                            .contains("Address already in use") =>
+                // The error's log tails cover both the daemon log and its stderr.
+                Err(ClusterError::DaemonDied { logs, .. })
+                    if attempt < ATTEMPTS && logs.contains("Address already in use") =>
                 {
-                    self.lock().retain(|d| d.name != name);
+                    let mut ds = self.lock();
+                    if let Some(i) = ds.iter().position(|d| d.name == name)
+                        && let Some(mut child) = ds.remove(i).child
+                    {
+                        let _ = child.wait(); // it has exited; reap it
+                    }
                 }
                 Err(e) => return Err(e),
             }
@@ -857,7 +878,14 @@ impl Cluster {
 
     fn wait_quorum(&self) -> Result<()> {
         self.wait_for("mon quorum", self.phase_timeout, || {
-            let q = self.ceph_json(&["quorum_status"])?;
+            // A cheap TCP probe first: while the mon is not listening (or died on a taken port), a CLI call
+            // would block for its whole connect timeout before we notice.
+            if std::net::TcpStream::connect_timeout(&self.mon_addr, Duration::from_millis(200)).is_err() {
+                return Ok(None);
+            }
+            // A short connect timeout: if the port belongs to someone else, the CLI would otherwise hang there
+            // for the full timeout while our mon has already died (checked between probes).
+            let q = self.ceph_json(&["--connect-timeout", "4", "quorum_status"])?;
             let in_quorum = q["quorum_names"]
                 .as_array()
                 .is_some_and(|v| v.iter().any(|n| n == MON_ID));

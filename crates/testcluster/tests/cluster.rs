@@ -202,3 +202,21 @@ fn concurrent_clusters_get_their_own_ports_and_dirs() {
         assert_eq!(c.ceph_json(&["status"]).unwrap()["fsid"], c.fsid());
     }
 }
+
+#[test]
+fn a_taken_mon_port_is_retried_on_another_one() {
+    if !testcluster::ceph_installed() && std::env::var_os(testcluster::REQUIRE_ENV).is_none() {
+        eprintln!("skipping: Ceph not installed");
+        return;
+    }
+    // Another "cluster" holds the port we ask for first.
+    let squatter = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let taken = squatter.local_addr().unwrap().port();
+    let spec = ClusterSpec {
+        mon_port: Some(taken),
+        ..ClusterSpec::default().without_mgr()
+    };
+    let c = Cluster::start(spec).unwrap();
+    assert_ne!(c.mon_addr().port(), taken);
+    assert_eq!(c.ceph_json(&["status"]).unwrap()["fsid"], c.fsid());
+}
