@@ -220,3 +220,32 @@ fn a_taken_mon_port_is_retried_on_another_one() {
     assert_ne!(c.mon_addr().port(), taken);
     assert_eq!(c.ceph_json(&["status"]).unwrap()["fsid"], c.fsid());
 }
+
+#[test]
+fn a_cluster_left_by_a_killed_test_process_is_reaped_by_the_next_start() {
+    if !testcluster::ceph_installed() && std::env::var_os(testcluster::REQUIRE_ENV).is_none() {
+        eprintln!("skipping: Ceph not installed");
+        return;
+    }
+    // Looks like a guard directory whose owner died: pid 1 with a start time that is not pid 1's.
+    let tmp = std::env::var_os("TMPDIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| "/tmp".into());
+    let stale = tmp.join(format!("ferro-cluster.stale-test.{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&stale);
+    let c = Cluster::start_detached(&stale, &ClusterSpec::default().without_mgr()).unwrap();
+    let daemons = c.daemons();
+    drop(c);
+    std::fs::write(stale.join("owner"), "1 0\n").unwrap();
+
+    let fresh = Cluster::start(ClusterSpec::default().without_mgr()).unwrap();
+    for (name, pid) in &daemons {
+        assert!(!proc_alive(*pid), "stale {name} ({pid}) was not reaped");
+    }
+    assert!(
+        !stale.exists(),
+        "stale directory {} was not removed",
+        stale.display()
+    );
+    drop(fresh);
+}
