@@ -6,6 +6,7 @@
 //! - `bench store`, `bench compare` and `sim` are planned; each gets its own variant of [`Cmd`] and its own
 //!   module here.
 
+use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
