@@ -1,0 +1,299 @@
+// SPDX-License-Identifier: LGPL-3.0-or-later
+//! The placement-group op engine: executes client `MOSDOp`s on a ferrostore [`Store`] with the semantics of
+//! Ceph's PrimaryLogPG (16.2), sans-IO.
+//!
+//! How the daemon drives a [`Pg`]:
+//! * [`Pg::create`] (a new PG: collection + pgmeta object) or [`Pg::load`] (after restart) once;
+//! * [`Pg::handle_op`] for every client `MOSDOp` addressed to this PG. Reads are answered at once (unless they
+//!   touch an object with a write that is not durable yet); writes are applied to the store as one ferrostore
+//!   transaction and their replies are held until [`Pg::on_commit`] reports that transaction durable
+//!   ("durable before ack");
+//! * [`Pg::on_commit`] with every `Event::Durable(seq)` of the store (PGs ignore sequence numbers they did not
+//!   issue; ferrostore acknowledges in order, so `seq` means "everything up to seq");
+//! * [`Pg::handle_timeout`] when the time from [`Pg::poll_timeout`] has come (watch and notify timeouts);
+//! * [`Pg::handle_disconnect`] when a client connection goes away (its watches start timing out);
+//! * [`Outputs`] says what to send where: op replies and watch-notify messages, each for a connection id.
+//!
+//! Objects are stored exactly where classic OSDs keep them: the `_` xattr holds `object_info_t`, `snapset` the
+//! SnapSet, user xattrs are prefixed with `_`, omap is the object's omap; the PG log lives in the pgmeta object's
+//! omap. Object names map to ferrostore keys through `ghobject_t`'s order-preserving sort key, so the store's
+//! listing order is Ceph's (hash-bitwise) order.
+
+pub mod caps;
+mod cls;
+mod exec;
+pub mod keys;
+mod log;
+mod watch;
+
+use std::collections::HashMap;
+
+use bytes::Bytes;
+use ceph_msgs::osd_op::{MOSDOp, MOSDOpReply, MWatchNotify};
+use denc::{EntityAddr, EntityNameT, Eversion, SpgId, Utime};
+use ferrostore::{Device, Store};
+
+pub use caps::{CapParseError, OsdCap};
+
+/// Identifies a client connection in the daemon (what replies and notifies are sent on).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct ConnId(pub u64);
+
+/// What the PG needs to know about its pool (from the OSDMap's `pg_pool_t`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PoolInfo {
+    pub id: i64,
+    pub name: String,
+    pub pg_num: u32,
+    /// Erasure-coded pools have no omap (ops answer EOPNOTSUPP).
+    pub erasure: bool,
+    /// `application_metadata` keys (for `tag` caps; unused by the caps we check now).
+    pub applications: Vec<String>,
+}
+
+/// Tunables with Ceph's defaults (the option names are Ceph's).
+#[derive(Debug, Clone)]
+pub struct PgConfig {
+    /// This OSD's id (for watcher listings and logs).
+    pub osd_id: i32,
+    /// `osd_max_object_size` (128 MiB): writes beyond answer EFBIG.
+    pub osd_max_object_size: u64,
+    /// `osd_max_write_size` in bytes (90 MiB): larger requests answer EMSGSIZE... (checked by the daemon too).
+    pub osd_max_write_size: u64,
+    /// `osd_max_object_name_len` (2048); ferrostore's key limit may be lower (ENAMETOOLONG either way).
+    pub osd_max_object_name_len: usize,
+    /// `osd_max_object_namespace_len` (256).
+    pub osd_max_object_namespace_len: usize,
+    /// `osd_max_attr_size` (0 = unlimited).
+    pub osd_max_attr_size: u64,
+    /// `osd_max_omap_entries_per_request` (131072).
+    pub osd_max_omap_entries_per_request: u64,
+    /// `osd_max_omap_bytes_per_request` (1 GiB).
+    pub osd_max_omap_bytes_per_request: u64,
+    /// `osd_min_pg_log_entries` / `osd_max_pg_log_entries`: log entries kept (trimmed beyond max to min).
+    pub osd_min_pg_log_entries: usize,
+    pub osd_max_pg_log_entries: usize,
+    /// `osd_pg_log_dups_tracked` (3000): reqids remembered after their entries are trimmed.
+    pub osd_pg_log_dups_tracked: usize,
+    /// `osd_client_watch_timeout` seconds (30): a watch's timeout when the client gives 0.
+    pub osd_client_watch_timeout: u32,
+    /// `osd_default_notify_timeout` seconds (30).
+    pub osd_default_notify_timeout: u32,
+}
+
+impl Default for PgConfig {
+    fn default() -> Self {
+        PgConfig {
+            osd_id: 0,
+            osd_max_object_size: 128 << 20,
+            osd_max_write_size: 90 << 20,
+            osd_max_object_name_len: 2048,
+            osd_max_object_namespace_len: 256,
+            osd_max_attr_size: 0,
+            osd_max_omap_entries_per_request: 131_072,
+            osd_max_omap_bytes_per_request: 1 << 30,
+            osd_min_pg_log_entries: 250,
+            osd_max_pg_log_entries: 10_000,
+            osd_pg_log_dups_tracked: 3000,
+            osd_client_watch_timeout: 30,
+            osd_default_notify_timeout: 30,
+        }
+    }
+}
+
+/// One client op as the daemon hands it over.
+#[derive(Debug, Clone)]
+pub struct OpContext<'a> {
+    pub msg: MOSDOp,
+    /// The connection it arrived on (replies go back there; watches are bound to it).
+    pub conn: ConnId,
+    /// The sender's entity name (`client.4123`): reqids and watchers are keyed by it.
+    pub client: EntityNameT,
+    /// The sender's address (reported by list-watchers).
+    pub client_addr: EntityAddr,
+    /// The client's OSD caps (from its cephx ticket).
+    pub caps: &'a OsdCap,
+    /// Features of the client's connection (encodings of some replies depend on them).
+    pub conn_features: u64,
+    /// The OSD's current osdmap epoch (replies carry it; versions use it).
+    pub epoch: u32,
+    /// Wall-clock time now (object mtimes when the client sends none, watch timers).
+    pub now: Utime,
+}
+
+/// What the daemon must send after a call into the PG.
+#[derive(Debug, Default)]
+pub struct Outputs {
+    /// Op replies, each on the connection the op came from. Only ever contains replies whose effects are durable.
+    pub replies: Vec<(ConnId, MOSDOpReply)>,
+    /// Watch-notify messages (notifies to watchers, completions to notifiers, disconnects).
+    pub notifies: Vec<(ConnId, MWatchNotify)>,
+}
+
+impl Outputs {
+    pub fn is_empty(&self) -> bool {
+        self.replies.is_empty() && self.notifies.is_empty()
+    }
+    #[allow(dead_code)]
+    fn append(&mut self, mut o: Outputs) {
+        self.replies.append(&mut o.replies);
+        self.notifies.append(&mut o.notifies);
+    }
+}
+
+/// Object and byte counts of the PG (for `pg_stat_t`'s `object_stat_sum_t`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PgStats {
+    pub num_objects: u64,
+    pub num_bytes: u64,
+    pub num_omap_objects: u64,
+    pub num_rd: u64,
+    pub num_rd_kb: u64,
+    pub num_wr: u64,
+    pub num_wr_kb: u64,
+    /// Highest version applied (`pg_info_t::last_update`).
+    pub last_update: Eversion,
+    /// Highest version durable (`last_complete` for a size-1 PG).
+    pub last_complete: Eversion,
+    pub log_size: u64,
+    pub ondisk_log_size: u64,
+}
+
+/// Failures of PG setup (not of client ops, which answer with errno values).
+#[derive(Debug, thiserror::Error)]
+pub enum PgError {
+    #[error("store: {0}")]
+    Store(#[from] ferrostore::StoreError),
+    #[error("corrupt PG metadata: {0}")]
+    Corrupt(String),
+}
+
+/// A reply waiting for its transaction to become durable.
+#[derive(Debug)]
+struct Held {
+    seq: u64,
+    conn: ConnId,
+    reply: MOSDOpReply,
+}
+
+/// One placement group (primary, size 1).
+pub struct Pg {
+    spgid: SpgId,
+    pool: PoolInfo,
+    cfg: PgConfig,
+    cid: ferrostore::CollectionId,
+    log: log::PgLog,
+    stats: PgStats,
+    /// Replies held until their store transaction is durable, in seq order.
+    held: std::collections::VecDeque<Held>,
+    /// Highest store seq this PG issued per object (sort key) that is not durable yet.
+    dirty: HashMap<Bytes, u64>,
+    watch: watch::WatchState,
+    /// Highest store sequence number known durable.
+    durable_seq: u64,
+}
+
+impl Pg {
+    /// A PG object for `spgid` in `pool` (no store access; call [`Pg::create`] or [`Pg::load`] next).
+    pub fn new(spgid: SpgId, pool: PoolInfo, cfg: PgConfig) -> Self {
+        let cid = keys::collection_id(&spgid);
+        Pg {
+            spgid,
+            pool,
+            cfg,
+            cid,
+            log: log::PgLog::default(),
+            stats: PgStats::default(),
+            held: Default::default(),
+            dirty: HashMap::new(),
+            watch: watch::WatchState::default(),
+            durable_seq: 0,
+        }
+    }
+
+    pub fn spgid(&self) -> SpgId {
+        self.spgid
+    }
+    pub fn pool(&self) -> &PoolInfo {
+        &self.pool
+    }
+    /// New pool parameters from a newer OSDMap (name, pg_num, applications).
+    pub fn set_pool(&mut self, pool: PoolInfo) {
+        self.pool = pool;
+    }
+    /// The ferrostore collection of this PG (`coll_t` text form, e.g. `1.7_head`).
+    pub fn collection(&self) -> &ferrostore::CollectionId {
+        &self.cid
+    }
+
+    /// Create the PG on the store: its collection (with `bits` = the PG's split bits) and its pgmeta object with
+    /// an initial `pg_info_t`. Returns the store sequence number (durable once `on_commit` sees it).
+    pub fn create<D: Device>(&mut self, store: &mut Store<D>, epoch: u32) -> Result<u64, PgError> {
+        let txn = self
+            .log
+            .create_txn(&self.spgid, &self.cid, self.pool.pg_num, epoch);
+        Ok(store.queue_transaction(&txn)?)
+    }
+
+    /// Load an existing PG (after a restart): its log, dups and object statistics. Creates nothing.
+    pub fn load<D: Device>(&mut self, store: &mut Store<D>) -> Result<(), PgError> {
+        self.log = log::PgLog::load(store, &self.spgid, &self.cid, &self.cfg)?;
+        self.stats = exec::scan_stats(store, &self.cid)?;
+        self.stats.last_update = self.log.head;
+        self.stats.last_complete = self.log.head;
+        self.stats.log_size = self.log.len() as u64;
+        self.stats.ondisk_log_size = self.stats.log_size;
+        Ok(())
+    }
+
+    /// Execute one client op. The returned outputs hold replies that may be sent now (reads, errors, dups of
+    /// durable writes); writes' replies come from a later [`Pg::on_commit`].
+    pub fn handle_op<D: Device>(&mut self, store: &mut Store<D>, ctx: OpContext<'_>) -> Outputs {
+        exec::handle_op(self, store, ctx)
+    }
+
+    /// The store reports transaction `seq` (and all before it) durable: release the replies waiting for it.
+    pub fn on_commit(&mut self, seq: u64) -> Outputs {
+        let mut out = Outputs::default();
+        if seq <= self.durable_seq && self.held.front().is_none_or(|h| h.seq > seq) {
+            return out;
+        }
+        self.durable_seq = self.durable_seq.max(seq);
+        while self.held.front().is_some_and(|h| h.seq <= seq) {
+            if let Some(h) = self.held.pop_front() {
+                out.replies.push((h.conn, h.reply));
+            }
+        }
+        self.dirty.retain(|_, s| *s > seq);
+        self.log.on_durable(seq);
+        self.stats.last_complete = self.log.complete;
+        out
+    }
+
+    /// The earliest time [`Pg::handle_timeout`] must be called (a watch or notify expiring), if any.
+    pub fn poll_timeout(&self) -> Option<Utime> {
+        self.watch.next_timeout()
+    }
+
+    /// Expire watches and notifies whose time has come.
+    pub fn handle_timeout<D: Device>(&mut self, store: &mut Store<D>, now: Utime) -> Outputs {
+        exec::handle_timeout(self, store, now)
+    }
+
+    /// A client connection closed: its watches stay registered until their timeout (as Ceph does), notifies
+    /// to it count as not acknowledged.
+    pub fn handle_disconnect(&mut self, conn: ConnId, now: Utime) -> Outputs {
+        self.watch.disconnect(conn, now);
+        Outputs::default()
+    }
+
+    /// Object counts, bytes and versions.
+    pub fn stats(&self) -> PgStats {
+        self.stats
+    }
+
+    /// Number of replies held for durability.
+    pub fn held_replies(&self) -> usize {
+        self.held.len()
+    }
+}
