@@ -109,7 +109,10 @@ fn cluster(action: ClusterCmd) -> Result<(), Box<dyn std::error::Error>> {
         }
         ClusterCmd::Status { dir } => {
             let c = Cluster::open(&dir)?;
-            println!(
+            // Write errors (e.g. `| head` closing the pipe) are not failures of the command.
+            let mut out = std::io::stdout().lock();
+            let _ = writeln!(
+                out,
                 "fsid {}  mon {}  conf {}",
                 c.fsid(),
                 c.mon_host(),
@@ -118,10 +121,14 @@ fn cluster(action: ClusterCmd) -> Result<(), Box<dyn std::error::Error>> {
             let mut all_alive = true;
             for (name, pid, alive) in c.daemon_status() {
                 all_alive &= alive;
-                println!("{name:8} pid {pid:7} {}", if alive { "running" } else { "gone" });
+                let _ = writeln!(
+                    out,
+                    "{name:8} pid {pid:7} {}",
+                    if alive { "running" } else { "gone" }
+                );
             }
             if all_alive {
-                print!("{}", c.ceph(&["-s"])?);
+                let _ = write!(out, "{}", c.ceph(&["-s"])?);
             }
         }
     }
