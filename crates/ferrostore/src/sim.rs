@@ -46,6 +46,8 @@ pub struct SimConfig {
     pub reorder: bool,
     /// At most this many completions per `poll`/`wait` call (1 gives the finest crash points).
     pub max_completions_per_poll: usize,
+    /// Writes are durable when they complete (models RWF_DSYNC / FUA); flushes are then not needed.
+    pub durable_writes: bool,
 }
 
 impl Default for SimConfig {
@@ -54,6 +56,7 @@ impl Default for SimConfig {
             seed: 1,
             reorder: true,
             max_completions_per_poll: 4,
+            durable_writes: false,
         }
     }
 }
@@ -213,11 +216,15 @@ impl SimDevice {
         let result = match p.req {
             Req::Read { len } => Ok(Some(Bytes::from(self.read_now(p.offset, len)))),
             Req::Write { data } => {
-                self.volatile.push(VolatileWrite {
-                    id: p.id,
-                    offset: p.offset,
-                    data,
-                });
+                if self.cfg.durable_writes {
+                    apply(&mut self.durable, p.offset, &data);
+                } else {
+                    self.volatile.push(VolatileWrite {
+                        id: p.id,
+                        offset: p.offset,
+                        data,
+                    });
+                }
                 Ok(None)
             }
             Req::Flush { covers } => {
@@ -335,5 +342,9 @@ impl Device for SimDevice {
 
     fn stats(&self) -> DeviceStats {
         self.stats
+    }
+
+    fn writes_are_durable(&self) -> bool {
+        self.cfg.durable_writes
     }
 }

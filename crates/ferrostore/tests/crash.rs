@@ -31,16 +31,30 @@ struct Tally {
     torn: u64,
 }
 
-fn check_image(img: Vec<u8>, models: &[Model], lo: usize, hi: usize) -> Result<(), String> {
-    let dev = SimDevice::from_image(
+fn check_image(
+    img: Vec<u8>,
+    models: &[Model],
+    lo: usize,
+    hi: usize,
+    recovery_crash: Option<u64>,
+) -> Result<(), String> {
+    let mut dev = SimDevice::from_image(
         img,
         SimConfig {
             seed: 7,
-            reorder: false,
-            max_completions_per_poll: 8,
+            reorder: true,
+            max_completions_per_poll: 2,
+            durable_writes: false,
         },
     );
+    if let Some(k) = recovery_crash {
+        // Also lose power during recovery itself (replay reads, the mount checkpoint) and recover again.
+        dev.set_crash_point(k);
+    }
     let mut s = Store::mount(dev, 0, cfg()).map_err(|e| format!("mount failed: {e}"))?;
+    if let Some((img2, _)) = s.device_mut().take_crash_snapshot() {
+        check_image(img2, models, lo, hi, None).map_err(|e| format!("after a crash during recovery: {e}"))?;
+    }
     let got = dump(&mut s).map_err(|e| format!("dump failed: {e}"))?;
     if !models[lo..=hi].contains(&got) {
         let diffs: Vec<String> = (lo..=hi)
@@ -88,7 +102,12 @@ fn check(
         tally.dropped += c[0];
         tally.kept += c[1];
         tally.torn += c[2];
-        check_image(img, models, lo, models.len() - 1)
+        let recovery_crash = if cp.rng.chance(15) {
+            Some(1 + cp.rng.below(12))
+        } else {
+            None
+        };
+        check_image(img, models, lo, models.len() - 1, recovery_crash)
             .map_err(|e| format!("crash point at device event {} (step {step}): {e}", cp.next))?;
     }
     cp.arm(s);
@@ -103,6 +122,7 @@ fn run_seed(seed: u64, tally: &mut Tally) -> Result<(), String> {
             seed,
             reorder: true,
             max_completions_per_poll: 1,
+            durable_writes: seed % 3 == 2,
         },
     );
     let dev = mkfs(

@@ -16,6 +16,7 @@ fn sim(img: Vec<u8>) -> SimDevice {
             seed: 3,
             reorder: true,
             max_completions_per_poll: 2,
+            durable_writes: false,
         },
     )
 }

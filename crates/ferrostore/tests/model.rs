@@ -15,6 +15,7 @@ fn fresh(seed: u64, size: usize, cfg: StoreConfig) -> Store<SimDevice> {
             seed,
             reorder: true,
             max_completions_per_poll: 3,
+            durable_writes: false,
         },
     );
     let dev = mkfs(

@@ -24,6 +24,7 @@ struct Args {
     runtime: Duration,
     use_loop: bool,
     dsync: bool,
+    log_align: u64,
     only: Option<String>,
 }
 
@@ -45,6 +46,7 @@ fn parse_args() -> Res<Args> {
         runtime: Duration::from_secs(5),
         use_loop: false,
         dsync: true,
+        log_align: 512,
         only: None,
     };
     let mut it = std::env::args().skip(1);
@@ -57,6 +59,7 @@ fn parse_args() -> Res<Args> {
             "--loop" => a.use_loop = true,
             "--durability" => a.dsync = val()? == "dsync",
             "--only" => a.only = Some(val()?),
+            "--log-align" => a.log_align = parse_size(&val()?)?,
             "-h" | "--help" => {
                 println!(
                     "ferrostore-bench [--path FILE] [--size 2G] [--runtime 5] [--loop] [--durability flush|dsync] [--only NAME]"
@@ -184,6 +187,7 @@ fn fresh_store(a: &Args) -> Res<Store<UringDevice>> {
     let cfg = StoreConfig {
         node_cache_nodes: 64 << 10,
         max_dirty_nodes: 32 << 10,
+        log_align: a.log_align,
         ..Default::default()
     };
     let mut s = Store::mount(dev, 0, cfg).map_err(|e| e.to_string())?;
@@ -349,9 +353,11 @@ fn write_new(bs: u64, qd: usize) -> Runner {
     Box::new(move |a: &Args| {
         let mut s = fresh_store(a)?;
         let data = aligned_random(bs as usize, &mut Rng::new(2));
-        let mut next = 1u64 << 32;
+        // New objects until half the device is used, then the names cycle (whole-object rewrites).
+        let cap = (a.size / 2 / bs).max(1);
+        let mut next = 0u64;
         drive(&mut s, a, qd, &mut |_| {
-            next += 1;
+            next = (next + 1) % cap + (1 << 32);
             let mut t = Transaction::new();
             t.push(Op::Write {
                 cid: coll(),
@@ -579,7 +585,7 @@ fn main() {
         sh("uname", &["-r"])
     );
     println!(
-        "target: {} ({} MiB), runtime {:?} per test, durability: {}\n",
+        "target: {} ({} MiB), runtime {:?} per test, durability: {}, log alignment {} B\n",
         a.path.display(),
         a.size >> 20,
         a.runtime,
@@ -587,7 +593,8 @@ fn main() {
             "RWF_DSYNC writes"
         } else {
             "fdatasync per group commit"
-        }
+        },
+        a.log_align
     );
     println!(
         "| test | engine IOPS | p50 µs | p99 µs | CPU µs/op | dev B/user B | fio IOPS | fio p50 µs | fio p99 µs | fio CPU µs/op | engine/fio |"
