@@ -6,6 +6,7 @@
 //! * [`CephxAuthorizerClientAuth`]: a connection to an OSD or mgr with an authorizer (CEPHX_V2 challenge).
 //! * [`CephxServerAuth`]: a daemon accepting connections: verifies authorizers with its rotating keys and, if
 //!   configured (`auth_*_required = none`), also accepts auth none.
+//! * [`CephxMonServerAuth`]: the monitor's side, backed by [`MonAuthServer`] (tests, simulations).
 
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
@@ -18,7 +19,9 @@ use msgr2::auth::{
 use crate::client::{Authorizer, MonAuthClient};
 use crate::crypto::CryptoProvider;
 use crate::error::{CephxError, EACCES, EOPNOTSUPP};
-use crate::service::{PeerAuth, ServiceAuthorizerVerifier, ServiceKeys, ServiceStep};
+use crate::service::{
+    MonAuthConnection, MonAuthServer, PeerAuth, ServiceAuthorizerVerifier, ServiceKeys, ServiceStep,
+};
 use crate::types::UTime;
 
 /// Bytes of connection secret Ceph generates for secure mode (`AuthConnectionMeta::get_connection_secret_length`).
@@ -262,5 +265,91 @@ impl ServerAuth for CephxServerAuth {
 
     fn handle_request_more(&mut self, payload: Bytes) -> Result<AuthStep, AuthError> {
         Ok(self.step(&payload))
+    }
+}
+
+/// The acceptor side of a monitor: cephx principals authenticate against a shared [`MonAuthServer`].
+pub struct CephxMonServerAuth {
+    pub server: Arc<Mutex<MonAuthServer>>,
+    /// This connection's state (the authenticated name and session key afterwards).
+    pub conn: MonAuthConnection,
+    /// Modes accepted (Pacific's `ms_mon_service_mode` default: secure, crc).
+    pub modes: Vec<u32>,
+    /// The wall-clock time for ticket timestamps.
+    pub now: UTime,
+    chosen_mode: u32,
+}
+
+impl CephxMonServerAuth {
+    pub fn new(server: Arc<Mutex<MonAuthServer>>, now: UTime) -> Self {
+        CephxMonServerAuth {
+            server,
+            conn: MonAuthConnection::default(),
+            modes: vec![CON_MODE_SECURE, CON_MODE_CRC],
+            now,
+            chosen_mode: CON_MODE_SECURE,
+        }
+    }
+
+    fn bad(&self, result: i32) -> AuthStep {
+        AuthStep::Bad {
+            result,
+            allowed_methods: vec![AUTH_METHOD_CEPHX],
+            allowed_modes: self.modes.clone(),
+        }
+    }
+}
+
+impl ServerAuth for CephxMonServerAuth {
+    fn handle_request(
+        &mut self,
+        _ctx: &AuthContext,
+        method: u32,
+        preferred_modes: &[u32],
+        payload: Bytes,
+    ) -> Result<AuthStep, AuthError> {
+        if method != AUTH_METHOD_CEPHX {
+            return Ok(self.bad(-EOPNOTSUPP));
+        }
+        let Some(mode) = preferred_modes.iter().copied().find(|m| self.modes.contains(m)) else {
+            return Ok(self.bad(-EOPNOTSUPP));
+        };
+        self.chosen_mode = mode;
+        let mut server = self.server.lock().unwrap_or_else(PoisonError::into_inner);
+        match server.handle_initial(&mut self.conn, &payload) {
+            Ok(challenge) => Ok(AuthStep::More(challenge)),
+            Err(e) => Err(to_auth_error(e)),
+        }
+    }
+
+    fn handle_request_more(&mut self, payload: Bytes) -> Result<AuthStep, AuthError> {
+        let secret_len = if self.chosen_mode == CON_MODE_SECURE {
+            SECURE_CONNECTION_SECRET_LEN
+        } else {
+            0
+        };
+        let mut server = self.server.lock().unwrap_or_else(PoisonError::into_inner);
+        match server.handle_authenticate(&mut self.conn, &payload, secret_len, self.now) {
+            Ok((global_id, reply)) => {
+                let name = self.conn.name().cloned().unwrap_or_default();
+                Ok(AuthStep::Done(ServerAuthDone {
+                    global_id,
+                    con_mode: self.chosen_mode,
+                    payload: reply,
+                    session_key: self
+                        .conn
+                        .session_key
+                        .as_ref()
+                        .map(|k| k.secret.clone())
+                        .unwrap_or_default(),
+                    connection_secret: self.conn.connection_secret.clone(),
+                    peer_name: msgr2::EntityName {
+                        ty: name.ty,
+                        id: name.id,
+                    },
+                }))
+            }
+            Err(errno) => Ok(self.bad(errno)),
+        }
     }
 }

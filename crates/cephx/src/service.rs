@@ -259,6 +259,15 @@ pub struct MonAuthConnection {
     server_challenge: Option<u64>,
     /// After authentication: the AUTH ticket's session key (for later MAuth requests).
     pub session_key: Option<CryptoKey>,
+    /// After authentication: the connection secret sent in the reply (empty in crc mode).
+    pub connection_secret: Bytes,
+}
+
+impl MonAuthConnection {
+    /// The authenticated principal, once known.
+    pub fn name(&self) -> Option<&EntityName> {
+        self.name.as_ref()
+    }
 }
 
 impl MonAuthServer {
@@ -401,8 +410,10 @@ impl MonAuthServer {
         build_service_ticket_reply(&*p, &entry.key, &[info], None, &mut e).map_err(fail)?;
         let mut secret = vec![0u8; connection_secret_len];
         p.fill_random(&mut secret);
+        let secret = Bytes::from(secret);
         let mut cbl = Encoder::default();
-        encode_encrypt(&*p, &session_key, &Bytes::from(secret), &mut cbl).map_err(fail)?;
+        encode_encrypt(&*p, &session_key, &secret, &mut cbl).map_err(fail)?;
+        conn.connection_secret = secret;
         e.bytes(cbl.as_slice());
         let extra: Vec<SessionAuthInfo> = (0..32)
             .map(|i| 1u32 << i)
