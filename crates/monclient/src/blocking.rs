@@ -62,6 +62,8 @@ pub struct Seen {
     pub last_error: Option<String>,
     /// Global id from the winning AUTH_DONE.
     pub global_id: u64,
+    /// The connection mode of the current session (msgr2 `CON_MODE_*`: 1 crc, 2 secure).
+    pub con_mode: u32,
 }
 
 /// A connected MonClient over TCP.
@@ -310,6 +312,7 @@ impl<M: OsdMapLike> BlockingMonClient<M> {
                 ConnEvent::Connected(peer) => {
                     slot.ready = true;
                     self.seen.global_id = peer.global_id;
+                    self.seen.con_mode = peer.con_mode;
                     self.core.handle_connected(id, now);
                 }
                 ConnEvent::Message(m) => {
