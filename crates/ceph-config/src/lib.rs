@@ -237,6 +237,24 @@ impl Config {
     }
 }
 
+impl Config {
+    /// This entity's base64 secret, found the way Ceph's `KeyRing::from_ceph_context` finds it: the `keyfile`
+    /// option (a file holding just the key), else the `key` option, else the entity's entry in the first keyring
+    /// on the search path. Returns the key and where it came from.
+    pub fn entity_key(&self) -> Result<(String, String), ConfigError> {
+        if let Some(path) = self.get("keyfile").filter(|p| !p.is_empty()) {
+            let text = read(Path::new(&path))?;
+            return Ok((text.trim().to_string(), path));
+        }
+        if let Some(key) = self.get("key").filter(|k| !k.is_empty()) {
+            return Ok((key, "the key option".to_string()));
+        }
+        let (path, keyring) = self.load_keyring()?;
+        let key = keyring.key_of(&self.name())?.to_string();
+        Ok((key, path.display().to_string()))
+    }
+}
+
 fn read(p: &Path) -> Result<String, ConfigError> {
     std::fs::read_to_string(p).map_err(|err| ConfigError::Io {
         path: p.to_path_buf(),

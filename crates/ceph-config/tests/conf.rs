@@ -221,6 +221,20 @@ fn keyrings_written_by_ceph_authtool() {
         "allow rw pool=a"
     );
     assert_eq!(kr.get("client.x").unwrap().caps.get("mon").unwrap(), "allow r");
+    // The `key` and `keyfile` options win over keyrings.
+    let keyfile = dir.join("kf");
+    std::fs::write(&keyfile, format!("{}\n", printed("osd.12"))).unwrap();
+    let c = conf(
+        &format!("[client]\nkeyfile = {}\n", keyfile.display()),
+        "client.x",
+    );
+    assert_eq!(c.entity_key().unwrap().0, printed("osd.12"));
+    let c = conf("[client.x]\nkey = AQAAAA==\n", "client.x");
+    assert_eq!(c.entity_key().unwrap().0, "AQAAAA==");
+    let c = conf(&format!("[client]\nkeyring = {}\n", k.display()), "client.x");
+    assert_eq!(c.entity_key().unwrap().0, printed("client.x"));
+    let c = conf(&format!("[client]\nkeyring = {}\n", k.display()), "client.nobody");
+    assert!(matches!(c.entity_key(), Err(ConfigError::NoEntry(_))));
     // And the keyring is found through the `keyring` option with metavariables.
     let c = conf(
         &format!(
