@@ -1,3 +1,15 @@
 // SPDX-License-Identifier: LGPL-3.0-or-later
 //! Ceph OSD data types with their exact byte images (src/osd/osd_types.h, 16.2).
 //! Each type lives in its own module; corpus tests in tests/corpus.rs.
+
+pub mod object_info;
+pub mod object_stat;
+pub mod pg_log;
+pub mod snapset;
+pub mod watch_info;
+
+pub use object_info::{ObjectInfo, oi_flag};
+pub use object_stat::ObjectStatSum;
+pub use pg_log::{ObjectCleanRegions, ObjectModDesc, OpReturnItem, PgLogDup, PgLogEntry, log_op};
+pub use snapset::SnapSet;
+pub use watch_info::{ListObject, ObjListWatchResponse, PgNlsResponse, WatchInfo, WatchItem};

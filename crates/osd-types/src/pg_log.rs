@@ -1,0 +1,347 @@
+// SPDX-License-Identifier: LGPL-3.0-or-later
+//! PG log records: `pg_log_entry_t`, `pg_log_dup_t`, `pg_log_op_return_item_t` and the parts they embed
+//! (`ObjectModDesc`, `ObjectCleanRegions`), plus the pgmeta omap key names Ceph stores them under.
+
+use std::collections::BTreeMap;
+
+use bytes::Bytes;
+use denc::{Decode, DecodeError, Decoder, Encode, Encoder, Eversion, HObject, LegacyHeader, OsdReqId, Utime};
+
+use crate::snapset::IntervalSet;
+
+/// `pg_log_entry_t::op`.
+pub mod log_op {
+    pub const MODIFY: i32 = 1;
+    pub const CLONE: i32 = 2;
+    pub const DELETE: i32 = 3;
+    pub const LOST_REVERT: i32 = 5;
+    pub const LOST_DELETE: i32 = 6;
+    pub const LOST_MARK: i32 = 7;
+    pub const PROMOTE: i32 = 8;
+    pub const CLEAN: i32 = 9;
+    pub const ERROR: i32 = 10;
+}
+
+/// `eversion_t::get_key_name()`: `%010u.%020llu`, the pgmeta omap key of a log entry.
+pub fn eversion_key(v: Eversion) -> String {
+    format!("{:010}.{:020}", v.epoch, v.version)
+}
+
+/// The pgmeta omap key of a dup entry (`dup_` + the version's key name).
+pub fn dup_key(v: Eversion) -> String {
+    format!("dup_{}", eversion_key(v))
+}
+
+/// `pg_log_op_return_item_t`: one op's return value and output, kept for dup replies.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct OpReturnItem {
+    pub rval: i32,
+    pub bl: Bytes,
+}
+
+impl Encode for OpReturnItem {
+    fn encode(&self, e: &mut Encoder) {
+        e.i32(self.rval);
+        e.bytes(&self.bl);
+    }
+}
+impl Decode for OpReturnItem {
+    fn decode(d: &mut Decoder) -> Result<Self, DecodeError> {
+        Ok(OpReturnItem {
+            rval: d.i32()?,
+            bl: d.bufferlist()?,
+        })
+    }
+}
+
+/// `ObjectModDesc`: how to roll an entry back (EC pools); replicated pools mark it unrollbackable.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObjectModDesc {
+    pub max_required_version: u8,
+    pub can_local_rollback: bool,
+    pub rollback_info_completed: bool,
+    pub bl: Bytes,
+}
+
+impl Default for ObjectModDesc {
+    fn default() -> Self {
+        ObjectModDesc {
+            max_required_version: 1,
+            can_local_rollback: true,
+            rollback_info_completed: false,
+            bl: Bytes::new(),
+        }
+    }
+}
+
+impl ObjectModDesc {
+    /// `mark_unrollbackable()`.
+    pub fn unrollbackable() -> Self {
+        ObjectModDesc {
+            can_local_rollback: false,
+            ..Default::default()
+        }
+    }
+}
+
+impl Encode for ObjectModDesc {
+    fn encode(&self, e: &mut Encoder) {
+        e.versioned(self.max_required_version, self.max_required_version, |e| {
+            e.bool(self.can_local_rollback);
+            e.bool(self.rollback_info_completed);
+            e.bytes(&self.bl);
+        })
+    }
+}
+impl Decode for ObjectModDesc {
+    fn decode(d: &mut Decoder) -> Result<Self, DecodeError> {
+        d.decode_struct("ObjectModDesc", 2, |h, d| {
+            Ok(ObjectModDesc {
+                max_required_version: h.version,
+                can_local_rollback: d.bool()?,
+                rollback_info_completed: d.bool()?,
+                bl: d.bufferlist()?,
+            })
+        })
+    }
+}
+
+/// `ObjectCleanRegions`: which parts of the object an entry left unmodified (for partial recovery).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObjectCleanRegions {
+    pub clean_offsets: IntervalSet,
+    pub clean_omap: bool,
+    pub new_object: bool,
+}
+
+impl Default for ObjectCleanRegions {
+    fn default() -> Self {
+        ObjectCleanRegions {
+            clean_offsets: BTreeMap::from([(0, u64::MAX)]),
+            clean_omap: true,
+            new_object: false,
+        }
+    }
+}
+
+impl ObjectCleanRegions {
+    /// `mark_fully_dirty()`.
+    pub fn fully_dirty() -> Self {
+        ObjectCleanRegions {
+            clean_offsets: BTreeMap::new(),
+            clean_omap: false,
+            new_object: false,
+        }
+    }
+}
+
+impl Encode for ObjectCleanRegions {
+    fn encode(&self, e: &mut Encoder) {
+        e.versioned(1, 1, |e| {
+            e.encode(&self.clean_offsets);
+            e.bool(self.clean_omap);
+            e.bool(self.new_object);
+        })
+    }
+}
+impl Decode for ObjectCleanRegions {
+    fn decode(d: &mut Decoder) -> Result<Self, DecodeError> {
+        d.decode_struct("ObjectCleanRegions", 1, |_, d| {
+            Ok(ObjectCleanRegions {
+                clean_offsets: d.decode()?,
+                clean_omap: d.bool()?,
+                new_object: d.bool()?,
+            })
+        })
+    }
+}
+
+/// `pg_log_entry_t`.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct PgLogEntry {
+    pub op: i32,
+    pub soid: HObject,
+    pub version: Eversion,
+    pub prior_version: Eversion,
+    pub reverting_to: Eversion,
+    pub user_version: u64,
+    pub reqid: OsdReqId,
+    pub extra_reqids: Vec<(OsdReqId, u64)>,
+    pub extra_reqid_return_codes: BTreeMap<u32, i32>,
+    pub mtime: Utime,
+    pub return_code: i32,
+    pub op_returns: Vec<OpReturnItem>,
+    /// Encoded snap vector (CLONE entries).
+    pub snaps: Bytes,
+    pub mod_desc: ObjectModDesc,
+    pub clean_regions: ObjectCleanRegions,
+}
+
+impl PgLogEntry {
+    pub fn is_error(&self) -> bool {
+        self.op == log_op::ERROR
+    }
+    /// `encode_with_checksum`: the entry as a bufferlist followed by its crc32c (seed 0); the pgmeta omap value.
+    pub fn encode_with_checksum(&self, e: &mut Encoder) {
+        let mut inner = Encoder::new(e.features());
+        self.encode(&mut inner);
+        let b = inner.into_bytes();
+        e.bytes(&b);
+        e.u32(ceph_crc32c(&b));
+    }
+    /// Decode an omap value written by [`PgLogEntry::encode_with_checksum`], verifying the checksum.
+    pub fn decode_with_checksum(d: &mut Decoder) -> Result<Self, DecodeError> {
+        let b = d.bufferlist()?;
+        let crc = d.u32()?;
+        if ceph_crc32c(&b) != crc {
+            return Err(DecodeError::invalid("pg_log_entry_t", "checksum mismatch"));
+        }
+        PgLogEntry::decode_all(b)
+    }
+}
+
+/// crc32c with seed 0 as `bufferlist::crc32c(0)` computes it (Ceph's non-inverted convention).
+fn ceph_crc32c(b: &[u8]) -> u32 {
+    ceph_crc::ceph_crc32c(0, b)
+}
+
+impl Encode for PgLogEntry {
+    fn encode(&self, e: &mut Encoder) {
+        e.versioned(14, 4, |e| {
+            e.i32(self.op);
+            e.encode(&self.soid);
+            e.encode(&self.version);
+            if self.op == log_op::LOST_REVERT {
+                e.encode(&self.reverting_to);
+            } else {
+                e.encode(&self.prior_version);
+            }
+            e.encode(&self.reqid);
+            e.encode(&self.mtime);
+            if self.op == log_op::LOST_REVERT {
+                e.encode(&self.prior_version);
+            }
+            e.bytes(&self.snaps);
+            e.u64(self.user_version);
+            e.encode(&self.mod_desc);
+            e.encode(&self.extra_reqids);
+            if self.op == log_op::ERROR {
+                e.i32(self.return_code);
+            }
+            if !self.extra_reqids.is_empty() {
+                e.encode(&self.extra_reqid_return_codes);
+            }
+            e.encode(&self.clean_regions);
+            if self.op != log_op::ERROR {
+                e.i32(self.return_code);
+            }
+            e.encode(&self.op_returns);
+        })
+    }
+}
+
+impl Decode for PgLogEntry {
+    fn decode(d: &mut Decoder) -> Result<Self, DecodeError> {
+        d.decode_struct_legacy("pg_log_entry_t", 14, LegacyHeader::new(4, 4), |h, d| {
+            let v = h.version;
+            if v < 8 {
+                return Err(DecodeError::TooOld {
+                    type_name: "pg_log_entry_t",
+                    version: v,
+                    oldest: 8,
+                });
+            }
+            let mut x = PgLogEntry {
+                op: d.i32()?,
+                soid: d.decode()?,
+                version: d.decode()?,
+                ..Default::default()
+            };
+            if x.op == log_op::LOST_REVERT {
+                x.reverting_to = d.decode()?;
+            } else {
+                x.prior_version = d.decode()?;
+            }
+            x.reqid = d.decode()?;
+            x.mtime = d.decode()?;
+            if x.op == log_op::LOST_REVERT {
+                x.prior_version = d.decode()?;
+            }
+            x.snaps = d.bufferlist()?;
+            x.user_version = d.u64()?;
+            x.mod_desc = if v >= 9 {
+                d.decode()?
+            } else {
+                ObjectModDesc::unrollbackable()
+            };
+            if v >= 10 {
+                x.extra_reqids = d.decode()?;
+            }
+            if v >= 11 && x.op == log_op::ERROR {
+                x.return_code = d.i32()?;
+            }
+            if v >= 12 && !x.extra_reqids.is_empty() {
+                x.extra_reqid_return_codes = d.decode()?;
+            }
+            x.clean_regions = if v >= 13 {
+                d.decode()?
+            } else {
+                ObjectCleanRegions::fully_dirty()
+            };
+            if v >= 14 {
+                if x.op != log_op::ERROR {
+                    x.return_code = d.i32()?;
+                }
+                x.op_returns = d.decode()?;
+            }
+            Ok(x)
+        })
+    }
+}
+
+/// `pg_log_dup_t`: a reqid remembered after its log entry was trimmed.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct PgLogDup {
+    pub reqid: OsdReqId,
+    pub version: Eversion,
+    pub user_version: u64,
+    pub return_code: i32,
+    pub op_returns: Vec<OpReturnItem>,
+}
+
+impl PgLogDup {
+    pub fn from_entry(e: &PgLogEntry) -> Self {
+        PgLogDup {
+            reqid: e.reqid,
+            version: e.version,
+            user_version: e.user_version,
+            return_code: e.return_code,
+            op_returns: e.op_returns.clone(),
+        }
+    }
+}
+
+impl Encode for PgLogDup {
+    fn encode(&self, e: &mut Encoder) {
+        e.versioned(2, 1, |e| {
+            e.encode(&self.reqid);
+            e.encode(&self.version);
+            e.u64(self.user_version);
+            e.i32(self.return_code);
+            e.encode(&self.op_returns);
+        })
+    }
+}
+impl Decode for PgLogDup {
+    fn decode(d: &mut Decoder) -> Result<Self, DecodeError> {
+        d.decode_struct("pg_log_dup_t", 2, |h, d| {
+            Ok(PgLogDup {
+                reqid: d.decode()?,
+                version: d.decode()?,
+                user_version: d.u64()?,
+                return_code: d.i32()?,
+                op_returns: if h.version >= 2 { d.decode()? } else { Vec::new() },
+            })
+        })
+    }
+}
