@@ -618,12 +618,54 @@ fn decoded_maps_match_decompiled_text() {
             }
         }
     }
+    let mut corpus_mappings = 0;
     for bin in &checked {
         let (devices, buckets, rules) = check_against_decompile(&tool, bin);
         eprintln!(
             "{}: {devices} devices, {buckets} buckets, {rules} rules agree with crushtool -d",
             bin.display()
         );
+        // The corpus maps are small; map them too.
+        let map = load(bin);
+        if bin.starts_with(&corpus) && map.rules.iter().flatten().next().is_some() && map.max_devices > 0 {
+            corpus_mappings += compare(&tool, bin, &map, 3, &[], None).values().sum::<usize>();
+        }
     }
+    eprintln!("corpus maps: {corpus_mappings} mappings identical");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// straw buckets compiled with `straw_calc_version 0` get different straws (the legacy, buggy calculation); the
+/// mapper must use the encoded straws either way.
+#[test]
+fn straw_calc_version_0_maps_match_crushtool() {
+    let Some(tool) = crushtool() else { return };
+    let dir = scratch("straw-v0");
+    let txt = dir.join("v0.txt");
+    std::fs::write(
+        &txt,
+        testdata("mixed.txt").replace("tunable straw_calc_version 1", "tunable straw_calc_version 0"),
+    )
+    .expect("write");
+    let bin = dir.join("v0.bin");
+    run(
+        &tool,
+        &[
+            "-c",
+            txt.to_str().expect("path"),
+            "-o",
+            bin.to_str().expect("path"),
+        ],
+    );
+    let map = load(&bin);
+    assert_eq!(map.tunables.straw_calc_version, 0);
+    let mut counts = BTreeMap::new();
+    for num_rep in [3, 4] {
+        merge(
+            &mut counts,
+            compare(&tool, &bin, &map, num_rep, &[(17, 0.5)], None),
+        );
+    }
+    report("straw_calc_version 0", &counts);
     let _ = std::fs::remove_dir_all(&dir);
 }
