@@ -12,8 +12,8 @@ use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
 use bytes::Bytes;
 use msgr2::auth::{
-    AUTH_METHOD_CEPHX, AUTH_METHOD_NONE, AuthContext, AuthError, AuthNoneServer, AuthRequest, AuthStep,
-    CON_MODE_CRC, CON_MODE_SECURE, ClientAuth, ClientAuthDone, ServerAuth, ServerAuthDone,
+    AUTH_METHOD_CEPHX, AUTH_METHOD_NONE, AuthContext, AuthError, AuthNone, AuthNoneServer, AuthRequest,
+    AuthStep, CON_MODE_CRC, CON_MODE_SECURE, ClientAuth, ClientAuthDone, ServerAuth, ServerAuthDone,
 };
 
 use crate::client::{Authorizer, MonAuthClient};
@@ -55,6 +55,29 @@ fn bad_method(method: u32, result: i32, allowed_methods: &[u32], allowed_modes: 
     }
 }
 
+/// When the peer refuses cephx but allows auth none (`auth_*_required = none`), switch to auth none as Ceph's
+/// clients do; otherwise report why.
+fn fallback_to_none(
+    none: &mut Option<AuthNone>,
+    active: &mut bool,
+    ctx: &AuthContext,
+    method: u32,
+    result: i32,
+    allowed_methods: &[u32],
+    allowed_modes: &[u32],
+) -> Result<AuthRequest, AuthError> {
+    // The method echoed back is not relied on (some acceptors send 0): we only ever try cephx, then none.
+    if !*active
+        && allowed_methods.contains(&AUTH_METHOD_NONE)
+        && !allowed_methods.contains(&AUTH_METHOD_CEPHX)
+        && let Some(n) = none.as_mut()
+    {
+        *active = true;
+        return n.initial_request(ctx);
+    }
+    Err(bad_method(method, result, allowed_methods, allowed_modes))
+}
+
 /// The connector side of a monitor connection.
 pub struct CephxMonClientAuth {
     pub client: Arc<Mutex<MonAuthClient>>,
@@ -62,20 +85,39 @@ pub struct CephxMonClientAuth {
     pub modes: Vec<u32>,
     /// The wall-clock time to stamp ticket expiries with (the core takes no clock of its own).
     pub now: UTime,
+    /// Auth none to fall back to when the monitor allows only that (`None` disables the fallback).
+    pub fallback_none: Option<AuthNone>,
+    using_none: bool,
+    ctx: Option<AuthContext>,
 }
 
 impl CephxMonClientAuth {
     pub fn new(client: Arc<Mutex<MonAuthClient>>, now: UTime) -> Self {
+        let (name, global_id) = {
+            let c = client.lock().unwrap_or_else(PoisonError::into_inner);
+            (c.name().clone(), c.global_id())
+        };
         CephxMonClientAuth {
             client,
             modes: vec![CON_MODE_SECURE, CON_MODE_CRC],
             now,
+            fallback_none: Some(AuthNone::new(
+                msgr2::EntityName {
+                    ty: name.ty,
+                    id: name.id,
+                },
+                global_id,
+            )),
+            using_none: false,
+            ctx: None,
         }
     }
 }
 
 impl ClientAuth for CephxMonClientAuth {
-    fn initial_request(&mut self, _ctx: &AuthContext) -> Result<AuthRequest, AuthError> {
+    fn initial_request(&mut self, ctx: &AuthContext) -> Result<AuthRequest, AuthError> {
+        self.ctx = Some(ctx.clone());
+        self.using_none = false;
         let mut c = self.client.lock().unwrap_or_else(PoisonError::into_inner);
         Ok(AuthRequest {
             method: AUTH_METHOD_CEPHX,
@@ -85,6 +127,9 @@ impl ClientAuth for CephxMonClientAuth {
     }
 
     fn handle_reply_more(&mut self, payload: Bytes) -> Result<Bytes, AuthError> {
+        if self.using_none {
+            return Err(AuthError::Protocol("auth none has no second round".into()));
+        }
         let mut c = self.client.lock().unwrap_or_else(PoisonError::into_inner);
         c.handle_reply_more(&payload).map_err(to_auth_error)
     }
@@ -92,9 +137,14 @@ impl ClientAuth for CephxMonClientAuth {
     fn handle_done(
         &mut self,
         global_id: u64,
-        _con_mode: u32,
+        con_mode: u32,
         payload: Bytes,
     ) -> Result<ClientAuthDone, AuthError> {
+        if self.using_none
+            && let Some(n) = self.fallback_none.as_mut()
+        {
+            return n.handle_done(global_id, con_mode, payload);
+        }
         let mut c = self.client.lock().unwrap_or_else(PoisonError::into_inner);
         let s = c
             .handle_done(global_id, &payload, self.now)
@@ -112,7 +162,19 @@ impl ClientAuth for CephxMonClientAuth {
         allowed_methods: &[u32],
         allowed_modes: &[u32],
     ) -> Result<AuthRequest, AuthError> {
-        Err(bad_method(method, result, allowed_methods, allowed_modes))
+        let ctx = self
+            .ctx
+            .clone()
+            .ok_or_else(|| AuthError::Protocol("AUTH_BAD_METHOD before a request".into()))?;
+        fallback_to_none(
+            &mut self.fallback_none,
+            &mut self.using_none,
+            &ctx,
+            method,
+            result,
+            allowed_methods,
+            allowed_modes,
+        )
     }
 }
 
@@ -121,6 +183,10 @@ pub struct CephxAuthorizerClientAuth {
     pub authorizer: Authorizer,
     /// Pacific's `ms_client_mode` / `ms_cluster_mode` default: crc, secure.
     pub modes: Vec<u32>,
+    /// Auth none to fall back to when the daemon allows only that; set it with the principal's name.
+    pub fallback_none: Option<AuthNone>,
+    using_none: bool,
+    ctx: Option<AuthContext>,
 }
 
 impl CephxAuthorizerClientAuth {
@@ -128,12 +194,17 @@ impl CephxAuthorizerClientAuth {
         CephxAuthorizerClientAuth {
             authorizer,
             modes: vec![CON_MODE_CRC, CON_MODE_SECURE],
+            fallback_none: None,
+            using_none: false,
+            ctx: None,
         }
     }
 }
 
 impl ClientAuth for CephxAuthorizerClientAuth {
-    fn initial_request(&mut self, _ctx: &AuthContext) -> Result<AuthRequest, AuthError> {
+    fn initial_request(&mut self, ctx: &AuthContext) -> Result<AuthRequest, AuthError> {
+        self.ctx = Some(ctx.clone());
+        self.using_none = false;
         Ok(AuthRequest {
             method: AUTH_METHOD_CEPHX,
             preferred_modes: self.modes.clone(),
@@ -142,15 +213,23 @@ impl ClientAuth for CephxAuthorizerClientAuth {
     }
 
     fn handle_reply_more(&mut self, payload: Bytes) -> Result<Bytes, AuthError> {
+        if self.using_none {
+            return Err(AuthError::Protocol("auth none has no second round".into()));
+        }
         self.authorizer.add_challenge(&payload).map_err(to_auth_error)
     }
 
     fn handle_done(
         &mut self,
-        _global_id: u64,
-        _con_mode: u32,
+        global_id: u64,
+        con_mode: u32,
         payload: Bytes,
     ) -> Result<ClientAuthDone, AuthError> {
+        if self.using_none
+            && let Some(n) = self.fallback_none.as_mut()
+        {
+            return n.handle_done(global_id, con_mode, payload);
+        }
         let connection_secret = self.authorizer.verify_reply(&payload).map_err(to_auth_error)?;
         Ok(ClientAuthDone {
             session_key: self.authorizer.session_key.secret.clone(),
@@ -165,7 +244,19 @@ impl ClientAuth for CephxAuthorizerClientAuth {
         allowed_methods: &[u32],
         allowed_modes: &[u32],
     ) -> Result<AuthRequest, AuthError> {
-        Err(bad_method(method, result, allowed_methods, allowed_modes))
+        let ctx = self
+            .ctx
+            .clone()
+            .ok_or_else(|| AuthError::Protocol("AUTH_BAD_METHOD before a request".into()))?;
+        fallback_to_none(
+            &mut self.fallback_none,
+            &mut self.using_none,
+            &ctx,
+            method,
+            result,
+            allowed_methods,
+            allowed_modes,
+        )
     }
 }
 

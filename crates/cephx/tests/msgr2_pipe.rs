@@ -190,3 +190,30 @@ fn forged_authorizer_is_refused_and_none_only_when_allowed() {
     pump(&mut c, &mut s, now);
     assert!(c.is_ready() && s.is_ready(), "{}", c.state_name());
 }
+
+#[test]
+fn falls_back_to_auth_none_when_the_daemon_allows_only_none() {
+    let w = world();
+    let now = Instant::now();
+    let mut auth = CephxAuthorizerClientAuth::new(w.client.build_authorizer(ENTITY_TYPE_OSD).unwrap());
+    auth.fallback_none = Some(AuthNone::new(
+        msgr2::EntityName::new(msgr2::types::ENTITY_TYPE_CLIENT, "admin"),
+        4101,
+    ));
+    let mut ccfg = Config::new(msgr2::types::ENTITY_TYPE_CLIENT, 4101);
+    ccfg.my_addrs = AddrVec::one(EntityAddr::msgr2("127.0.0.1:0".parse().unwrap(), 9));
+    let mut c = Connection::connector(ccfg, Box::new(auth), addr(), msgr2::types::ENTITY_TYPE_OSD, now);
+    let mut server = CephxServerAuth::new(Arc::new(AwsLcProvider), w.osd_keys.clone());
+    server.methods = vec![AUTH_METHOD_NONE];
+    let mut scfg = Config::new(msgr2::types::ENTITY_TYPE_OSD, 0);
+    scfg.my_addrs = AddrVec::one(addr());
+    let mut s = Connection::acceptor(scfg, Box::new(server), now);
+    pump(&mut c, &mut s, now);
+    assert!(
+        c.is_ready() && s.is_ready(),
+        "{} {:?}",
+        c.state_name(),
+        events(&mut c)
+    );
+    assert_eq!(c.peer().unwrap().con_mode, CON_MODE_CRC);
+}
