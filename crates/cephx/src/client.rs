@@ -266,6 +266,32 @@ impl MonAuthClient {
         r.secrets.len() < 3 || r.current().is_none_or(|(_, k)| k.expiration <= cutoff)
     }
 
+    /// The cephx payloads to send to the monitor now (each in its own MAuth): rotating keys when due (daemons),
+    /// then service tickets when due. Empty before authentication.
+    pub fn due_requests(&self, now: UTime) -> Result<Vec<Bytes>, CephxError> {
+        let mut out = Vec::new();
+        if !self.is_authenticated() {
+            return Ok(out);
+        }
+        if self.rotating_keys_due(now) {
+            out.push(self.build_rotating_request());
+        }
+        if let Some(r) = self.build_ticket_request(now)? {
+            out.push(r);
+        }
+        Ok(out)
+    }
+
+    /// The keys a daemon needs to verify authorizers for its own service (its rotating secrets and its own key).
+    pub fn service_keys(&self) -> Option<crate::service::ServiceKeys> {
+        let rotating = self.rotating.clone()?;
+        Some(crate::service::ServiceKeys {
+            service_id: self.name.ty,
+            rotating,
+            own: Some((self.name.clone(), self.secret.clone())),
+        })
+    }
+
     /// The rotating secrets fetched with CEPHX_GET_ROTATING_KEY (daemons only).
     pub fn rotating_secrets(&self) -> Option<&RotatingSecrets> {
         self.rotating.as_ref()

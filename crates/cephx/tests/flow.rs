@@ -173,9 +173,13 @@ fn osd_daemon(mon: &mut MonAuthServer, osd_key: &CryptoKey) -> Daemon {
     );
     let (_, conn) = authenticate(mon, &mut c, 64).unwrap();
     assert!(c.needs_rotating_keys() && c.rotating_keys_due(NOW));
-    let reply = mon
-        .handle_request(&conn, &c.build_rotating_request(), NOW)
-        .unwrap();
+    let due = c.due_requests(NOW).unwrap();
+    assert_eq!(
+        due,
+        vec![c.build_rotating_request()],
+        "a fresh daemon wants its rotating keys; tickets are fresh"
+    );
+    let reply = mon.handle_request(&conn, &due[0], NOW).unwrap();
     assert_eq!(
         c.handle_response(0, &reply, NOW).unwrap(),
         ResponseKind::RotatingKeys
@@ -185,14 +189,13 @@ fn osd_daemon(mon: &mut MonAuthServer, osd_key: &CryptoKey) -> Daemon {
     assert!(c.rotating_keys_due(UTime::new(NOW.sec + 7200 + 31, 0)));
     let rotating = c.rotating_secrets().unwrap().clone();
     assert_eq!(rotating.secrets.len(), 3);
-    Daemon {
-        client: c,
-        keys: service::ServiceKeys {
-            service_id: ENTITY_TYPE_OSD,
-            rotating,
-            own: None,
-        },
-    }
+    assert!(c.due_requests(NOW).unwrap().is_empty());
+    let keys = c.service_keys().unwrap();
+    assert_eq!(
+        (keys.service_id, keys.rotating.secrets.len()),
+        (ENTITY_TYPE_OSD, rotating.secrets.len())
+    );
+    Daemon { client: c, keys }
 }
 
 #[test]
