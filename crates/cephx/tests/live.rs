@@ -336,3 +336,29 @@ fn osd_accepts_our_authorizer(cluster: &Cluster) {
         d.conn.close();
     }
 }
+
+/// `auth_*_required = none`: the monitor refuses cephx and our client falls back to auth none (crc mode).
+#[test]
+fn live_auth_none_cluster() {
+    let spec = ClusterSpec::default()
+        .conf("global", "auth cluster required", "none")
+        .conf("global", "auth service required", "none")
+        .conf("global", "auth client required", "none");
+    let Some(cluster) = testcluster::start_or_skip(spec) else {
+        return;
+    };
+    let key = CryptoKey::generate(&AwsLcProvider, now_utime());
+    let (d, client) = connect(
+        cluster.mon_addr(),
+        "client.admin",
+        key,
+        ENTITY_TYPE_MON,
+        vec![CON_MODE_SECURE, CON_MODE_CRC],
+    );
+    assert!(d.conn.is_ready(), "{} {:?}", d.conn.state_name(), d.events);
+    assert_eq!(d.conn.peer().unwrap().con_mode, CON_MODE_CRC);
+    assert!(
+        !client.lock().unwrap().is_authenticated(),
+        "no cephx session: auth none was used"
+    );
+}
