@@ -129,7 +129,7 @@ impl UringDevice {
             file.set_len(sz)?;
         }
         let size = file.seek(SeekFrom::End(0))?;
-        let ring = IoUring::builder().setup_single_issuer().build(opts.queue_depth)?;
+        let ring = IoUring::builder().setup_single_issuer().setup_coop_taskrun().build(opts.queue_depth)?;
         Ok(UringDevice {
             ring,
             file,

@@ -296,6 +296,16 @@ fn drive(
     }
     let cpu = cpu_seconds() - cpu0;
     let dev1 = s.device_stats();
+    if std::env::var("FERRO_BENCH_DEBUG").is_ok() {
+        eprintln!(
+            "ops {ops} device reads {} writes {} flushes {} tree {:?} store {:?}",
+            dev1.reads - dev0.reads,
+            dev1.writes - dev0.writes,
+            dev1.flushes - dev0.flushes,
+            s.tree_stats(),
+            s.stats
+        );
+    }
     lat.sort_unstable();
     Ok(Result1 {
         iops: ops as f64 / elapsed,
