@@ -108,6 +108,8 @@ pub struct Config {
 
 /// Depth limit for `$option` references (Ceph stops at a fixed depth too; this also breaks cycles).
 const MAX_EXPANSION_DEPTH: usize = 16;
+/// Bound on substitutions per lookup, so `a = $a$a$a…` cannot blow up exponentially.
+const MAX_EXPANSIONS: usize = 1000;
 
 impl Config {
     /// `name` is `TYPE.ID` (`client.admin`, `osd.3`, `mon.a`).
@@ -154,15 +156,16 @@ impl Config {
 
     /// The value of an option with metavariables expanded.
     pub fn get(&self, key: &str) -> Option<String> {
-        self.get_raw(key).map(|v| self.expand(&v, 0))
+        self.get_raw(key)
+            .map(|v| self.expand(&v, 0, &mut MAX_EXPANSIONS.clone()))
     }
 
     /// Expand `$cluster`, `$type`, `$id`, `$name`, `$host` and `$option` / `${option}` in `value`.
     pub fn expand_meta(&self, value: &str) -> String {
-        self.expand(value, 0)
+        self.expand(value, 0, &mut MAX_EXPANSIONS.clone())
     }
 
-    fn expand(&self, value: &str, depth: usize) -> String {
+    fn expand(&self, value: &str, depth: usize, budget: &mut usize) -> String {
         let mut out = String::with_capacity(value.len());
         let mut rest = value;
         while let Some(pos) = rest.find('$') {
@@ -179,7 +182,13 @@ impl Config {
                     .unwrap_or(after.len());
                 (&after[..end], end)
             };
-            match (!var.is_empty()).then(|| self.meta_value(var, depth)).flatten() {
+            match (!var.is_empty() && *budget > 0)
+                .then(|| {
+                    *budget -= 1;
+                    self.meta_value(var, depth, budget)
+                })
+                .flatten()
+            {
                 Some(v) => {
                     out.push_str(&v);
                     rest = &after[consumed..];
@@ -194,7 +203,7 @@ impl Config {
         out
     }
 
-    fn meta_value(&self, var: &str, depth: usize) -> Option<String> {
+    fn meta_value(&self, var: &str, depth: usize, budget: &mut usize) -> Option<String> {
         Some(match var {
             "cluster" => self.cluster.clone(),
             "type" => self.entity_type.clone(),
@@ -203,7 +212,7 @@ impl Config {
             "host" => self.host.clone(),
             _ if depth < MAX_EXPANSION_DEPTH => {
                 let raw = self.get_raw(var)?;
-                self.expand(&raw, depth + 1)
+                self.expand(&raw, depth + 1, budget)
             }
             _ => return None,
         })

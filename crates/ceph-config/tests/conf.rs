@@ -76,6 +76,8 @@ fn section_order_and_metavariables() {
     );
     assert_eq!(osd.get("keyring").as_deref(), Some("/x/ceph-3/keyring"));
     assert!(osd.get("loop").is_some(), "self-reference terminates");
+    let bomb = conf(&format!("[global]\na = {}\n", "$a".repeat(50)), "osd.1");
+    assert!(bomb.get("a").is_some(), "exponential self-reference is bounded");
     let client = conf(text, "client.admin");
     assert_eq!(
         client.keyring_search_paths(),
