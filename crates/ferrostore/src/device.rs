@@ -39,6 +39,10 @@ pub trait Device {
     fn wait(&mut self, out: &mut Vec<Completion>);
     fn in_flight(&self) -> usize;
     fn stats(&self) -> DeviceStats;
+    /// Smallest IO unit (offset and length granularity); log records are padded to at least this.
+    fn logical_block_size(&self) -> u64 {
+        512
+    }
     /// Writes are durable on completion (FUA / RWF_DSYNC): flushes are then no-ops.
     fn writes_are_durable(&self) -> bool {
         false

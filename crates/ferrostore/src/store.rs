@@ -349,7 +349,9 @@ impl<D: Device> Store<D> {
                 "superblock does not match device header".into(),
             ));
         }
-        let cfg_align = cfg.log_align.max(512);
+        // Records are padded to the configured alignment, never below the device's logical block size.
+        let lbs = io.dev.logical_block_size().clamp(512, 4096);
+        let cfg_align = cfg.log_align.clamp(lbs, 4096).next_power_of_two();
         let mut st = Store {
             tree: Tree::open(sb.root_block, cfg.node_cache_nodes),
             alloc: Allocator::from_used(sb.data_first_block, sb.data_blocks, vec![])?,
@@ -379,6 +381,10 @@ impl<D: Device> Store<D> {
             sb,
         };
         st.replay()?;
+        st.log_head = st.log_head.div_ceil(st.cfg.log_align) * st.cfg.log_align;
+        if st.log_head >= st.sb.log_len {
+            st.log_head = 0;
+        }
         st.rebuild_allocator()?;
         st.sb.log_epoch = st.sb.log_epoch.wrapping_add(1);
         st.checkpoint()?;
@@ -425,7 +431,8 @@ impl<D: Device> Store<D> {
     }
 
     fn try_record_at(&mut self, pos: u64, expect: u64) -> Result<Option<(LogRecord, u64)>> {
-        let align = self.cfg.log_align;
+        // The writer may have used another alignment (config change): read and check at device granularity.
+        let align = self.io.dev.logical_block_size().clamp(512, 4096);
         if pos + align > self.sb.log_len {
             return Ok(None);
         }

@@ -12,7 +12,7 @@ use io_uring::{IoUring, opcode, types};
 use std::alloc::Layout;
 use std::fs::{File, OpenOptions};
 use std::io::{Seek, SeekFrom};
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::os::unix::io::AsRawFd;
 use std::path::Path;
 
@@ -109,6 +109,7 @@ pub struct UringDevice {
     unsubmitted: usize,
     stats: DeviceStats,
     opts: UringOptions,
+    logical_block: u64,
 }
 
 impl UringDevice {
@@ -129,7 +130,18 @@ impl UringDevice {
             file.set_len(sz)?;
         }
         let size = file.seek(SeekFrom::End(0))?;
-        let ring = IoUring::builder().setup_single_issuer().setup_coop_taskrun().build(opts.queue_depth)?;
+        let mut lbs = 512u64;
+        if file.metadata()?.file_type().is_block_device() {
+            let mut v: libc::c_int = 0;
+            // SAFETY: BLKSSZGET writes one int through the pointer we pass.
+            if unsafe { libc::ioctl(file.as_raw_fd(), libc::BLKSSZGET, &mut v) } == 0 && v > 0 {
+                lbs = v as u64;
+            }
+        }
+        let ring = IoUring::builder()
+            .setup_single_issuer()
+            .setup_coop_taskrun()
+            .build(opts.queue_depth)?;
         Ok(UringDevice {
             ring,
             file,
@@ -141,6 +153,7 @@ impl UringDevice {
             unsubmitted: 0,
             stats: DeviceStats::default(),
             opts,
+            logical_block: lbs,
         })
     }
 
@@ -378,5 +391,9 @@ impl Device for UringDevice {
 
     fn writes_are_durable(&self) -> bool {
         self.opts.dsync_writes
+    }
+
+    fn logical_block_size(&self) -> u64 {
+        self.logical_block
     }
 }
