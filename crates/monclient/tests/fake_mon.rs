@@ -565,3 +565,30 @@ fn without_an_fsid_commands_wait_for_the_monmap() {
     assert_eq!(cmds[0].1.tid, tid);
     assert_eq!(MMonCommand::from_message(&cmds[0].1).unwrap().fsid, fsid);
 }
+
+mod hostile {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Whatever a (broken or hostile) monitor sends, the core neither panics nor loses its session state.
+        #[test]
+        fn arbitrary_messages_never_panic(msgs in proptest::collection::vec(
+            (prop::sample::select(vec![4u16, 16, 18, 20, 41, 51, 62, 0x704, 999]), 0u16..6, 0u64..4,
+             proptest::collection::vec(any::<u8>(), 0..80)), 1..20)) {
+            let t0 = Instant::now();
+            let (mut c, conn, _) = connected(3, t0);
+            let tid = c.send_command(vec!["{}".into()], Bytes::new(), t0).unwrap();
+            for (ty, version, mtid, front) in msgs {
+                let m = Message { msg_type: ty, version, compat_version: 1, priority: 127, tid: mtid, front: Bytes::from(front), middle: Bytes::new(), data: Bytes::new() };
+                c.handle_message(conn, &m, t0);
+            }
+            prop_assert!(c.is_connected());
+            // A well-formed ack still completes the command afterwards (unless a random ack already did).
+            let ack = MMonCommandAck { paxos: PaxosHeader::default(), r: 0, rs: String::new(), cmd: vec![], outbl: Bytes::new() };
+            c.handle_message(conn, &ack.to_message(0).with_tid(tid), t0);
+            let done = std::iter::from_fn(|| c.poll_event()).filter(|e| matches!(e, Event::CommandDone { tid: t, .. } if *t == tid)).count();
+            prop_assert_eq!(done, 1);
+        }
+    }
+}
