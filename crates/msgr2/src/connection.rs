@@ -282,6 +282,8 @@ struct Transport {
     pre_auth_tx_done: Option<BytesMut>,
     peer_type: u8,
     session_key: Bytes,
+    /// Acceptor: the method of the connector\'s last AUTH_REQUEST (echoed in AUTH_BAD_METHOD).
+    auth_method: u32,
     con_mode: u32,
     global_id: u64,
     auth_name: Option<EntityName>,
@@ -308,6 +310,7 @@ impl Transport {
             pre_auth_tx_done: None,
             peer_type: 0,
             session_key: Bytes::new(),
+            auth_method: 0,
             con_mode: CON_MODE_CRC,
             global_id: 0,
             auth_name: None,
@@ -1076,6 +1079,7 @@ impl Connection {
                 },
             ) => {
                 let ctx = self.auth_ctx();
+                self.t.auth_method = method;
                 let step = self
                     .server_auth_mut()?
                     .handle_request(&ctx, method, &preferred_modes, payload)?;
@@ -1150,7 +1154,7 @@ impl Connection {
                 allowed_methods,
                 allowed_modes,
             } => self.send_control(&Control::AuthBadMethod {
-                method: 0,
+                method: self.t.auth_method,
                 result,
                 allowed_methods,
                 allowed_modes,
