@@ -176,6 +176,14 @@ impl<M: OsdMapLike> BlockingMonClient<M> {
             .ok_or(BlockingError::Timeout(timeout, "waiting for a version reply"))
     }
 
+    /// Send any message to the monitor (see [`MonClient::send_message`]); replies arrive as
+    /// [`Event::Message`] through [`BlockingMonClient::poll_event`].
+    pub fn send_message(&mut self, msg: ceph_msgs::Message) -> Result<(), BlockingError> {
+        self.core.send_message(msg)?;
+        self.process_outputs(Instant::now());
+        Ok(())
+    }
+
     /// Subscribe (see [`MonClient::want`]).
     pub fn want(&mut self, what: &str, start: u64, flags: u8) {
         self.core.want(what, start, flags);

@@ -156,6 +156,8 @@ pub enum Event {
         version: u64,
         oldest: u64,
     },
+    /// Any other message from the monitor (MAuthReply, MOSDPGCreate2, MLogAck, ...), for the owner to handle.
+    Message(Message),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -164,6 +166,8 @@ pub enum MonClientError {
     Busy(usize),
     #[error("no monitors to connect to")]
     NoMonitors,
+    #[error("too many messages waiting for a monitor session (limit {0})")]
+    QueueFull(usize),
 }
 
 #[derive(Debug)]
@@ -209,6 +213,8 @@ pub struct MonClient<M: OsdMapLike> {
     osdmap: Option<M>,
     commands: BTreeMap<u64, PendingCommand>,
     versions: BTreeMap<u64, String>,
+    /// Messages waiting for a session ([`MonClient::send_message`]).
+    outbox: VecDeque<Message>,
     next_tid: u64,
     outputs: VecDeque<Output>,
     events: VecDeque<Event>,
@@ -236,6 +242,7 @@ impl<M: OsdMapLike> MonClient<M> {
             osdmap: None,
             commands: BTreeMap::new(),
             versions: BTreeMap::new(),
+            outbox: VecDeque::new(),
             next_tid: 1,
             outputs: VecDeque::new(),
             events: VecDeque::new(),
@@ -388,6 +395,26 @@ impl<M: OsdMapLike> MonClient<M> {
         for h in handles {
             self.send_version_msg(conn, h);
         }
+        // Messages that waited for a session (MOSDBoot, MAuth, ...) go after the subscriptions, as Ceph's
+        // MonClient sends its `waiting_for_session` queue.
+        while let Some(msg) = self.outbox.pop_front() {
+            self.outputs.push_back(Output::Send { conn, msg });
+        }
+    }
+
+    /// Send an arbitrary message to the monitor: now if a session exists, else when the next one is established
+    /// (at most `max_pending` wait). Messages sent on a session that then fails are not resent: mon sessions are
+    /// lossy, as in Ceph; owners resend what they still need (e.g. a boot message) on `SessionEstablished`.
+    pub fn send_message(&mut self, msg: Message) -> Result<(), MonClientError> {
+        if let State::Connected { conn, .. } = self.state {
+            self.outputs.push_back(Output::Send { conn, msg });
+            return Ok(());
+        }
+        if self.outbox.len() >= self.cfg.max_pending {
+            return Err(MonClientError::QueueFull(self.cfg.max_pending));
+        }
+        self.outbox.push_back(msg);
+        Ok(())
     }
 
     /// The handshake or auth on `conn` failed.
@@ -518,7 +545,10 @@ impl<M: OsdMapLike> MonClient<M> {
                     });
                 }
             }
-            MonIncoming::SubscribeAck(_) | MonIncoming::AuthReply(_) | MonIncoming::Other(_) => {}
+            MonIncoming::SubscribeAck(_) => {}
+            MonIncoming::AuthReply(_) | MonIncoming::Other(_) => {
+                self.events.push_back(Event::Message(msg.clone()))
+            }
         }
     }
 

@@ -592,3 +592,53 @@ mod hostile {
         }
     }
 }
+
+#[test]
+fn raw_messages_wait_for_a_session_and_unknown_replies_are_passed_on() {
+    let t0 = Instant::now();
+    let mut c = MonClient::<FakeMap>::new(cfg(), targets(1), 1);
+    let boot = Message {
+        msg_type: 71,
+        version: 7,
+        compat_version: 7,
+        priority: 127,
+        ..Message::default()
+    };
+    c.send_message(boot.clone()).unwrap();
+    c.start(t0).unwrap();
+    let (o, _) = drain(&mut c);
+    assert!(sent(&o).is_empty());
+    let conn = connects(&o)[0].0;
+    c.handle_connected(conn, t0);
+    let (o, _) = drain(&mut c);
+    let types: Vec<u16> = sent(&o).iter().map(|(_, m)| m.msg_type).collect();
+    assert_eq!(
+        types,
+        [msg_type::MON_SUBSCRIBE, 71],
+        "subscriptions first, then the queued message"
+    );
+    // Connected: sent at once.
+    c.send_message(boot.clone()).unwrap();
+    assert_eq!(sent(&drain(&mut c).0).len(), 1);
+    // An MAuthReply and an unknown type reach the owner.
+    let reply = MAuthReply {
+        protocol: 2,
+        result: 0,
+        global_id: 9,
+        result_bl: Bytes::new(),
+        result_msg: String::new(),
+    };
+    c.handle_message(conn, &reply.to_message(0), t0);
+    c.handle_message(
+        conn,
+        &Message {
+            msg_type: 120,
+            ..Message::default()
+        },
+        t0,
+    );
+    let (_, e) = drain(&mut c);
+    assert!(
+        matches!(&e[..], [Event::Message(a), Event::Message(b)] if a.msg_type == 18 && b.msg_type == 120)
+    );
+}
