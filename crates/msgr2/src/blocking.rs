@@ -85,7 +85,10 @@ impl BlockingConnection {
         let start = Instant::now();
         stream.set_nodelay(true)?;
         cfg.auto_accept = true;
-        let conn = Connection::acceptor(cfg, auth, Instant::now());
+        let mut conn = Connection::acceptor(cfg, auth, Instant::now());
+        if let Ok(peer) = stream.peer_addr() {
+            conn.set_peer_socket_addr(peer);
+        }
         let mut c = BlockingConnection::new(conn, stream);
         c.wait_ready(start + timeout)?;
         Ok(c)

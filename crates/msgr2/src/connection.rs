@@ -426,6 +426,8 @@ pub struct Connection {
     /// Connector: the address we dialled and the entity type we expect there.
     target_addr: EntityAddr,
     target_type: u8,
+    /// Acceptor: the peer's socket address, told to the peer in HELLO (Ceph clients refuse a blank one).
+    peer_socket_addr: EntityAddr,
     events: VecDeque<Event>,
     cookie_counter: u64,
     keepalive_due: Option<Instant>,
@@ -492,6 +494,7 @@ impl Connection {
             server_auth: None,
             target_addr: EntityAddr::default(),
             target_type: 0,
+            peer_socket_addr: EntityAddr::default(),
             events: VecDeque::new(),
             cookie_counter: 0,
             keepalive_due: None,
@@ -510,6 +513,12 @@ impl Connection {
         }
         .encode();
         self.push_out(banner);
+    }
+
+    /// Acceptor: the address the accepted socket's peer connects from. Sent in our HELLO as Ceph does (type
+    /// msgr2, nonce 0); Ceph clients learn their own address from it and abort on a blank one.
+    pub fn set_peer_socket_addr(&mut self, addr: std::net::SocketAddr) {
+        self.peer_socket_addr = EntityAddr::msgr2(addr, 0);
     }
 
     pub fn role(&self) -> Role {
@@ -919,7 +928,7 @@ impl Connection {
         // HELLO: our entity type and the address we see for the peer.
         let peer_addr = match self.role {
             Role::Connector => self.target_addr,
-            Role::Acceptor => EntityAddr::default(),
+            Role::Acceptor => self.peer_socket_addr,
         };
         self.t.state = State::Hello;
         self.send_control(&Control::Hello {
