@@ -181,6 +181,21 @@ pub enum Event {
     Writable,
 }
 
+/// Counters of one connection (all transports of its session).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Stats {
+    pub messages_sent: u64,
+    pub messages_received: u64,
+    /// Messages written again after a reconnect because the peer had not acknowledged them.
+    pub messages_resent: u64,
+    /// Received messages dropped because they were already delivered (replay overlap).
+    pub duplicates_dropped: u64,
+    pub bytes_in: u64,
+    pub bytes_out: u64,
+    pub faults: u64,
+    pub resumes: u64,
+}
+
 /// Who the peer is, once the session is established.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PeerInfo {
@@ -434,6 +449,7 @@ pub struct Connection {
     /// Our KEEPALIVE2 stamps count from this instant.
     epoch: Instant,
     last_keepalive_ack: Option<Instant>,
+    stats: Stats,
 }
 
 impl std::fmt::Debug for Connection {
@@ -500,6 +516,7 @@ impl Connection {
             keepalive_due: None,
             epoch: now,
             last_keepalive_ack: None,
+            stats: Stats::default(),
         }
     }
 
@@ -569,6 +586,10 @@ impl Connection {
         self.s.out_seq
     }
 
+    pub fn stats(&self) -> Stats {
+        self.stats
+    }
+
     pub fn last_keepalive_ack(&self) -> Option<Instant> {
         self.last_keepalive_ack
     }
@@ -613,7 +634,11 @@ impl Connection {
         if self.t.out.is_empty() {
             self.fill_output();
         }
-        self.t.out.pop_front()
+        let b = self.t.out.pop_front();
+        if let Some(b) = &b {
+            self.stats.bytes_out += b.len() as u64;
+        }
+        b
     }
 
     /// Move every buffer ready to write into `out` (for one vectored write).
@@ -639,7 +664,10 @@ impl Connection {
             if m.seq == 0 {
                 self.s.out_seq += 1;
                 m.seq = self.s.out_seq;
+            } else {
+                self.stats.messages_resent += 1;
             }
+            self.stats.messages_sent += 1;
             m.ack_seq = self.s.in_seq;
             self.s.acked_in_seq = self.s.in_seq;
             let segs = m.segments();
@@ -815,6 +843,7 @@ impl Connection {
             self.close_with(error);
             return;
         }
+        self.stats.faults += 1;
         // Lossless (or a connector still establishing): keep the session, drop the transport.
         self.s.requeue_sent();
         self.t.decoder.reset();
@@ -856,6 +885,7 @@ impl Connection {
             return Err(ConnError::InvalidState(self.t.state.name()));
         }
         self.t.last_rx = Some(now);
+        self.stats.bytes_in += data.len() as u64;
         self.t.decoder.push(data);
         match self.process(now) {
             Ok(()) => Ok(()),
@@ -1342,6 +1372,9 @@ impl Connection {
     }
 
     fn become_ready(&mut self, now: Instant, resumed: bool) {
+        if resumed {
+            self.stats.resumes += 1;
+        }
         self.t.state = State::Ready;
         self.s.established = true;
         let peer = PeerInfo {
@@ -1377,9 +1410,11 @@ impl Connection {
         if m.seq <= self.s.in_seq {
             // Already delivered before a reconnect: the replay overlapped. Dropping it is what makes delivery
             // exactly-once.
+            self.stats.duplicates_dropped += 1;
             return Ok(());
         }
         self.s.in_seq = m.seq;
+        self.stats.messages_received += 1;
         self.events.push_back(Event::Message(m));
         if self.s.in_seq.saturating_sub(self.s.acked_in_seq) >= self.cfg.ack_every.max(1)
             && self.s.queue.is_empty()

@@ -25,5 +25,5 @@ pub mod testing;
 
 pub use connection::{
     AcceptDecision, AcceptRequest, Config, ConnError, Connection, Event, PeerInfo, SendError, SendErrorKind,
-    TakeOver,
+    Stats, TakeOver,
 };

@@ -295,7 +295,7 @@ fn idle_timeout_faults() {
 /// Lossless session under random breaks: both sides stream messages; the pipe breaks at random points, in-flight
 /// bytes are lost; the client reconnects, and the server's owner hands the new socket to the existing connection
 /// (`take_over`). Every message must arrive exactly once, in order.
-fn reconnect_run(mode: Mode, seed: u64) -> usize {
+fn reconnect_run(mode: Mode, seed: u64) -> (usize, u64, u64) {
     let now = Instant::now();
     let mut rng = Rng(seed | 1);
     let mut c = client(mode, false, now);
@@ -395,29 +395,46 @@ fn reconnect_run(mode: Mode, seed: u64) -> usize {
     let want: Vec<u64> = (1..=total).collect();
     assert_eq!(got_s, want, "server side received (seed {seed})");
     assert_eq!(got_c, want, "client side received (seed {seed})");
-    breaks
+    let (cs, ss) = (c.stats(), srv.stats());
+    assert_eq!(cs.messages_received, total);
+    assert_eq!(ss.messages_received, total);
+    (
+        breaks,
+        cs.messages_resent + ss.messages_resent,
+        cs.duplicates_dropped + ss.duplicates_dropped,
+    )
 }
 
 #[test]
 fn reconnect_replays_without_loss_or_duplicates_crc() {
-    let breaks: usize = (1..=12)
+    let runs: Vec<_> = (1..=12)
         .map(|seed| reconnect_run(Mode::CrcNone, seed * 7919))
-        .sum();
+        .collect();
+    let breaks: usize = runs.iter().map(|r| r.0).sum();
+    let resent: u64 = runs.iter().map(|r| r.1).sum();
+    let dups: u64 = runs.iter().map(|r| r.2).sum();
+    eprintln!("{breaks} breaks, {resent} messages resent, {dups} duplicates dropped");
     assert!(
         breaks >= 12,
         "the runs must actually break the pipe ({breaks} breaks)"
     );
+    assert!(resent > 0, "some unacknowledged messages must have been replayed");
 }
 
 #[test]
 fn reconnect_replays_without_loss_or_duplicates_secure() {
-    let breaks: usize = (1..=12)
+    let runs: Vec<_> = (1..=12)
         .map(|seed| reconnect_run(Mode::Secure, seed * 104_729))
-        .sum();
+        .collect();
+    let breaks: usize = runs.iter().map(|r| r.0).sum();
+    let resent: u64 = runs.iter().map(|r| r.1).sum();
+    let dups: u64 = runs.iter().map(|r| r.2).sum();
+    eprintln!("{breaks} breaks, {resent} messages resent, {dups} duplicates dropped");
     assert!(
         breaks >= 12,
         "the runs must actually break the pipe ({breaks} breaks)"
     );
+    assert!(resent > 0, "some unacknowledged messages must have been replayed");
 }
 
 fn msgs_of(ev: &[Event]) -> Vec<u64> {
@@ -767,4 +784,131 @@ fn restarted_client_replaces_the_old_session_on_the_existing_connection() {
         msgs_of(&events(&mut c2)).is_empty(),
         "nothing of the old incarnation is delivered"
     );
+}
+
+/// SESSION_RETRY and SESSION_RETRY_GLOBAL: the connector retries its SESSION_RECONNECT with connect_seq = cs+1 and
+/// a global_seq above the acceptor's, and the session then resumes with nothing lost.
+#[test]
+fn retry_and_retry_global_lead_to_a_resumed_session() {
+    let now = Instant::now();
+    let mut rng = Rng(12);
+    let mut c = client(Mode::Secure, false, now);
+    let mut srv = server(Mode::Secure, true, now);
+    pump(&mut c, &mut srv, now, &mut rng, &mut None);
+    assert!(c.is_ready() && srv.is_ready());
+    events(&mut c);
+    events(&mut srv);
+    c.send(msg(1, 10)).unwrap();
+    // Written but never delivered: the break loses it in flight.
+    let _lost = c.poll_output().unwrap();
+    c.handle_transport_closed();
+    srv.handle_transport_closed();
+    c.reconnect(now).unwrap();
+    let mut new = server(Mode::Secure, false, now);
+    let reconnect = |new: &mut Connection| -> msgr2::control::SessionReconnect {
+        match events(new).pop() {
+            Some(Event::AcceptRequest(AcceptRequest::Reconnect(r))) => r,
+            other => panic!("expected a reconnect request, got {other:?}"),
+        }
+    };
+    pump(&mut c, &mut new, now, &mut rng, &mut None);
+    let r1 = reconnect(&mut new);
+    assert_eq!(r1.connect_seq, 1);
+    new.resolve_accept(now, msgr2::AcceptDecision::Retry { connect_seq: 7 })
+        .unwrap();
+    pump(&mut c, &mut new, now, &mut rng, &mut None);
+    let r2 = reconnect(&mut new);
+    assert_eq!(r2.connect_seq, 8, "connect_seq = retry + 1");
+    new.resolve_accept(now, msgr2::AcceptDecision::RetryGlobal { global_seq: 100 })
+        .unwrap();
+    pump(&mut c, &mut new, now, &mut rng, &mut None);
+    let r3 = reconnect(&mut new);
+    assert!(
+        r3.global_seq > 100,
+        "global_seq above the acceptor's ({})",
+        r3.global_seq
+    );
+    assert_eq!((r3.client_cookie, r3.connect_seq), (r1.client_cookie, 8));
+    // Now the owner hands the socket to the existing connection: Ceph's rules accept it.
+    assert_eq!(srv.take_over(&mut new, now).unwrap(), TakeOver::Resumed);
+    pump(&mut c, &mut srv, now, &mut rng, &mut None);
+    assert!(c.is_ready() && srv.is_ready());
+    assert_eq!(
+        msgs_of(&events(&mut srv)),
+        vec![1],
+        "the message lost in flight was replayed"
+    );
+}
+
+/// Repeated resumes advance connect_seq; a reconnect for a session the existing connection does not hold (another
+/// client cookie) gets a full SESSION_RESET and leaves the existing session alone.
+#[test]
+fn acceptor_reconnect_rules() {
+    let now = Instant::now();
+    let mut rng = Rng(13);
+    let mut c = client(Mode::CrcNone, false, now);
+    let mut srv = server(Mode::CrcNone, true, now);
+    pump(&mut c, &mut srv, now, &mut rng, &mut None);
+    // Two reconnects, both resumed: the server's connect_seq is now 2.
+    for want in 1..=2 {
+        c.handle_transport_closed();
+        srv.handle_transport_closed();
+        c.reconnect(now).unwrap();
+        let mut new = server(Mode::CrcNone, false, now);
+        pump(&mut c, &mut new, now, &mut rng, &mut None);
+        let Some(Event::AcceptRequest(AcceptRequest::Reconnect(r))) = events(&mut new).pop() else {
+            panic!()
+        };
+        assert_eq!(r.connect_seq, want);
+        assert_eq!(srv.take_over(&mut new, now).unwrap(), TakeOver::Resumed);
+        pump(&mut c, &mut srv, now, &mut rng, &mut None);
+        assert!(c.is_ready());
+    }
+    // A second client connection object with the same cookies but an old connect_seq cannot exist through the
+    // public API, so check the rule from the other side: a reconnect from a connector that missed a session
+    // reset (different client cookie) is answered with a full reset.
+    let mut cfg = client_cfg(false);
+    cfg.seed = 555; // another client process: another random seed, another cookie
+    let auth = Box::new(AuthNone::new(EntityName::new(ENTITY_TYPE_CLIENT, "admin"), 0));
+    let mut other = Connection::connector(cfg, auth, server_addr(), ENTITY_TYPE_OSD, now);
+    pump(
+        &mut other,
+        &mut server(Mode::CrcNone, true, now),
+        now,
+        &mut rng,
+        &mut None,
+    );
+    other.handle_transport_closed();
+    other.reconnect(now).unwrap();
+    let mut new = server(Mode::CrcNone, false, now);
+    pump(&mut other, &mut new, now, &mut rng, &mut None);
+    assert!(matches!(
+        events(&mut new).pop(),
+        Some(Event::AcceptRequest(AcceptRequest::Reconnect(_)))
+    ));
+    assert_eq!(
+        srv.take_over(&mut new, now).unwrap(),
+        TakeOver::Reset { full: true }
+    );
+    pump(&mut other, &mut new, now, &mut rng, &mut None);
+    let oe = events(&mut other);
+    assert!(oe.iter().any(|e| matches!(e, Event::Reset { .. })), "{oe:?}");
+    assert!(srv.is_ready(), "the existing session is untouched");
+}
+
+/// A message frame that arrives twice (seq not above in_seq) is delivered once.
+#[test]
+fn duplicate_messages_are_dropped() {
+    let (mut c, mut s, now, _) = handshake(Mode::CrcNone);
+    events(&mut s);
+    c.send(msg(1, 100)).unwrap();
+    let mut frame = Vec::new();
+    while let Some(b) = c.poll_output() {
+        frame.extend_from_slice(&b);
+    }
+    s.handle_input(now, &frame).unwrap();
+    s.handle_input(now, &frame).unwrap();
+    assert_eq!(msgs_of(&events(&mut s)), vec![1]);
+    assert_eq!(s.stats().duplicates_dropped, 1);
+    assert_eq!(s.stats().messages_received, 1);
 }
