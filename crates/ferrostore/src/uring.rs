@@ -10,11 +10,13 @@ use crate::device::{Completion, Device, DeviceStats, Tag};
 use bytes::Bytes;
 use io_uring::{IoUring, opcode, types};
 use std::alloc::Layout;
+use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
 use std::io::{Seek, SeekFrom};
 use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::os::unix::io::AsRawFd;
 use std::path::Path;
+use std::sync::{Arc, Mutex};
 
 const ALIGN: usize = 4096;
 const DIO_ALIGN: usize = 512;
@@ -60,6 +62,52 @@ impl Drop for AlignedBuf {
         let layout = Layout::from_size_align(self.len.max(ALIGN), ALIGN).expect("valid layout");
         // SAFETY: allocated in `zeroed` with this very layout.
         unsafe { std::alloc::dealloc(self.ptr.as_ptr(), layout) }
+    }
+}
+
+/// Recycles read buffers: a 4 MiB read would otherwise pay for a fresh mmap, its zeroing and its page faults.
+/// Bounded (`POOL_MAX_BYTES`); `Mutex` only because `Bytes` owners must be `Send` (never contended: one shard).
+#[derive(Clone, Default)]
+struct BufPool(Arc<Mutex<HashMap<usize, Vec<AlignedBuf>>>>);
+
+const POOL_MAX_BYTES: usize = 64 << 20;
+
+impl BufPool {
+    fn get(&self, len: usize) -> AlignedBuf {
+        let reused = self
+            .0
+            .lock()
+            .ok()
+            .and_then(|mut m| m.get_mut(&len).and_then(|v| v.pop()));
+        reused.unwrap_or_else(|| AlignedBuf::zeroed(len))
+    }
+    fn put(&self, b: AlignedBuf) {
+        if let Ok(mut m) = self.0.lock() {
+            let held: usize = m.iter().map(|(l, v)| l * v.len()).sum();
+            if held + b.len <= POOL_MAX_BYTES {
+                m.entry(b.len).or_default().push(b);
+            }
+        }
+    }
+}
+
+/// A read buffer handed out as `Bytes`; returns to the pool when the last reference drops.
+struct PooledBuf {
+    buf: Option<AlignedBuf>,
+    pool: BufPool,
+}
+
+impl AsRef<[u8]> for PooledBuf {
+    fn as_ref(&self) -> &[u8] {
+        self.buf.as_ref().map(|b| b.as_ref()).unwrap_or(&[])
+    }
+}
+
+impl Drop for PooledBuf {
+    fn drop(&mut self) {
+        if let Some(b) = self.buf.take() {
+            self.pool.put(b);
+        }
     }
 }
 
@@ -110,6 +158,7 @@ pub struct UringDevice {
     stats: DeviceStats,
     opts: UringOptions,
     logical_block: u64,
+    pool: BufPool,
 }
 
 impl UringDevice {
@@ -154,6 +203,7 @@ impl UringDevice {
             stats: DeviceStats::default(),
             opts,
             logical_block: lbs,
+            pool: BufPool::default(),
         })
     }
 
@@ -222,7 +272,10 @@ impl UringDevice {
                     } else {
                         Completion {
                             tag,
-                            result: Ok(Some(Bytes::from_owner(buf))),
+                            result: Ok(Some(Bytes::from_owner(PooledBuf {
+                                buf: Some(buf),
+                                pool: self.pool.clone(),
+                            }))),
                         }
                     }
                 }
@@ -266,7 +319,7 @@ impl Device for UringDevice {
     fn submit_read(&mut self, tag: Tag, offset: u64, len: usize) {
         self.stats.reads += 1;
         self.stats.bytes_read += len as u64;
-        let mut buf = AlignedBuf::zeroed(len);
+        let mut buf = self.pool.get(len);
         let ptr = buf.as_mut_ptr();
         let i = self.slot(Slot::Read { tag, buf, len });
         let e = opcode::Read::new(self.fd(), ptr, len as u32)
