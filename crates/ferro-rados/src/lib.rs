@@ -43,9 +43,10 @@ impl Error {
         match self {
             Error::Errno { errno, .. } => *errno,
             Error::Session(BlockingError::Timeout(..)) => -110, // ETIMEDOUT
-            Error::Session(_) => -107,                          // ENOTCONN
-            Error::Key { .. } => -13,                           // EACCES
-            Error::Config(_) | Error::ConfigFile(_) => -22,     // EINVAL
+            Error::Session(BlockingError::AuthRejected { errno, .. }) => *errno,
+            Error::Session(_) => -107,                      // ENOTCONN
+            Error::Key { .. } => -13,                       // EACCES
+            Error::Config(_) | Error::ConfigFile(_) => -22, // EINVAL
         }
     }
 }

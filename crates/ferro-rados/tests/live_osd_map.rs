@@ -353,6 +353,19 @@ fn run(mode: &str, expect_con_mode: u32, full: bool) {
     assert_eq!(m.pools[&m.pool_by_name("rep3").unwrap()].pg_num, 32);
     ctx.compare_all("initial", 1, true);
     if !full {
+        // A wrong key fails at once with EACCES, as the ceph CLI does (no hunting until the timeout).
+        let bad = tc.dir().join("wrong.keyring");
+        let key = cephx::CryptoKey::new_aes([7; 16], cephx::UTime::default()).to_base64();
+        std::fs::write(&bad, format!("[client.admin]\n\tkey = {key}\n")).unwrap();
+        let t = Instant::now();
+        let opts = ConnectOptions {
+            conf: Some(tc.conf_path().display().to_string()),
+            keyring: Some(bad.display().to_string()),
+            ..ConnectOptions::default()
+        };
+        let err = Cluster::connect(&opts).err().expect("a wrong key must not connect");
+        assert_eq!(err.errno(), -13, "{err}");
+        assert!(t.elapsed() < Duration::from_secs(5));
         eprintln!(
             "{mode}: compared {} PG mappings, {} object names with the mon, {} CLI outputs in {:.1} s",
             ctx.compared_pgs,

@@ -29,6 +29,8 @@ pub enum BlockingError {
     Timeout(Duration, &'static str),
     #[error(transparent)]
     Client(#[from] crate::core::MonClientError),
+    #[error("the monitor rejected our credentials ({errno}): {detail}")]
+    AuthRejected { errno: i32, detail: String },
 }
 
 enum Net {
@@ -62,6 +64,8 @@ pub struct Seen {
     pub last_error: Option<String>,
     /// Global id from the winning AUTH_DONE.
     pub global_id: u64,
+    /// Set when a monitor rejected our credentials (the errno it gave).
+    pub auth_rejected: Option<i32>,
     /// The connection mode of the current session (msgr2 `CON_MODE_*`: 1 crc, 2 secure).
     pub con_mode: u32,
 }
@@ -131,10 +135,20 @@ impl<M: OsdMapLike> BlockingMonClient<M> {
     }
 
     /// Run until a session with a monitor is established.
+    /// Run until a session with a monitor is established. A monitor that rejects our credentials ends the wait
+    /// at once (every monitor shares the same key database, so hunting on would not help), as Ceph's clients
+    /// fail with EACCES.
     pub fn wait_connected(&mut self, timeout: Duration) -> Result<(), BlockingError> {
         self.run_until(timeout, "waiting for a monitor session", |c| {
-            c.core.is_connected()
-        })
+            c.core.is_connected() || c.seen.auth_rejected.is_some()
+        })?;
+        match (self.core.is_connected(), self.seen.auth_rejected) {
+            (false, Some(errno)) => Err(BlockingError::AuthRejected {
+                errno,
+                detail: self.seen.last_error.clone().unwrap_or_default(),
+            }),
+            _ => Ok(()),
+        }
     }
 
     /// Run until we hold an OSDMap at least as new as `min_epoch` (0: any).
@@ -340,6 +354,13 @@ impl<M: OsdMapLike> BlockingMonClient<M> {
                 ConnEvent::Faulted { error, .. }
                 | ConnEvent::Reset { error }
                 | ConnEvent::Closed { error } => {
+                    if let msgr2::connection::ConnError::Auth(msgr2::auth::AuthError::Rejected {
+                        errno,
+                        ..
+                    }) = &error
+                    {
+                        self.seen.auth_rejected = Some(*errno);
+                    }
                     self.seen.last_error = Some(error.to_string());
                     gone = true;
                     break;
