@@ -46,8 +46,12 @@ enum Cmd {
         #[arg(short = 'f', long = "format", default_value = "plain")]
         format: String,
     },
-    /// Pools, as `ceph osd lspools`.
-    Lspools,
+    /// Pools, as `ceph osd lspools` (`-f json`: `[{"poolnum":1,"poolname":"rbd"},...]`).
+    Lspools {
+        /// Output format: plain (default) or json.
+        #[arg(short = 'f', long = "format", default_value = "plain")]
+        format: String,
+    },
     /// Where an object lives, as `ceph osd map POOL OBJECT [NSPACE]` (computed from our copy of the OSDMap).
     OsdMap {
         pool: String,
@@ -145,9 +149,24 @@ fn run(cluster: &mut Cluster, cmd: Cmd) -> Result<ExitCode, Error> {
                 }
             }
         }
-        Cmd::Lspools => {
-            for (id, name) in cluster.pools()? {
-                writeln!(out, "{id} {name}").map_err(io)?;
+        Cmd::Lspools { format } => {
+            let pools = cluster.pools()?;
+            if format.starts_with("json") {
+                // Ceph's key order (serde_json's map would sort the keys).
+                let items: Vec<String> = pools
+                    .iter()
+                    .map(|(id, n)| {
+                        format!(
+                            r#"{{"poolnum":{id},"poolname":{}}}"#,
+                            serde_json::Value::from(n.as_str())
+                        )
+                    })
+                    .collect();
+                writeln!(out, "[{}]", items.join(",")).map_err(io)?;
+            } else {
+                for (id, name) in pools {
+                    writeln!(out, "{id} {name}").map_err(io)?;
+                }
             }
         }
         Cmd::OsdMap {

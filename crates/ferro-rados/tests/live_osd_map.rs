@@ -363,7 +363,9 @@ fn run(mode: &str, expect_con_mode: u32, full: bool) {
             keyring: Some(bad.display().to_string()),
             ..ConnectOptions::default()
         };
-        let err = Cluster::connect(&opts).err().expect("a wrong key must not connect");
+        let err = Cluster::connect(&opts)
+            .err()
+            .expect("a wrong key must not connect");
         assert_eq!(err.errno(), -13, "{err}");
         assert!(t.elapsed() < Duration::from_secs(5));
         eprintln!(
