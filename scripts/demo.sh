@@ -7,7 +7,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh
-[ -f "$HOME/.cargo/env" ] && . "$HOME/.cargo/env"
+[ -f "${HOME:-/root}/.cargo/env" ] && . "${HOME:-/root}/.cargo/env"
 
 echo "== building"
 cargo build --quiet -p xtask

@@ -26,12 +26,12 @@ if [ "${#missing[@]}" -gt 0 ]; then
 fi
 
 # Rust: Debian's rustc is far older than the workspace's rust-version, so use rustup's stable toolchain.
-[ -f "$HOME/.cargo/env" ] && . "$HOME/.cargo/env"
+[ -f "${HOME:-/root}/.cargo/env" ] && . "${HOME:-/root}/.cargo/env"
 if ! command -v cargo >/dev/null; then
     echo "setup.sh: installing Rust (rustup, stable, minimal profile)"
     curl --proto '=https' --tlsv1.2 -sSf https://sh.rustup.rs |
         sh -s -- -y --profile minimal --default-toolchain stable --component rustfmt,clippy
-    . "$HOME/.cargo/env"
+    . "${HOME:-/root}/.cargo/env"
 fi
 if command -v rustup >/dev/null; then
     installed=$(rustup component list --installed 2>/dev/null || true)

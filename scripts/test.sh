@@ -3,7 +3,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh
-[ -f "$HOME/.cargo/env" ] && . "$HOME/.cargo/env"
+[ -f "${HOME:-/root}/.cargo/env" ] && . "${HOME:-/root}/.cargo/env"
 
 # Tests that need a live cluster must run here, not skip.
 export FERRO_REQUIRE_CLUSTER=1
