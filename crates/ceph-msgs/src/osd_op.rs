@@ -78,6 +78,7 @@ pub mod op {
     pub const OMAPCLEAR: u16 = WR_DATA | 23;
     pub const OMAPRMKEYS: u16 = WR_DATA | 24;
     pub const OMAP_CMP: u16 = RD_DATA | 25;
+    pub const OMAPRMKEYRANGE: u16 = WR_DATA | 44;
     pub const COPY_FROM: u16 = WR_DATA | 26;
     pub const COPY_FROM2: u16 = WR_DATA | 45;
     pub const UNDIRTY: u16 = WR_DATA | 28;
@@ -93,7 +94,7 @@ pub mod op {
     pub const WRITESAME: u16 = WR_DATA | 38;
     pub const CMPEXT: u16 = RD_DATA | 32;
     pub const SET_REDIRECT: u16 = WR_DATA | 39;
-    pub const SET_CHUNK: u16 = WR_DATA | 40;
+    pub const SET_CHUNK: u16 = CACHE_DATA | 40;
     pub const TIER_PROMOTE: u16 = WR_DATA | 41;
     pub const UNSET_MANIFEST: u16 = WR_DATA | 42;
     pub const TIER_FLUSH: u16 = CACHE_DATA | 43;
@@ -175,6 +176,7 @@ pub mod op {
             OMAPCLEAR => "omap-clear",
             OMAPRMKEYS => "omap-rm-keys",
             OMAP_CMP => "omap-cmp",
+            OMAPRMKEYRANGE => "omap-rm-key-range",
             COPY_FROM => "copy-from",
             COPY_FROM2 => "copy-from2",
             UNDIRTY => "undirty",
@@ -942,6 +944,8 @@ pub struct MWatchNotify {
     pub bl: Bytes,
     pub return_code: i32,
     pub notifier_gid: u64,
+    /// Data segment: a NOTIFY_COMPLETE carries the watchers' replies and the missed watchers here.
+    pub data: Bytes,
 }
 
 impl CephMessage for MWatchNotify {
@@ -961,7 +965,11 @@ impl CephMessage for MWatchNotify {
         e.u64(self.notifier_gid);
     }
 
-    fn decode_front(version: u16, d: &mut Decoder, _data: &Bytes) -> Result<Self, DecodeError> {
+    fn data(&self) -> Bytes {
+        self.data.clone()
+    }
+
+    fn decode_front(version: u16, d: &mut Decoder, data: &Bytes) -> Result<Self, DecodeError> {
         let msg_ver = d.u8()?;
         let opcode = d.u8()?;
         let cookie = d.u64()?;
@@ -982,6 +990,7 @@ impl CephMessage for MWatchNotify {
             bl,
             return_code,
             notifier_gid,
+            data: data.clone(),
         })
     }
 }

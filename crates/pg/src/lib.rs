@@ -191,23 +191,27 @@ pub struct Pg {
     watch: watch::WatchState,
     /// Highest store sequence number known durable.
     durable_seq: u64,
+    /// Deterministic randomness (cls version tags).
+    rng: u64,
 }
 
 impl Pg {
     /// A PG object for `spgid` in `pool` (no store access; call [`Pg::create`] or [`Pg::load`] next).
     pub fn new(spgid: SpgId, pool: PoolInfo, cfg: PgConfig) -> Self {
         let cid = keys::collection_id(&spgid);
+        let log = log::PgLog::new(&cfg);
         Pg {
             spgid,
             pool,
             cfg,
             cid,
-            log: log::PgLog::default(),
+            log,
             stats: PgStats::default(),
             held: Default::default(),
             dirty: HashMap::new(),
             watch: watch::WatchState::default(),
             durable_seq: 0,
+            rng: 0x9e37_79b9_7f4a_7c15 ^ (u64::from(spgid.pgid.seed) << 20) ^ spgid.pgid.pool,
         }
     }
 
@@ -289,7 +293,23 @@ impl Pg {
 
     /// Object counts, bytes and versions.
     pub fn stats(&self) -> PgStats {
-        self.stats
+        let mut s = self.stats;
+        s.last_update = self.log.head;
+        s.last_complete = self.log.complete;
+        s.log_size = self.log.len() as u64;
+        s.ondisk_log_size = s.log_size;
+        s
+    }
+
+    fn hold(&mut self, seq: u64, conn: ConnId, reply: MOSDOpReply) {
+        if seq <= self.durable_seq {
+            // already durable (e.g. a read after a write whose Durable event came first)
+            self.held.push_front(Held { seq: 0, conn, reply });
+            return;
+        }
+        // keep `held` ordered by seq (replies for older transactions first)
+        let at = self.held.iter().rposition(|h| h.seq <= seq).map_or(0, |i| i + 1);
+        self.held.insert(at, Held { seq, conn, reply });
     }
 
     /// Number of replies held for durability.

@@ -1,41 +1,253 @@
 // SPDX-License-Identifier: LGPL-3.0-or-later
-//! The PG log (placeholder; filled in by the next commit).
+//! The PG log: `pg_log_entry_t`s in the pgmeta object's omap (keys `%010u.%020u`, values with a crc, as Ceph
+//! writes them), trimmed into `pg_log_dup_t`s (keys `dup_…`); an in-memory index by reqid finds the original
+//! result of a resent request, whether its entry is still in the log or only a dup.
 
-use denc::{Eversion, SpgId};
-use ferrostore::{CollectionId, Device, Op, Store, Transaction};
+use std::collections::{HashMap, VecDeque};
+
+use bytes::Bytes;
+use denc::{Decode, Decoder, Encode, Encoder, Eversion, OsdReqId, SpgId};
+use ferrostore::{CollectionId, Device, ObjectKey, Op, Store, Transaction};
+use osd_types::pg_log::{dup_key, eversion_key};
+use osd_types::{OpReturnItem, PgLogDup, PgLogEntry};
 
 use crate::{PgConfig, PgError, keys};
 
+/// Our own small record in the pgmeta omap: last_update and last_user_version (what pg_info_t holds).
+const FERRO_INFO_KEY: &[u8] = b"_ferro_info";
+/// Ceph's key for the PG's epoch.
+const EPOCH_KEY: &[u8] = b"_epoch";
+
+/// What a reqid lookup finds: the original outcome of the request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Found {
+    pub version: Eversion,
+    pub user_version: u64,
+    pub return_code: i32,
+    pub op_returns: Vec<OpReturnItem>,
+}
+
 #[derive(Debug, Default)]
 pub(crate) struct PgLog {
+    /// `last_update`.
     pub head: Eversion,
+    /// `last_complete` (durable).
     pub complete: Eversion,
+    pub last_user_version: u64,
+    entries: VecDeque<PgLogEntry>,
+    dups: VecDeque<PgLogDup>,
+    index: HashMap<OsdReqId, Found>,
+    /// (store seq, version) of entries not yet durable.
+    pending: VecDeque<(u64, Eversion)>,
+    min_entries: usize,
+    max_entries: usize,
+    max_dups: usize,
+}
+
+fn is_entry_key(k: &[u8]) -> bool {
+    k.len() == 31 && k[10] == b'.' && k.iter().enumerate().all(|(i, c)| i == 10 || c.is_ascii_digit())
 }
 
 impl PgLog {
-    pub fn create_txn(&self, spgid: &SpgId, cid: &CollectionId, pg_num: u32, _epoch: u32) -> Transaction {
+    pub fn new(cfg: &PgConfig) -> Self {
+        PgLog {
+            min_entries: cfg.osd_min_pg_log_entries.max(1),
+            max_entries: cfg.osd_max_pg_log_entries.max(cfg.osd_min_pg_log_entries.max(1)),
+            max_dups: cfg.osd_pg_log_dups_tracked,
+            ..Default::default()
+        }
+    }
+
+    pub fn create_txn(&self, spgid: &SpgId, cid: &CollectionId, pg_num: u32, epoch: u32) -> Transaction {
         let mut t = Transaction::new();
         let bits = spgid.pgid.get_split_bits(pg_num);
         t.push(Op::CreateCollection {
             cid: cid.clone(),
             bits,
         });
+        let meta = keys::pgmeta_key(spgid);
         t.push(Op::Touch {
             cid: cid.clone(),
-            oid: keys::pgmeta_key(spgid),
+            oid: meta.clone(),
+        });
+        t.push(Op::OmapSetKeys {
+            cid: cid.clone(),
+            oid: meta,
+            kvs: vec![
+                (Bytes::from_static(EPOCH_KEY), epoch.to_bytes(0)),
+                (Bytes::from_static(FERRO_INFO_KEY), self.info_value()),
+            ],
         });
         t
     }
-    pub fn load<D: Device>(
-        _s: &mut Store<D>,
-        _spgid: &SpgId,
-        _cid: &CollectionId,
-        _cfg: &PgConfig,
-    ) -> Result<Self, PgError> {
-        Ok(PgLog::default())
+
+    fn info_value(&self) -> Bytes {
+        let mut e = Encoder::new(0);
+        e.versioned(1, 1, |e| {
+            e.encode(&self.head);
+            e.u64(self.last_user_version);
+        });
+        e.into_bytes()
     }
-    pub fn on_durable(&mut self, _seq: u64) {}
+
+    pub fn load<D: Device>(
+        store: &mut Store<D>,
+        spgid: &SpgId,
+        cid: &CollectionId,
+        cfg: &PgConfig,
+    ) -> Result<Self, PgError> {
+        let mut log = PgLog::new(cfg);
+        let meta = keys::pgmeta_key(spgid);
+        let mut start: Vec<u8> = Vec::new();
+        loop {
+            let batch = store.omap_iterate(cid, &meta, &start, 1024)?;
+            let Some((last, _)) = batch.last() else { break };
+            let mut next = last.to_vec();
+            next.push(0);
+            for (k, v) in &batch {
+                if is_entry_key(k) {
+                    let e = PgLogEntry::decode_with_checksum(&mut Decoder::new(v.clone())).map_err(|e| {
+                        PgError::Corrupt(format!("log entry {}: {e}", String::from_utf8_lossy(k)))
+                    })?;
+                    log.entries.push_back(e);
+                } else if k.starts_with(b"dup_") {
+                    let d = PgLogDup::decode_all(v.clone())
+                        .map_err(|e| PgError::Corrupt(format!("dup {}: {e}", String::from_utf8_lossy(k))))?;
+                    log.dups.push_back(d);
+                } else if &k[..] == FERRO_INFO_KEY {
+                    let mut d = Decoder::new(v.clone());
+                    let (head, luv) = d
+                        .decode_struct("ferro_info", 1, |_, d| Ok((d.decode::<Eversion>()?, d.u64()?)))
+                        .map_err(|e| PgError::Corrupt(format!("info: {e}")))?;
+                    log.head = head;
+                    log.last_user_version = luv;
+                }
+            }
+            start = next;
+        }
+        for d in &log.dups {
+            log.index.insert(d.reqid, found_dup(d));
+        }
+        for e in &log.entries {
+            log.head = log.head.max(e.version);
+            log.last_user_version = log.last_user_version.max(e.user_version);
+            if e.reqid != OsdReqId::default() {
+                log.index.insert(e.reqid, found_entry(e));
+            }
+        }
+        log.complete = log.head;
+        Ok(log)
+    }
+
     pub fn len(&self) -> usize {
-        0
+        self.entries.len()
+    }
+
+    pub fn next_version(&self, epoch: u32) -> Eversion {
+        Eversion::new(epoch.max(self.head.epoch), self.head.version + 1)
+    }
+
+    pub fn lookup(&self, reqid: &OsdReqId) -> Option<&Found> {
+        self.index.get(reqid)
+    }
+
+    /// Append `e` (version already assigned) and write it, the trimmed entries' removal and our info record into
+    /// `t`. `seq` of the transaction is reported later through [`PgLog::set_seq`].
+    pub fn append(&mut self, e: PgLogEntry, cid: &CollectionId, meta: &ObjectKey, t: &mut Transaction) {
+        debug_assert!(e.version > self.head, "log versions must grow");
+        self.head = e.version;
+        if e.user_version > self.last_user_version {
+            self.last_user_version = e.user_version;
+        }
+        let mut val = Encoder::new(denc::CEPH_FEATURES_ALL);
+        e.encode_with_checksum(&mut val);
+        let mut kvs = vec![
+            (Bytes::from(eversion_key(e.version)), val.into_bytes()),
+            (Bytes::from_static(FERRO_INFO_KEY), self.info_value()),
+        ];
+        if e.reqid != OsdReqId::default() {
+            self.index.insert(e.reqid, found_entry(&e));
+        }
+        self.entries.push_back(e);
+        let mut rm = Vec::new();
+        if self.entries.len() > self.max_entries {
+            while self.entries.len() > self.min_entries {
+                let Some(old) = self.entries.pop_front() else {
+                    break;
+                };
+                rm.push(Bytes::from(eversion_key(old.version)));
+                if old.reqid != OsdReqId::default() && self.max_dups > 0 {
+                    let d = PgLogDup::from_entry(&old);
+                    kvs.push((Bytes::from(dup_key(d.version)), d.to_bytes(0)));
+                    self.dups.push_back(d);
+                } else if let Some(f) = self.index.get(&old.reqid)
+                    && f.version == old.version
+                {
+                    self.index.remove(&old.reqid);
+                }
+            }
+            while self.dups.len() > self.max_dups {
+                let Some(d) = self.dups.pop_front() else { break };
+                rm.push(Bytes::from(dup_key(d.version)));
+                if self.index.get(&d.reqid).is_some_and(|f| f.version == d.version) {
+                    self.index.remove(&d.reqid);
+                }
+            }
+        }
+        // a key written and removed in one transaction: keep the removal last
+        kvs.retain(|(k, _)| !rm.contains(k));
+        t.push(Op::OmapSetKeys {
+            cid: cid.clone(),
+            oid: meta.clone(),
+            kvs,
+        });
+        if !rm.is_empty() {
+            t.push(Op::OmapRmKeys {
+                cid: cid.clone(),
+                oid: meta.clone(),
+                keys: rm,
+            });
+        }
+    }
+
+    /// The transaction carrying entries up to `head` got store sequence number `seq`.
+    pub fn set_seq(&mut self, seq: u64) {
+        self.pending.push_back((seq, self.head));
+    }
+
+    pub fn on_durable(&mut self, seq: u64) {
+        while self.pending.front().is_some_and(|(s, _)| *s <= seq) {
+            if let Some((_, v)) = self.pending.pop_front() {
+                self.complete = self.complete.max(v);
+            }
+        }
+    }
+
+    /// Whether `v` is durable (`already_complete`).
+    pub fn is_complete(&self, v: Eversion) -> bool {
+        v <= self.complete
+    }
+
+    /// Store sequence number that makes `v` durable, if it is still pending.
+    pub fn seq_for(&self, v: Eversion) -> Option<u64> {
+        self.pending.iter().find(|(_, pv)| *pv >= v).map(|(s, _)| *s)
+    }
+}
+
+fn found_entry(e: &PgLogEntry) -> Found {
+    Found {
+        version: e.version,
+        user_version: e.user_version,
+        return_code: e.return_code,
+        op_returns: e.op_returns.clone(),
+    }
+}
+
+fn found_dup(d: &PgLogDup) -> Found {
+    Found {
+        version: d.version,
+        user_version: d.user_version,
+        return_code: d.return_code,
+        op_returns: d.op_returns.clone(),
     }
 }

@@ -1,0 +1,1219 @@
+// SPDX-License-Identifier: LGPL-3.0-or-later
+#![allow(clippy::unwrap_used)] // test harness: a panic is the failure report
+//! The op engine on a simulated device: each op family's return codes and payloads as a Pacific OSD produces
+//! them, multi-op atomicity, FAILOK, durable-before-ack, dup detection across a restart, listing order,
+//! watch/notify with timeouts, cls lock/version, caps.
+
+use std::collections::BTreeMap;
+
+use bytes::Bytes;
+use ceph_msgs::osd_op::{
+    Extent, MOSDOp, MOSDOpReply, MWatchNotify, OSDOp, WatchArgs, XattrArgs, cmpxattr, flag, op, op_flag,
+    watch_event, watch_op,
+};
+use denc::{
+    Decode, Decoder, Encode, Encoder, EntityAddr, EntityNameT, Eversion, HObject, ObjectLocator, ObjectName,
+    PgId, ShardId, SnapId, SpgId, Utime,
+};
+use ferrostore::{Event, MkfsOptions, SimConfig, SimDevice, Store, StoreConfig, mkfs};
+use osd_types::{ObjListWatchResponse, PgNlsResponse};
+use pg::{ConnId, OpContext, OsdCap, Outputs, Pg, PgConfig, PoolInfo};
+
+const EPOCH: u32 = 7;
+const ENOENT: i32 = -2;
+
+fn pool() -> PoolInfo {
+    PoolInfo {
+        id: 3,
+        name: "data".into(),
+        pg_num: 1,
+        erasure: false,
+        applications: vec![],
+    }
+}
+
+fn spgid() -> SpgId {
+    SpgId::new(PgId::new(3, 0), ShardId::NO_SHARD)
+}
+
+fn new_store() -> Store<SimDevice> {
+    let dev = SimDevice::new(
+        16 << 20,
+        SimConfig {
+            seed: 11,
+            reorder: true,
+            max_completions_per_poll: 3,
+            durable_writes: false,
+        },
+    );
+    let dev = mkfs(
+        dev,
+        &MkfsOptions {
+            shards: 1,
+            log_bytes: 1 << 20,
+            uuid: 5,
+        },
+    )
+    .unwrap();
+    Store::mount(dev, 0, StoreConfig::default()).unwrap()
+}
+
+fn name_hash(name: &str) -> u32 {
+    ceph_crc::ceph_crc32c(0, name.as_bytes()).wrapping_mul(2_654_435_761)
+}
+
+struct H {
+    store: Store<SimDevice>,
+    pg: Pg,
+    caps: OsdCap,
+    tid: u64,
+    now: Utime,
+    /// Watch-notify messages seen so far, per connection.
+    notifies: Vec<(ConnId, MWatchNotify)>,
+}
+
+impl H {
+    fn new() -> H {
+        let mut store = new_store();
+        let mut pg = Pg::new(spgid(), pool(), PgConfig::default());
+        let seq = pg.create(&mut store, EPOCH).unwrap();
+        store.wait_durable(seq).unwrap();
+        pg.on_commit(seq);
+        H {
+            store,
+            pg,
+            caps: OsdCap::allow_all(),
+            tid: 0,
+            now: Utime::new(1_700_000_000, 0),
+            notifies: Vec::new(),
+        }
+    }
+
+    fn msg(&mut self, oid: &str, nspace: &str, ops: Vec<OSDOp>) -> MOSDOp {
+        self.tid += 1;
+        let mut flags = flag::ACK | flag::ONDISK;
+        if ops.iter().any(|o| op::is_write(o.op)) {
+            flags |= flag::WRITE;
+        } else {
+            flags |= flag::READ;
+        }
+        MOSDOp {
+            tid: self.tid,
+            pgid: spgid(),
+            hash: name_hash(oid),
+            osdmap_epoch: EPOCH,
+            flags,
+            client_inc: 0,
+            mtime: Utime::new(1_650_000_000, 5),
+            oloc: ObjectLocator {
+                pool: 3,
+                nspace: Bytes::copy_from_slice(nspace.as_bytes()),
+                ..Default::default()
+            },
+            oid: ObjectName::new(Bytes::copy_from_slice(oid.as_bytes())),
+            ops,
+            snapid: SnapId::NOSNAP,
+            retry_attempt: 0,
+            features: u64::MAX,
+            ..Default::default()
+        }
+    }
+
+    /// Hand `m` to the PG as `client` on `conn`; drive the store until the reply is out; return it.
+    fn send_as(&mut self, m: MOSDOp, conn: u64, client: i64) -> MOSDOpReply {
+        let caps = self.caps.clone();
+        let ctx = OpContext {
+            msg: m.clone(),
+            conn: ConnId(conn),
+            client: EntityNameT::client(client),
+            client_addr: "v2:10.0.0.9:0/123".parse::<EntityAddr>().unwrap(),
+            caps: &caps,
+            conn_features: u64::MAX,
+            epoch: EPOCH,
+            now: self.now,
+        };
+        let out = self.pg.handle_op(&mut self.store, ctx);
+        let mut replies = self.take(out);
+        while replies.is_empty() {
+            assert!(self.pg.held_replies() > 0, "no reply and nothing held");
+            let mut ev = Vec::new();
+            self.store.wait(&mut ev).unwrap();
+            for e in ev {
+                if let Event::Durable(s) = e {
+                    let out = self.pg.on_commit(s);
+                    replies.extend(self.take(out));
+                }
+            }
+        }
+        assert_eq!(replies.len(), 1);
+        let (c, r) = replies.pop().unwrap();
+        assert_eq!(c, ConnId(conn));
+        assert_eq!(r.tid, m.tid);
+        // replies survive the wire
+        MOSDOpReply::decode_message(&r.encode_message(u64::MAX)).unwrap()
+    }
+
+    fn take(&mut self, out: Outputs) -> Vec<(ConnId, MOSDOpReply)> {
+        self.notifies.extend(out.notifies);
+        out.replies
+    }
+
+    fn send(&mut self, m: MOSDOp) -> MOSDOpReply {
+        self.send_as(m, 1, 4100)
+    }
+
+    fn run(&mut self, oid: &str, ops: Vec<OSDOp>) -> MOSDOpReply {
+        let m = self.msg(oid, "", ops);
+        self.send(m)
+    }
+
+    fn drain(&mut self) {
+        while self.store.unacked() > 0 {
+            let mut ev = Vec::new();
+            self.store.wait(&mut ev).unwrap();
+            for e in ev {
+                if let Event::Durable(s) = e {
+                    let out = self.pg.on_commit(s);
+                    assert!(out.replies.is_empty());
+                }
+            }
+        }
+    }
+}
+
+fn write(off: u64, data: &[u8]) -> OSDOp {
+    OSDOp::new(op::WRITE)
+        .with_extent(off, data.len() as u64)
+        .with_indata(Bytes::copy_from_slice(data))
+}
+fn writefull(data: &[u8]) -> OSDOp {
+    OSDOp::new(op::WRITEFULL)
+        .with_extent(0, data.len() as u64)
+        .with_indata(Bytes::copy_from_slice(data))
+}
+fn read(off: u64, len: u64) -> OSDOp {
+    OSDOp::new(op::READ).with_extent(off, len)
+}
+fn xattr_op(code: u16, name: &str, val: &[u8]) -> OSDOp {
+    let mut d = name.as_bytes().to_vec();
+    d.extend_from_slice(val);
+    let mut o = OSDOp::new(code).with_indata(d);
+    o.set_xattr(XattrArgs {
+        name_len: name.len() as u32,
+        value_len: val.len() as u32,
+        ..Default::default()
+    });
+    o
+}
+fn cmpxattr_op(name: &str, val: &[u8], cmp_op: u8, mode: u8) -> OSDOp {
+    let mut o = xattr_op(op::CMPXATTR, name, val);
+    let mut a = o.xattr();
+    a.cmp_op = cmp_op;
+    a.cmp_mode = mode;
+    o.set_xattr(a);
+    o
+}
+fn enc<T: Encode>(v: &T) -> Bytes {
+    v.to_bytes(u64::MAX)
+}
+fn call(class: &str, method: &str, input: Bytes) -> OSDOp {
+    let mut d = class.as_bytes().to_vec();
+    d.extend_from_slice(method.as_bytes());
+    d.extend_from_slice(&input);
+    let mut o = OSDOp::new(op::CALL).with_indata(d);
+    o.set_cls(ceph_msgs::osd_op::ClsArgs {
+        class_len: class.len() as u8,
+        method_len: method.len() as u8,
+        argc: 0,
+        indata_len: input.len() as u32,
+    });
+    o
+}
+
+#[test]
+fn write_read_stat_and_versions() {
+    let mut h = H::new();
+    let r = h.run("a", vec![write(0, b"hello world")]);
+    assert_eq!(r.result, 0);
+    assert_eq!(r.replay_version, Eversion::new(EPOCH, 1));
+    assert_eq!(r.user_version, 1);
+    assert_eq!(r.bad_replay_version, Eversion::new(EPOCH, 1));
+    assert_eq!(
+        r.flags & i64::from(flag::ONDISK | flag::ACK),
+        i64::from(flag::ONDISK | flag::ACK)
+    );
+    assert!(r.ops[0].outdata.is_empty());
+
+    let r = h.run("a", vec![read(6, 0)]);
+    assert_eq!(r.result, 0);
+    assert_eq!(&r.ops[0].outdata[..], b"world");
+    assert_eq!(r.ops[0].extent().length, 5);
+    assert_eq!((r.replay_version, r.user_version), (Eversion::default(), 1));
+    assert_eq!(r.bad_replay_version, Eversion::new(0, 1));
+
+    // a read past the end returns nothing, successfully
+    let r = h.run("a", vec![read(100, 10)]);
+    assert_eq!((r.result, r.ops[0].outdata.len()), (0, 0));
+
+    let r = h.run("a", vec![OSDOp::new(op::STAT)]);
+    let mut d = Decoder::new(r.ops[0].outdata.clone());
+    assert_eq!(d.u64().unwrap(), 11);
+    assert_eq!(Utime::decode(&mut d).unwrap(), Utime::new(1_650_000_000, 5));
+
+    // a second write: version 2, user version 2
+    let r = h.run("a", vec![write(11, b"!")]);
+    assert_eq!((r.replay_version, r.user_version), (Eversion::new(EPOCH, 2), 2));
+
+    // absent objects: ENOENT with no versions
+    let r = h.run("nope", vec![read(0, 0)]);
+    assert_eq!(r.result, ENOENT);
+    assert_eq!(
+        (r.replay_version, r.user_version, r.bad_replay_version),
+        (Eversion::default(), 0, Eversion::default())
+    );
+    let r = h.run("nope", vec![OSDOp::new(op::STAT)]);
+    assert_eq!(r.result, ENOENT);
+    assert_eq!(h.pg.stats().num_objects, 1);
+    assert_eq!(h.pg.stats().num_bytes, 12);
+}
+
+#[test]
+fn data_ops() {
+    let mut h = H::new();
+    h.run("o", vec![writefull(b"0123456789")]);
+    // writefull shrinks
+    h.run("o", vec![writefull(b"abc")]);
+    assert_eq!(&h.run("o", vec![read(0, 0)]).ops[0].outdata[..], b"abc");
+    // append
+    let ap = OSDOp::new(op::APPEND).with_extent(0, 3).with_indata(&b"def"[..]);
+    assert_eq!(h.run("o", vec![ap]).result, 0);
+    assert_eq!(&h.run("o", vec![read(0, 0)]).ops[0].outdata[..], b"abcdef");
+    // zero in the middle leaves the size; zero to the end truncates
+    h.run("o", vec![OSDOp::new(op::ZERO).with_extent(1, 2)]);
+    assert_eq!(&h.run("o", vec![read(0, 0)]).ops[0].outdata[..], b"a\0\0def");
+    h.run("o", vec![OSDOp::new(op::ZERO).with_extent(4, 100)]);
+    assert_eq!(&h.run("o", vec![read(0, 0)]).ops[0].outdata[..], b"a\0\0d");
+    // truncate up extends with zeros
+    h.run("o", vec![OSDOp::new(op::TRUNCATE).with_extent(6, 0)]);
+    assert_eq!(&h.run("o", vec![read(0, 0)]).ops[0].outdata[..], b"a\0\0d\0\0");
+    // write with a hole
+    h.run("o", vec![write(8, b"z")]);
+    assert_eq!(h.run("o", vec![read(0, 0)]).ops[0].outdata.len(), 9);
+    // sparse read: extent map + data
+    let r = h.run("o", vec![OSDOp::new(op::SPARSE_READ).with_extent(0, 9)]);
+    let mut d = Decoder::new(r.ops[0].outdata.clone());
+    let m: BTreeMap<u64, u64> = d.decode().unwrap();
+    let data = d.bufferlist().unwrap();
+    assert_eq!(m.values().sum::<u64>(), data.len() as u64);
+    // cmpext: equal prefix succeeds, a mismatch at byte 3 gives -MAX_ERRNO-3
+    let r = h.run(
+        "o",
+        vec![
+            OSDOp::new(op::CMPEXT)
+                .with_extent(0, 4)
+                .with_indata(&b"a\0\0d"[..]),
+        ],
+    );
+    assert_eq!(r.result, 0);
+    let r = h.run(
+        "o",
+        vec![
+            OSDOp::new(op::CMPEXT)
+                .with_extent(0, 4)
+                .with_indata(&b"a\0\0x"[..]),
+        ],
+    );
+    assert_eq!(r.result, -4095 - 3);
+    // exclusive create of an existing object
+    let r = h.run("o", vec![OSDOp::new(op::CREATE).with_flags(op_flag::EXCL)]);
+    assert_eq!(r.result, -17);
+    let r = h.run("o", vec![OSDOp::new(op::CREATE)]);
+    assert_eq!(r.result, 0);
+    // create makes an empty object
+    assert_eq!(
+        h.run("new", vec![OSDOp::new(op::CREATE).with_flags(op_flag::EXCL)])
+            .result,
+        0
+    );
+    assert_eq!(h.run("new", vec![OSDOp::new(op::STAT)]).result, 0);
+    // delete, then it is gone; deleting again is ENOENT with the floor versions
+    assert_eq!(h.run("o", vec![OSDOp::new(op::DELETE)]).result, 0);
+    assert_eq!(h.run("o", vec![OSDOp::new(op::STAT)]).result, ENOENT);
+    let head = h.pg.stats().last_update;
+    let r = h.run("o", vec![OSDOp::new(op::DELETE)]);
+    assert_eq!(r.result, ENOENT);
+    assert_eq!(r.bad_replay_version, head);
+    assert_eq!(r.replay_version, Eversion::default());
+    // the failed delete was logged (for dup detection) and took a version
+    assert_eq!(h.pg.stats().last_update.version, head.version + 1);
+    // mismatched write length
+    let bad = OSDOp::new(op::WRITE).with_extent(0, 5).with_indata(&b"abc"[..]);
+    assert_eq!(h.run("x", vec![bad]).result, -22);
+    // writes beyond the max object size
+    assert_eq!(h.run("x", vec![write(200 << 20, b"a")]).result, -27);
+    // asserts on the user version
+    let uv = h.run("new", vec![OSDOp::new(op::STAT)]).user_version;
+    let mut av = OSDOp::new(op::ASSERT_VER);
+    av.set_assert_ver(uv);
+    assert_eq!(h.run("new", vec![av.clone()]).result, 0);
+    av.set_assert_ver(uv + 1);
+    assert_eq!(h.run("new", vec![av.clone()]).result, -75);
+    av.set_assert_ver(uv - 1);
+    assert_eq!(h.run("new", vec![av]).result, -34);
+    // unknown ops
+    assert_eq!(h.run("new", vec![OSDOp::new(op::TMAPGET)]).result, -95);
+}
+
+#[test]
+fn xattrs() {
+    let mut h = H::new();
+    assert_eq!(
+        h.run("o", vec![xattr_op(op::SETXATTR, "color", b"blue")]).result,
+        0
+    );
+    h.run("o", vec![xattr_op(op::SETXATTR, "n", b"42")]);
+    let r = h.run("o", vec![xattr_op(op::GETXATTR, "color", b"")]);
+    assert_eq!(
+        (&r.ops[0].outdata[..], r.ops[0].xattr().value_len),
+        (&b"blue"[..], 4)
+    );
+    assert_eq!(h.run("o", vec![xattr_op(op::GETXATTR, "none", b"")]).result, -61);
+    // getxattrs: only user attrs, without the prefix (not "_" = object_info_t, not "snapset")
+    let r = h.run("o", vec![OSDOp::new(op::GETXATTRS)]);
+    let m: BTreeMap<Bytes, Bytes> = BTreeMap::decode_all(r.ops[0].outdata.clone()).unwrap();
+    assert_eq!(
+        m.keys().map(|k| &k[..]).collect::<Vec<_>>(),
+        [&b"color"[..], b"n"]
+    );
+    // classic storage: "_color", "_" (object_info_t) and "snapset" in the store
+    let stored = h
+        .store
+        .getattrs(
+            h.pg.collection(),
+            &pg::keys::object_key(
+                &HObject::new("o", "", SnapId::NOSNAP, name_hash("o"), 3, ""),
+                &spgid(),
+            ),
+        )
+        .unwrap();
+    let names: Vec<&[u8]> = stored.iter().map(|(k, _)| &k[..]).collect();
+    assert_eq!(names, [&b"_"[..], b"_color", b"_n", b"snapset"]);
+    let oi = osd_types::ObjectInfo::decode_all(stored[0].1.clone()).unwrap();
+    assert_eq!(oi.soid.oid.as_bytes(), b"o");
+    assert_eq!(oi.user_version, 2);
+    // cmpxattr
+    assert_eq!(
+        h.run(
+            "o",
+            vec![cmpxattr_op(
+                "color",
+                b"blue",
+                cmpxattr::OP_EQ,
+                cmpxattr::MODE_STRING
+            )]
+        )
+        .result,
+        0
+    );
+    assert_eq!(
+        h.run(
+            "o",
+            vec![cmpxattr_op(
+                "color",
+                b"red",
+                cmpxattr::OP_EQ,
+                cmpxattr::MODE_STRING
+            )]
+        )
+        .result,
+        -125
+    );
+    assert_eq!(
+        h.run(
+            "o",
+            vec![cmpxattr_op("color", b"c", cmpxattr::OP_GT, cmpxattr::MODE_STRING)]
+        )
+        .result,
+        0
+    );
+    let v = 41u64.to_le_bytes();
+    assert_eq!(
+        h.run(
+            "o",
+            vec![cmpxattr_op("n", &v, cmpxattr::OP_LT, cmpxattr::MODE_U64)]
+        )
+        .result,
+        0
+    );
+    assert_eq!(
+        h.run(
+            "o",
+            vec![cmpxattr_op("n", &v, cmpxattr::OP_GTE, cmpxattr::MODE_U64)]
+        )
+        .result,
+        -125
+    );
+    assert_eq!(
+        h.run("o", vec![cmpxattr_op("n", &v, cmpxattr::OP_EQ, 9)]).result,
+        -22
+    );
+    // rmxattr (of a missing attr too, as BlueStore allows)
+    assert_eq!(h.run("o", vec![xattr_op(op::RMXATTR, "color", b"")]).result, 0);
+    assert_eq!(h.run("o", vec![xattr_op(op::RMXATTR, "color", b"")]).result, 0);
+    assert_eq!(h.run("o", vec![xattr_op(op::GETXATTR, "color", b"")]).result, -61);
+    assert_eq!(
+        h.run("absent", vec![xattr_op(op::RMXATTR, "color", b"")]).result,
+        ENOENT
+    );
+}
+
+fn omap_set(kv: &[(&str, &str)]) -> OSDOp {
+    let m: BTreeMap<Bytes, Bytes> = kv
+        .iter()
+        .map(|(k, v)| {
+            (
+                Bytes::copy_from_slice(k.as_bytes()),
+                Bytes::copy_from_slice(v.as_bytes()),
+            )
+        })
+        .collect();
+    OSDOp::new(op::OMAPSETVALS).with_indata(enc(&m))
+}
+fn omap_get_vals(after: &str, max: u64, prefix: &str) -> OSDOp {
+    let mut e = Encoder::new(0);
+    e.string(after);
+    e.u64(max);
+    e.string(prefix);
+    OSDOp::new(op::OMAPGETVALS).with_indata(e.into_bytes())
+}
+fn decode_vals(b: &Bytes) -> (Vec<(String, String)>, bool) {
+    let mut d = Decoder::new(b.clone());
+    let n = d.u32().unwrap();
+    let v = (0..n)
+        .map(|_| {
+            (
+                d.string().unwrap(),
+                String::from_utf8(d.bufferlist().unwrap().to_vec()).unwrap(),
+            )
+        })
+        .collect();
+    (v, d.bool().unwrap())
+}
+
+#[test]
+fn omap() {
+    let mut h = H::new();
+    assert_eq!(
+        h.run(
+            "o",
+            vec![omap_set(&[("a", "1"), ("b1", "2"), ("b2", "3"), ("c", "4")])]
+        )
+        .result,
+        0
+    );
+    let r = h.run("o", vec![omap_get_vals("", 2, "")]);
+    assert_eq!(
+        decode_vals(&r.ops[0].outdata),
+        (vec![("a".into(), "1".into()), ("b1".into(), "2".into())], true)
+    );
+    let r = h.run("o", vec![omap_get_vals("a", 10, "b")]);
+    assert_eq!(
+        decode_vals(&r.ops[0].outdata),
+        (vec![("b1".into(), "2".into()), ("b2".into(), "3".into())], false)
+    );
+    let r = h.run("o", vec![omap_get_vals("b1", 10, "")]);
+    assert_eq!(decode_vals(&r.ops[0].outdata).0.len(), 2);
+    // keys
+    let mut e = Encoder::new(0);
+    e.string("b2");
+    e.u64(5);
+    let r = h.run("o", vec![OSDOp::new(op::OMAPGETKEYS).with_indata(e.into_bytes())]);
+    let mut d = Decoder::new(r.ops[0].outdata.clone());
+    assert_eq!(d.u32().unwrap(), 1);
+    assert_eq!(d.string().unwrap(), "c");
+    assert!(!d.bool().unwrap());
+    // by keys
+    let want: std::collections::BTreeSet<Bytes> =
+        [Bytes::from_static(b"a"), Bytes::from_static(b"zz")].into();
+    let r = h.run(
+        "o",
+        vec![OSDOp::new(op::OMAPGETVALSBYKEYS).with_indata(enc(&want))],
+    );
+    let got: BTreeMap<Bytes, Bytes> = BTreeMap::decode_all(r.ops[0].outdata.clone()).unwrap();
+    assert_eq!(got.len(), 1);
+    // header
+    h.run("o", vec![OSDOp::new(op::OMAPSETHEADER).with_indata(&b"hdr"[..])]);
+    assert_eq!(
+        &h.run("o", vec![OSDOp::new(op::OMAPGETHEADER)]).ops[0].outdata[..],
+        b"hdr"
+    );
+    // omap_cmp
+    let mut asserts: BTreeMap<Bytes, (Bytes, i32)> = BTreeMap::new();
+    asserts.insert(Bytes::from_static(b"a"), (Bytes::from_static(b"1"), 1));
+    assert_eq!(
+        h.run("o", vec![OSDOp::new(op::OMAP_CMP).with_indata(enc(&asserts))])
+            .result,
+        0
+    );
+    asserts.insert(Bytes::from_static(b"c"), (Bytes::from_static(b"3"), 5)); // "4" < "3" is false
+    assert_eq!(
+        h.run("o", vec![OSDOp::new(op::OMAP_CMP).with_indata(enc(&asserts))])
+            .result,
+        -125
+    );
+    // rm keys, rm range
+    let rm: std::collections::BTreeSet<Bytes> = [Bytes::from_static(b"a")].into();
+    h.run("o", vec![OSDOp::new(op::OMAPRMKEYS).with_indata(enc(&rm))]);
+    let mut e = Encoder::new(0);
+    e.string("b");
+    e.string("b2");
+    h.run(
+        "o",
+        vec![OSDOp::new(op::OMAPRMKEYRANGE).with_indata(e.into_bytes())],
+    );
+    let r = h.run("o", vec![omap_get_vals("", 100, "")]);
+    assert_eq!(
+        decode_vals(&r.ops[0].outdata).0,
+        vec![("b2".into(), "3".into()), ("c".into(), "4".into())]
+    );
+    // clear removes keys and header
+    h.run("o", vec![OSDOp::new(op::OMAPCLEAR)]);
+    let r = h.run(
+        "o",
+        vec![omap_get_vals("", 100, ""), OSDOp::new(op::OMAPGETHEADER)],
+    );
+    assert_eq!(decode_vals(&r.ops[0].outdata).0.len(), 0);
+    assert!(r.ops[1].outdata.is_empty());
+    assert_eq!(h.run("absent", vec![OSDOp::new(op::OMAPCLEAR)]).result, ENOENT);
+}
+
+#[test]
+fn multi_op_is_all_or_nothing_and_failok_continues() {
+    let mut h = H::new();
+    // write + setxattr + failing cmpxattr: nothing happens
+    let r = h.run(
+        "t",
+        vec![
+            write(0, b"data"),
+            xattr_op(op::SETXATTR, "k", b"v"),
+            cmpxattr_op("k", b"v", cmpxattr::OP_EQ, cmpxattr::MODE_STRING),
+        ],
+    );
+    // the cmpxattr reads the object as it was before the op: it does not exist yet → ENOENT, as in Ceph
+    assert_eq!(r.result, ENOENT);
+    assert_eq!(r.ops[2].rval, ENOENT);
+    // on an existing object the failing compare cancels the whole op
+    h.run("u", vec![write(0, b"old")]);
+    let r = h.run(
+        "u",
+        vec![
+            write(0, b"new"),
+            xattr_op(op::SETXATTR, "k", b"v"),
+            cmpxattr_op("k", b"v", cmpxattr::OP_EQ, cmpxattr::MODE_STRING),
+        ],
+    );
+    assert_eq!(r.result, -125);
+    assert_eq!(&h.run("u", vec![read(0, 0)]).ops[0].outdata[..], b"old");
+    assert_eq!(h.run("u", vec![xattr_op(op::GETXATTR, "k", b"")]).result, -61);
+    h.run("u", vec![OSDOp::new(op::DELETE)]);
+    assert_eq!(h.run("t", vec![OSDOp::new(op::STAT)]).result, ENOENT);
+    assert_eq!(h.pg.stats().num_objects, 0);
+    // FAILOK: a failing op does not stop the others
+    let r = h.run(
+        "t",
+        vec![
+            write(0, b"data"),
+            xattr_op(op::GETXATTR, "missing", b"").with_flags(op_flag::FAILOK),
+            xattr_op(op::SETXATTR, "k", b"v"),
+        ],
+    );
+    assert_eq!(r.result, 0);
+    assert_eq!(r.ops[1].rval, ENOENT);
+    assert_eq!(
+        &h.run("t", vec![xattr_op(op::GETXATTR, "k", b"")]).ops[0].outdata[..],
+        b"v"
+    );
+    // a read op with a FAILOK failure succeeds and returns the other ops' data
+    let r = h.run(
+        "t",
+        vec![
+            xattr_op(op::GETXATTR, "nope", b"").with_flags(op_flag::FAILOK),
+            read(0, 2),
+        ],
+    );
+    assert_eq!(
+        (r.result, r.ops[0].rval, &r.ops[1].outdata[..]),
+        (0, -61, &b"da"[..])
+    );
+    // without FAILOK the read op fails with the op's error
+    let r = h.run("t", vec![read(0, 2), xattr_op(op::GETXATTR, "nope", b"")]);
+    assert_eq!(r.result, -61);
+}
+
+#[test]
+fn replies_wait_for_durability() {
+    let mut h = H::new();
+    let m = h.msg("d", "", vec![write(0, b"x")]);
+    let caps = OsdCap::allow_all();
+    let ctx = OpContext {
+        msg: m,
+        conn: ConnId(1),
+        client: EntityNameT::client(1),
+        client_addr: EntityAddr::default(),
+        caps: &caps,
+        conn_features: u64::MAX,
+        epoch: EPOCH,
+        now: h.now,
+    };
+    let out = h.pg.handle_op(&mut h.store, ctx);
+    assert!(
+        out.replies.is_empty(),
+        "a write is acknowledged only once durable"
+    );
+    assert_eq!(h.pg.held_replies(), 1);
+    // a read of the same object waits behind it
+    let m = h.msg("d", "", vec![read(0, 0)]);
+    let ctx = OpContext {
+        msg: m,
+        conn: ConnId(2),
+        client: EntityNameT::client(1),
+        client_addr: EntityAddr::default(),
+        caps: &caps,
+        conn_features: u64::MAX,
+        epoch: EPOCH,
+        now: h.now,
+    };
+    let out = h.pg.handle_op(&mut h.store, ctx);
+    assert!(out.replies.is_empty());
+    assert_eq!(h.pg.held_replies(), 2);
+    let mut got = Vec::new();
+    while got.len() < 2 {
+        let mut ev = Vec::new();
+        h.store.wait(&mut ev).unwrap();
+        for e in ev {
+            if let Event::Durable(s) = e {
+                got.extend(h.pg.on_commit(s).replies);
+            }
+        }
+    }
+    // in order: the write's ack, then the read with the written data
+    assert_eq!(got[0].0, ConnId(1));
+    assert_eq!(got[1].0, ConnId(2));
+    assert_eq!(&got[1].1.ops[0].outdata[..], b"x");
+    assert_eq!(h.pg.held_replies(), 0);
+}
+
+#[test]
+fn resent_requests_get_the_original_result() {
+    let mut h = H::new();
+    let m = h.msg("dup", "", vec![write(0, b"once")]);
+    let first = h.send(m.clone());
+    h.run("dup", vec![write(4, b"more")]);
+    let mut again = m.clone();
+    again.flags |= flag::RETRY;
+    again.retry_attempt = 1;
+    let second = h.send(again.clone());
+    assert_eq!(
+        (second.result, second.replay_version, second.user_version),
+        (0, first.replay_version, first.user_version)
+    );
+    // not applied twice
+    assert_eq!(&h.run("dup", vec![read(0, 0)]).ops[0].outdata[..], b"oncemore");
+    // another client with the same tid is a different request
+    let other = h.send_as(m.clone(), 2, 4200);
+    assert_ne!(other.replay_version, first.replay_version);
+    // failed writes are remembered too
+    let del = h.msg("ghost", "", vec![OSDOp::new(op::DELETE)]);
+    let r1 = h.send(del.clone());
+    assert_eq!(r1.result, ENOENT);
+    let r2 = h.send(del.clone());
+    assert_eq!(r2.result, ENOENT);
+    assert_eq!(
+        h.pg.stats().last_update.version,
+        4,
+        "the resend is not executed again"
+    );
+
+    // after a restart (remount + load), the log still answers
+    h.drain();
+    let dev = std::mem::replace(&mut h.store, new_store()).umount().unwrap();
+    let mut store = Store::mount(dev, 0, StoreConfig::default()).unwrap();
+    let mut pg = Pg::new(spgid(), pool(), PgConfig::default());
+    pg.load(&mut store).unwrap();
+    h.store = store;
+    h.pg = pg;
+    assert_eq!(h.pg.stats().num_objects, 1);
+    assert_eq!(h.pg.stats().num_bytes, 8);
+    let third = h.send(again);
+    assert_eq!(
+        (third.result, third.replay_version, third.user_version),
+        (0, first.replay_version, first.user_version)
+    );
+    let r = h.run("dup", vec![write(0, b"O")]);
+    assert_eq!(r.replay_version, Eversion::new(EPOCH, 5));
+}
+
+#[test]
+fn log_trims_into_dups() {
+    let mut store = new_store();
+    let cfg = PgConfig {
+        osd_min_pg_log_entries: 3,
+        osd_max_pg_log_entries: 5,
+        osd_pg_log_dups_tracked: 4,
+        ..Default::default()
+    };
+    let mut pg = Pg::new(spgid(), pool(), cfg);
+    let seq = pg.create(&mut store, EPOCH).unwrap();
+    store.wait_durable(seq).unwrap();
+    let mut h = H {
+        store,
+        pg,
+        caps: OsdCap::allow_all(),
+        tid: 0,
+        now: Utime::new(1, 0),
+        notifies: vec![],
+    };
+    let first = h.msg("o", "", vec![write(0, b"a")]);
+    let r1 = h.send(first.clone());
+    for i in 0..5 {
+        h.run("o", vec![write(i, b"b")]);
+    }
+    assert!(h.pg.stats().log_size <= 5);
+    // the first request is only a dup now, and still answered
+    let r = h.send(first);
+    assert_eq!(r.replay_version, r1.replay_version);
+}
+
+fn pgnls(h: &mut H, nspace: &[u8], count: u64, handle: &HObject) -> (i32, PgNlsResponse) {
+    let mut o = OSDOp::new(op::PGNLS).with_indata(enc(handle));
+    o.set_pgls(count, EPOCH);
+    let mut m = h.msg("", "", vec![o]);
+    m.oloc.nspace = Bytes::copy_from_slice(nspace);
+    m.flags = flag::READ | flag::PGOP | flag::ACK | flag::ONDISK;
+    let r = h.send(m);
+    (
+        r.result,
+        PgNlsResponse::decode_all(r.ops[0].outdata.clone()).unwrap(),
+    )
+}
+
+#[test]
+fn listing_is_in_hash_order_with_namespaces_and_cursors() {
+    let mut h = H::new();
+    let names: Vec<String> = (0..23).map(|i| format!("obj{i}")).collect();
+    for (i, n) in names.iter().enumerate() {
+        let ns = if i % 3 == 0 { "ns1" } else { "" };
+        let m = h.msg(n, ns, vec![write(0, b"x")]);
+        h.send(m);
+    }
+    // all namespaces, 5 at a time
+    let mut handle = HObject::default();
+    let mut seen = Vec::new();
+    loop {
+        let (res, resp) = pgnls(&mut h, b"\x01", 5, &handle);
+        assert!(resp.entries.len() <= 5);
+        seen.extend(resp.entries.iter().map(|e| (e.nspace.clone(), e.oid.clone())));
+        handle = resp.handle;
+        if res == 1 {
+            assert!(handle.is_max(), "the end of the only PG is the max object");
+            break;
+        }
+        assert_eq!(res, 0);
+    }
+    assert_eq!(seen.len(), 23);
+    // Ceph's order: by (pool, bit-reversed hash, namespace, key, name)
+    let mut want: Vec<HObject> = names
+        .iter()
+        .enumerate()
+        .map(|(i, n)| {
+            HObject::new(
+                n.clone(),
+                "",
+                SnapId::NOSNAP,
+                name_hash(n),
+                3,
+                if i % 3 == 0 { "ns1" } else { "" },
+            )
+        })
+        .collect();
+    want.sort();
+    let want: Vec<(Bytes, Bytes)> = want.iter().map(|o| (o.nspace.clone(), o.oid.0.clone())).collect();
+    assert_eq!(seen, want);
+    // one namespace
+    let (res, resp) = pgnls(&mut h, b"ns1", 100, &HObject::default());
+    assert_eq!(res, 1);
+    assert_eq!(resp.entries.len(), 8);
+    assert!(resp.entries.iter().all(|e| &e.nspace[..] == b"ns1"));
+    let (_, resp) = pgnls(&mut h, b"", 100, &HObject::default());
+    assert_eq!(resp.entries.len(), 15);
+}
+
+fn watch_op_(cookie: u64, wop: u8, timeout: u32) -> OSDOp {
+    let mut o = OSDOp::new(op::WATCH);
+    o.set_watch(WatchArgs {
+        cookie,
+        ver: 0,
+        op: wop,
+        generation: 0,
+        timeout,
+    });
+    o
+}
+
+#[test]
+fn watch_notify_ack_and_timeouts() {
+    let mut h = H::new();
+    h.run("w", vec![write(0, b"x")]);
+    // client.10 on conn 10 watches
+    let m = h.msg("w", "", vec![watch_op_(77, watch_op::WATCH, 30)]);
+    let r = h.send_as(m, 10, 10);
+    assert_eq!(r.result, 0);
+    // watch ops do not change the user version
+    assert_eq!(r.user_version, 1);
+    assert_eq!(r.replay_version, Eversion::new(EPOCH, 2));
+    let r = h.run("w", vec![OSDOp::new(op::LIST_WATCHERS)]);
+    let lw = ObjListWatchResponse::decode_all(r.ops[0].outdata.clone()).unwrap();
+    assert_eq!(lw.entries.len(), 1);
+    assert_eq!(
+        (
+            lw.entries[0].cookie,
+            lw.entries[0].name,
+            lw.entries[0].timeout_seconds
+        ),
+        (77, EntityNameT::client(10), 30)
+    );
+
+    // client.20 on conn 20 notifies
+    let mut e = Encoder::new(0);
+    e.u32(1);
+    e.u32(5); // timeout
+    e.bytes(b"ping!");
+    let mut n = OSDOp::new(op::NOTIFY).with_indata(e.into_bytes());
+    n.set_notify_cookie(555);
+    let m = h.msg("w", "", vec![n.clone()]);
+    let r = h.send_as(m, 20, 20);
+    assert_eq!(r.result, 0);
+    let notify_id = u64::decode_all(r.ops[0].outdata.clone()).unwrap();
+    let to_watcher: Vec<_> = h.notifies.drain(..).collect();
+    assert_eq!(to_watcher.len(), 1);
+    let (c, msg) = &to_watcher[0];
+    assert_eq!(
+        (*c, msg.opcode, msg.cookie, msg.notify_id, &msg.bl[..]),
+        (ConnId(10), watch_event::NOTIFY, 77, notify_id, &b"ping!"[..])
+    );
+    assert_eq!(msg.notifier_gid, 20);
+
+    // the watcher acks with a reply: the notifier gets NOTIFY_COMPLETE with it
+    let mut e = Encoder::new(0);
+    e.u64(notify_id);
+    e.u64(77);
+    e.bytes(b"pong");
+    let m = h.msg(
+        "w",
+        "",
+        vec![OSDOp::new(op::NOTIFY_ACK).with_indata(e.into_bytes())],
+    );
+    assert_eq!(h.send_as(m, 10, 10).result, 0);
+    let done: Vec<_> = h.notifies.drain(..).collect();
+    assert_eq!(done.len(), 1);
+    let (c, msg) = &done[0];
+    assert_eq!(
+        (*c, msg.opcode, msg.cookie, msg.return_code),
+        (ConnId(20), watch_event::NOTIFY_COMPLETE, 555, 0)
+    );
+    let mut d = Decoder::new(msg.data.clone());
+    let replies: BTreeMap<(u64, u64), Bytes> = d.decode().unwrap();
+    let missed: Vec<(u64, u64)> = d.decode().unwrap();
+    assert_eq!(replies.get(&(10, 77)).map(|b| &b[..]), Some(&b"pong"[..]));
+    assert!(missed.is_empty());
+
+    // a notify nobody acks times out after its 5 s with the watcher listed as missed
+    let m = h.msg("w", "", vec![n]);
+    h.send_as(m, 20, 20);
+    h.notifies.clear();
+    let deadline = h.pg.poll_timeout().unwrap();
+    assert_eq!(deadline, Utime::new(h.now.sec + 5, 0));
+    let out = h.pg.handle_timeout(&mut h.store, deadline);
+    assert_eq!(out.notifies.len(), 1);
+    let msg = &out.notifies[0].1;
+    assert_eq!(
+        (msg.opcode, msg.return_code),
+        (watch_event::NOTIFY_COMPLETE, -110)
+    );
+    let mut d = Decoder::new(msg.data.clone());
+    let _: BTreeMap<(u64, u64), Bytes> = d.decode().unwrap();
+    let missed: Vec<(u64, u64)> = d.decode().unwrap();
+    assert_eq!(missed, vec![(10, 77)]);
+
+    // pings keep the watch; without them it times out 30 s after the last one and is dropped from the object
+    h.now = Utime::new(h.now.sec + 20, 0);
+    let m = h.msg("w", "", vec![watch_op_(77, watch_op::PING, 30)]);
+    assert_eq!(h.send_as(m, 10, 10).result, 0);
+    let deadline = h.pg.poll_timeout().unwrap();
+    assert_eq!(deadline, Utime::new(h.now.sec + 30, 0));
+    let out = h.pg.handle_timeout(&mut h.store, Utime::new(h.now.sec + 29, 0));
+    assert!(out.notifies.is_empty());
+    let out = h.pg.handle_timeout(&mut h.store, deadline);
+    assert_eq!(
+        out.notifies.len(),
+        1,
+        "the still-connected watcher is told it was disconnected"
+    );
+    assert_eq!(out.notifies[0].1.opcode, watch_event::DISCONNECT);
+    h.drain();
+    let r = h.run("w", vec![OSDOp::new(op::LIST_WATCHERS)]);
+    assert!(
+        ObjListWatchResponse::decode_all(r.ops[0].outdata.clone())
+            .unwrap()
+            .entries
+            .is_empty()
+    );
+    // a ping for a gone watch: ENOTCONN
+    let m = h.msg("w", "", vec![watch_op_(77, watch_op::PING, 30)]);
+    assert_eq!(h.send_as(m, 10, 10).result, -107);
+
+    // unwatch, and watching an absent object
+    let m = h.msg("w", "", vec![watch_op_(78, watch_op::WATCH, 0)]);
+    h.send_as(m, 10, 10);
+    let m = h.msg("w", "", vec![watch_op_(78, watch_op::UNWATCH, 0)]);
+    assert_eq!(h.send_as(m, 10, 10).result, 0);
+    assert!(h.pg.poll_timeout().is_none());
+    let m = h.msg("absent", "", vec![watch_op_(1, watch_op::WATCH, 0)]);
+    assert_eq!(h.send_as(m, 10, 10).result, ENOENT);
+}
+
+fn lock_op(name: &str, ty: u8, cookie: &str, tag: &str, flags: u8) -> Bytes {
+    let mut e = Encoder::new(0);
+    e.versioned(1, 1, |e| {
+        e.string(name);
+        e.u8(ty);
+        e.string(cookie);
+        e.string(tag);
+        e.string("desc");
+        e.encode(&Utime::default());
+        e.u8(flags);
+    });
+    e.into_bytes()
+}
+
+#[test]
+fn cls_lock() {
+    let mut h = H::new();
+    // lock creates the object; the lock lives in the user xattr "lock.<name>"
+    let m = h.msg("l", "", vec![call("lock", "lock", lock_op("L", 1, "c1", "", 0))]);
+    assert_eq!(h.send_as(m.clone(), 1, 1).result, 0);
+    let mut again = m.clone();
+    again.tid = 999;
+    assert_eq!(h.send_as(again, 1, 1).result, -17, "same locker again: EEXIST");
+    let m2 = h.msg("l", "", vec![call("lock", "lock", lock_op("L", 1, "c2", "", 0))]);
+    assert_eq!(h.send_as(m2, 2, 2).result, -16, "another locker: EBUSY");
+    let r = h.run("l", vec![OSDOp::new(op::GETXATTRS)]);
+    let attrs: BTreeMap<Bytes, Bytes> = BTreeMap::decode_all(r.ops[0].outdata.clone()).unwrap();
+    assert!(attrs.contains_key(&Bytes::from_static(b"lock.L")));
+    // get_info
+    let mut e = Encoder::new(0);
+    e.versioned(1, 1, |e| e.string("L"));
+    let r = h.run("l", vec![call("lock", "get_info", e.into_bytes())]);
+    assert_eq!(r.result, 0);
+    let mut d = Decoder::new(r.ops[0].outdata.clone());
+    let (lockers, ty, tag) = d
+        .decode_struct("reply", 1, |_, d| {
+            let n = d.u32()?;
+            let mut v = Vec::new();
+            for _ in 0..n {
+                let (who, cookie) =
+                    d.decode_struct("id", 1, |_, d| Ok((d.decode::<EntityNameT>()?, d.string()?)))?;
+                let addr = d.decode_struct("info", 1, |_, d| {
+                    d.decode::<Utime>()?;
+                    let a = d.decode::<EntityAddr>()?;
+                    d.string()?;
+                    Ok(a)
+                })?;
+                v.push((who, cookie, addr.addr_type));
+            }
+            Ok((v, d.u8()?, d.string()?))
+        })
+        .unwrap();
+    assert_eq!(
+        lockers,
+        vec![(EntityNameT::client(1), "c1".to_string(), EntityAddr::TYPE_LEGACY)]
+    );
+    assert_eq!((ty, tag.as_str()), (1, ""));
+    // list_locks
+    let r = h.run("l", vec![call("lock", "list_locks", Bytes::new())]);
+    let mut d = Decoder::new(r.ops[0].outdata.clone());
+    let locks = d.decode_struct("r", 1, |_, d| d.decode::<Vec<String>>()).unwrap();
+    assert_eq!(locks, vec!["L".to_string()]);
+    // assert_locked
+    let mut e = Encoder::new(0);
+    e.versioned(1, 1, |e| {
+        e.string("L");
+        e.u8(1);
+        e.string("c1");
+        e.string("");
+    });
+    let assert_in = e.into_bytes();
+    let m = h.msg("l", "", vec![call("lock", "assert_locked", assert_in.clone())]);
+    assert_eq!(h.send_as(m, 1, 1).result, 0);
+    let m = h.msg("l", "", vec![call("lock", "assert_locked", assert_in)]);
+    assert_eq!(h.send_as(m, 2, 2).result, -16);
+    // set_cookie
+    let mut e = Encoder::new(0);
+    e.versioned(1, 1, |e| {
+        e.string("L");
+        e.u8(1);
+        e.string("c1");
+        e.string("");
+        e.string("c9");
+    });
+    let m = h.msg("l", "", vec![call("lock", "set_cookie", e.into_bytes())]);
+    assert_eq!(h.send_as(m, 1, 1).result, 0);
+    // unlock with the old cookie: ENOENT; with the new one: ok
+    let unlock = |cookie: &str| {
+        let mut e = Encoder::new(0);
+        e.versioned(1, 1, |e| {
+            e.string("L");
+            e.string(cookie);
+        });
+        call("lock", "unlock", e.into_bytes())
+    };
+    let m = h.msg("l", "", vec![unlock("c1")]);
+    assert_eq!(h.send_as(m, 1, 1).result, ENOENT);
+    let m = h.msg("l", "", vec![unlock("c9")]);
+    assert_eq!(h.send_as(m, 1, 1).result, 0);
+    // shared locks from two clients, then break_lock of one
+    for (c, who) in [("s1", 1), ("s2", 2)] {
+        let m = h.msg("l", "", vec![call("lock", "lock", lock_op("S", 2, c, "t", 0))]);
+        assert_eq!(h.send_as(m, who as u64, who).result, 0);
+    }
+    let m = h.msg("l", "", vec![call("lock", "lock", lock_op("S", 1, "x", "t", 0))]);
+    assert_eq!(h.send_as(m, 3, 3).result, -16, "exclusive over shared: EBUSY");
+    let mut e = Encoder::new(0);
+    e.versioned(1, 1, |e| {
+        e.string("S");
+        e.encode(&EntityNameT::client(2));
+        e.string("s2");
+    });
+    let m = h.msg("l", "", vec![call("lock", "break_lock", e.into_bytes())]);
+    assert_eq!(h.send_as(m, 3, 3).result, 0);
+    // unknown class / method
+    assert_eq!(
+        h.run("l", vec![call("rbd", "get_size", Bytes::new())]).result,
+        -95
+    );
+    assert_eq!(h.run("l", vec![call("lock", "nope", Bytes::new())]).result, -95);
+    // a read-only method on an absent object: ENOENT
+    let mut e = Encoder::new(0);
+    e.versioned(1, 1, |e| e.string("L"));
+    assert_eq!(
+        h.run("absent", vec![call("lock", "get_info", e.into_bytes())])
+            .result,
+        ENOENT
+    );
+}
+
+#[test]
+fn cls_version() {
+    let mut h = H::new();
+    let read_ver = |h: &mut H| {
+        let r = h.run("v", vec![call("version", "read", Bytes::new())]);
+        assert_eq!(r.result, 0);
+        let mut d = Decoder::new(r.ops[0].outdata.clone());
+        d.decode_struct("ret", 1, |_, d| {
+            d.decode_struct("objv", 1, |_, d| Ok((d.u64()?, d.string()?)))
+        })
+        .unwrap()
+    };
+    let mut e = Encoder::new(0);
+    e.versioned(1, 1, |e| {
+        e.versioned(1, 1, |e| {
+            e.u64(0);
+            e.string("");
+        });
+        e.u32(0);
+    });
+    let inc = e.into_bytes();
+    h.run("v", vec![write(0, b"x")]);
+    assert_eq!(h.run("v", vec![call("version", "inc", inc.clone())]).result, 0);
+    let (ver, tag) = read_ver(&mut h);
+    // the first inc creates version 1 with a random tag, then increments it
+    assert_eq!(ver, 2);
+    assert_eq!(tag.len(), 24);
+    // check_conds: EQ with the current version passes; GT 5 fails
+    let cond = |v: u64, tag: &str, c: u32| {
+        let mut e = Encoder::new(0);
+        e.versioned(1, 1, |e| {
+            e.versioned(1, 1, |e| {
+                e.u64(0);
+                e.string("");
+            });
+            e.u32(1);
+            e.versioned(1, 1, |e| {
+                e.versioned(1, 1, |e| {
+                    e.u64(v);
+                    e.string(tag);
+                });
+                e.u32(c);
+            });
+        });
+        e.into_bytes()
+    };
+    assert_eq!(
+        h.run("v", vec![call("version", "check_conds", cond(2, &tag, 1))])
+            .result,
+        0
+    );
+    assert_eq!(
+        h.run("v", vec![call("version", "check_conds", cond(5, "", 2))])
+            .result,
+        -125
+    );
+    assert_eq!(
+        h.run("v", vec![call("version", "inc_conds", cond(1, "", 4))])
+            .result,
+        -125
+    );
+    // set
+    let mut e = Encoder::new(0);
+    e.versioned(1, 1, |e| {
+        e.versioned(1, 1, |e| {
+            e.u64(40);
+            e.string("mytag");
+        })
+    });
+    assert_eq!(h.run("v", vec![call("version", "set", e.into_bytes())]).result, 0);
+    assert_eq!(read_ver(&mut h), (40, "mytag".to_string()));
+}
+
+#[test]
+fn caps_are_enforced() {
+    let mut h = H::new();
+    h.run("c", vec![write(0, b"x")]);
+    h.caps = OsdCap::parse("allow r pool=data").unwrap();
+    assert_eq!(h.run("c", vec![read(0, 0)]).result, 0);
+    let r = h.run("c", vec![write(0, b"y")]);
+    assert_eq!(r.result, -1);
+    // class calls need x (class-read/class-write)
+    assert_eq!(
+        h.run("c", vec![call("lock", "list_locks", Bytes::new())]).result,
+        -1
+    );
+    h.caps = OsdCap::parse("allow rw pool=other").unwrap();
+    assert_eq!(h.run("c", vec![read(0, 0)]).result, -1);
+    h.caps = OsdCap::parse("allow rwx pool=data namespace=ns").unwrap();
+    assert_eq!(h.run("c", vec![read(0, 0)]).result, -1);
+    let m = h.msg("c", "ns", vec![write(0, b"z")]);
+    assert_eq!(h.send(m).result, 0);
+}
+
+#[test]
+fn extent_helpers_round_trip() {
+    let mut o = OSDOp::new(op::READ);
+    o.set_extent(Extent {
+        offset: 1,
+        length: 2,
+        truncate_size: 3,
+        truncate_seq: 4,
+    });
+    assert_eq!(o.extent().truncate_seq, 4);
+}
