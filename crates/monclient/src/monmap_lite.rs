@@ -202,6 +202,22 @@ mod tests {
         assert_eq!(m.fsid[0], 0xd2);
     }
 
+    proptest::proptest! {
+        /// Random bytes and random corruptions of a real monmap never panic the decoder.
+        #[test]
+        fn hostile_monmaps_never_panic(raw in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..200),
+                                       flips in proptest::collection::vec((0usize..170, proptest::prelude::any::<u8>()), 1..8)) {
+            let _ = MonMapLite::decode(Bytes::from(raw.clone()));
+            let _ = MonMapLite::peek_epoch(&Bytes::from(raw));
+            let mut b = hex(CAPTURED);
+            for (at, v) in flips {
+                let n = b.len();
+                b[at % n] = v;
+            }
+            let _ = MonMapLite::decode(Bytes::from(b));
+        }
+    }
+
     #[test]
     fn truncations_fail_cleanly() {
         let b = hex(CAPTURED);
