@@ -44,6 +44,12 @@ enum ClusterCmd {
         /// Size of each OSD's sparse block file, in GiB.
         #[arg(long, default_value_t = 2)]
         osd_size_gib: u64,
+        /// Extra ceph.conf line as SECTION:KEY=VALUE, e.g. "osd:debug osd=20" (repeatable).
+        #[arg(long = "conf", value_name = "SECTION:KEY=VALUE", value_parser = parse_conf)]
+        conf: Vec<(String, String, String)>,
+        /// Start no mgr (faster; `ceph -s` then warns, `pg stat` and `rados bench` reports are unavailable).
+        #[arg(long)]
+        no_mgr: bool,
     },
     /// Kill every process of the cluster in DIR and verify none remains.
     Down {
@@ -82,11 +88,15 @@ fn cluster(action: ClusterCmd) -> Result<(), Box<dyn std::error::Error>> {
             dir,
             classic_osds,
             osd_size_gib,
+            conf,
+            no_mgr,
         } => {
             let t0 = Instant::now();
             let spec = ClusterSpec {
                 classic_osds,
+                mgr: !no_mgr,
                 osd_block_size_bytes: osd_size_gib << 30,
+                extra_conf: conf,
                 ..Default::default()
             };
             let c = Cluster::start_detached(&dir, &spec)?;
@@ -133,4 +143,37 @@ fn cluster(action: ClusterCmd) -> Result<(), Box<dyn std::error::Error>> {
         }
     }
     Ok(())
+}
+
+fn parse_conf(s: &str) -> Result<(String, String, String), String> {
+    let (section, kv) = s.split_once(':').ok_or("expected SECTION:KEY=VALUE")?;
+    let (key, value) = kv.split_once('=').ok_or("expected SECTION:KEY=VALUE")?;
+    let (section, key) = (section.trim(), key.trim());
+    if section.is_empty() || key.is_empty() {
+        return Err("SECTION and KEY must not be empty".into());
+    }
+    Ok((section.to_owned(), key.to_owned(), value.trim().to_owned()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn conf_lines_parse() {
+        assert_eq!(
+            parse_conf("osd:debug osd = 20").unwrap(),
+            ("osd".into(), "debug osd".into(), "20".into())
+        );
+        assert_eq!(parse_conf("client.admin:k=a=b").unwrap().2, "a=b");
+        assert!(parse_conf("debug osd=20").is_err());
+        assert!(parse_conf("osd:debug osd").is_err());
+        assert!(parse_conf(":k=v").is_err());
+    }
+
+    #[test]
+    fn cli_is_well_formed() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+    }
 }
