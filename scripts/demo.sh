@@ -29,6 +29,7 @@ echo "== starting a throwaway cluster in $dir (1 mon, 1 mgr, 1 classic OSD)"
 start_ns=$(date +%s%N)
 conf_line=$(cargo xtask cluster up --dir "$dir" --classic-osds 1)
 export "${conf_line?}"   # CEPH_CONF=<dir>/ceph.conf
+export FERRO_CLUSTER_DIR="$dir"
 echo "== cluster up in $(( ($(date +%s%N) - start_ns) / 1000000 )) ms; $conf_line"
 ceph -s
 
@@ -37,6 +38,7 @@ ceph osd pool create demo 16 16 replicated >/dev/null
 ceph osd pool application enable demo rados >/dev/null
 timeout 180 rados bench -p demo 10 write -b 65536 -t 8
 
+# The hook runs with CEPH_CONF and FERRO_CLUSTER_DIR exported, the cluster up and pool 'demo' present.
 if [ -f scripts/demo-ferro.sh ]; then
     echo "== scripts/demo-ferro.sh"
     bash scripts/demo-ferro.sh
