@@ -288,7 +288,8 @@ fn i32s(d: &mut Decoder, n: usize) -> Result<Vec<i32>> {
 }
 
 /// `decode_32_or_64_string_map`: an old encoder wrote 64-bit keys; a zero where the string length should be means
-/// the real length follows. (A consequence Ceph shares: an empty name cannot round-trip.)
+/// the real length follows. An empty name is refused: Ceph would accept it here but re-encode it as a bare zero
+/// length that no decoder (Ceph's included) reads back, and valid CRUSH names are never empty.
 fn decode_name_map(d: &mut Decoder) -> Result<BTreeMap<i32, String>> {
     let n = count(d, "name map", 8)?;
     let mut m = BTreeMap::new();
@@ -297,6 +298,9 @@ fn decode_name_map(d: &mut Decoder) -> Result<BTreeMap<i32, String>> {
         let mut len = d.u32()?;
         if len == 0 {
             len = d.u32()?;
+        }
+        if len == 0 {
+            return Err(invalid(format!("empty name for id {key}")));
         }
         let offset = d.offset();
         let raw = d.take_slice(len as usize)?;

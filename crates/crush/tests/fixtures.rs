@@ -381,3 +381,22 @@ proptest! {
         }
     }
 }
+
+/// A map whose rule-name map holds an empty name in the legacy 64-bit-key form: decoding it would produce a map
+/// that re-encodes to undecodable bytes (Ceph has the same trap), so it is refused. Found by the fuzz target.
+#[test]
+fn empty_names_are_refused() {
+    let mut e = Encoder::new(PACIFIC_FEATURES);
+    e.u32(crush::CRUSH_MAGIC);
+    e.i32(0); // max_buckets
+    e.u32(0); // max_rules
+    e.i32(0); // max_devices
+    e.u32(0); // type names
+    e.u32(0); // item names
+    e.u32(1); // rule names: one entry
+    e.i32(0);
+    e.u32(0); // "64-bit key" marker ...
+    e.u32(0); // ... followed by an empty string
+    let err = CrushMap::decode_bytes(e.into_bytes()).expect_err("empty name");
+    assert!(err.to_string().contains("empty name"), "{err}");
+}

@@ -19,7 +19,8 @@ fuzz_target!(|data: &[u8]| {
     assert_eq!(again.buckets, map.buckets);
     assert_eq!(again.rules, map.rules);
 
-    // Hostile retry counts make mapping slow rather than wrong; clamp them so each input stays fast.
+    // Hostile retry and replica counts make mapping slow rather than wrong (in Ceph too); clamp them so each input
+    // stays fast.
     map.tunables.choose_total_tries = map.tunables.choose_total_tries.min(60);
     map.tunables.choose_local_tries = map.tunables.choose_local_tries.min(5);
     map.tunables.choose_local_fallback_tries = map.tunables.choose_local_fallback_tries.min(5);
@@ -27,6 +28,11 @@ fuzz_target!(|data: &[u8]| {
         for s in &mut r.steps {
             if (op::SET_CHOOSE_TRIES..=op::SET_CHOOSE_LOCAL_FALLBACK_TRIES).contains(&s.op) {
                 s.arg1 = s.arg1.min(60);
+            }
+            // A huge replica count makes firstn try every "replica" up to it (as Ceph does).
+            let choose = [op::CHOOSE_FIRSTN, op::CHOOSE_INDEP, op::CHOOSELEAF_FIRSTN, op::CHOOSELEAF_INDEP];
+            if choose.contains(&s.op) {
+                s.arg1 = s.arg1.min(16);
             }
         }
     }
