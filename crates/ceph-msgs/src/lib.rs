@@ -15,6 +15,7 @@
 
 mod mgr;
 mod mon;
+pub mod osd;
 pub mod osd_op;
 mod osdmap;
 

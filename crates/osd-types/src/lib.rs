@@ -4,6 +4,10 @@
 
 pub mod object_info;
 pub mod object_stat;
+pub mod osd_stat;
+pub mod pg_stat;
+pub mod statfs;
+pub mod superblock;
 pub mod pg_log;
 pub mod snapset;
 pub mod watch_info;

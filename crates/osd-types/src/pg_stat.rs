@@ -65,7 +65,10 @@ impl Decode for ObjectStatCollection {
             let sum = d.decode()?;
             let n = d.u32()?;
             if n != 0 {
-                return Err(DecodeError::invalid("object_stat_collection_t", "legacy category map not empty"));
+                return Err(DecodeError::invalid(
+                    "object_stat_collection_t",
+                    "legacy category map not empty",
+                ));
             }
             Ok(ObjectStatCollection { sum })
         })

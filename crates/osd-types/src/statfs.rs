@@ -29,7 +29,11 @@ impl StoreStatfs {
     }
     /// `get_used_raw()` in KiB: total - available - internally_reserved.
     pub fn kb_used_raw(&self) -> i64 {
-        (self.total.saturating_sub(self.available).saturating_sub(self.internally_reserved) >> 10) as i64
+        (self
+            .total
+            .saturating_sub(self.available)
+            .saturating_sub(self.internally_reserved)
+            >> 10) as i64
     }
     pub fn kb_used_data(&self) -> i64 {
         (self.allocated >> 10) as i64

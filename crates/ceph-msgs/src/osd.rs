@@ -1,0 +1,504 @@
+// SPDX-License-Identifier: LGPL-3.0-or-later
+//! Messages an OSD daemon exchanges with the monitors and the manager (Pacific 16.2.15 versions): boot, alive,
+//! beacon, mark-me-down, PG created, PG stats, and the mgr session (open, configure, report).
+//!
+//! Embedded OSD structs (OSDSuperblock, pg_stat_t, osd_stat_t, store_statfs_t) are versioned Ceph structs; they
+//! are carried here as their exact encoded bytes (the `osd-types` crate gives them meaning), so this crate stays
+//! free of OSD types. Each blob is checked to be one complete versioned struct when decoding.
+
+use std::collections::BTreeMap;
+
+use bytes::Bytes;
+use denc::{Decode, DecodeError, Decoder, Encode, Encoder, EntityAddrvec, PgId, Utime, Uuid};
+
+use crate::{CephMessage, PaxosHeader, prio};
+
+/// Message type numbers of this module (`MSG_*` in Message.h).
+pub mod osd_msg {
+    pub const OSD_PING: u16 = 70;
+    pub const OSD_BOOT: u16 = 71;
+    pub const OSD_FAILURE: u16 = 72;
+    pub const OSD_ALIVE: u16 = 73;
+    pub const OSD_MARK_ME_DOWN: u16 = 74;
+    pub const OSD_BEACON: u16 = 79;
+    pub const PGSTATS: u16 = 87;
+    pub const PGSTATSACK: u16 = 88;
+    pub const OSD_PG_CREATED: u16 = 116;
+    pub const MGR_OPEN: u16 = 0x700;
+    pub const MGR_CONFIGURE: u16 = 0x701;
+    pub const MGR_REPORT: u16 = 0x702;
+    pub const MGR_CLOSE: u16 = 0x708;
+    pub const COMMAND: u16 = 97;
+    pub const COMMAND_REPLY: u16 = 98;
+}
+
+/// One complete versioned struct (`u8 v, u8 compat, le32 len, body`) taken as raw bytes.
+pub fn take_struct(d: &mut Decoder) -> Result<Bytes, DecodeError> {
+    let head = d.peek_rest();
+    if head.len() < 6 {
+        return Err(DecodeError::Truncated {
+            offset: d.offset(),
+            needed: 6,
+            remaining: head.len(),
+        });
+    }
+    let len = u32::from_le_bytes([head[2], head[3], head[4], head[5]]) as usize;
+    d.take_bytes(len.saturating_add(6))
+}
+
+/// `MOSDBoot` (71, v7): an OSD asks to be marked up. The public addresses are those of the mon session.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MOSDBoot {
+    pub paxos: PaxosHeader,
+    /// The encoded `OSDSuperblock`.
+    pub sb: Bytes,
+    pub hb_back_addrs: EntityAddrvec,
+    pub cluster_addrs: EntityAddrvec,
+    /// The last epoch this daemon was marked up in (0 on a first boot).
+    pub boot_epoch: u32,
+    pub hb_front_addrs: EntityAddrvec,
+    /// What `ceph osd metadata` shows.
+    pub metadata: BTreeMap<String, String>,
+    pub osd_features: u64,
+}
+
+impl CephMessage for MOSDBoot {
+    const TYPE: u16 = osd_msg::OSD_BOOT;
+    const HEAD_VERSION: u16 = 7;
+    const COMPAT_VERSION: u16 = 7;
+    const NAME: &'static str = "osd_boot";
+
+    fn encode_front(&self, e: &mut Encoder) {
+        self.paxos.encode(e);
+        e.raw(&self.sb);
+        self.hb_back_addrs.encode(e);
+        self.cluster_addrs.encode(e);
+        e.u32(self.boot_epoch);
+        self.hb_front_addrs.encode(e);
+        self.metadata.encode(e);
+        e.u64(self.osd_features);
+    }
+
+    fn decode_front(_v: u16, d: &mut Decoder, _data: &Bytes) -> Result<Self, DecodeError> {
+        Ok(MOSDBoot {
+            paxos: PaxosHeader::decode(d)?,
+            sb: take_struct(d)?,
+            hb_back_addrs: d.decode()?,
+            cluster_addrs: d.decode()?,
+            boot_epoch: d.u32()?,
+            hb_front_addrs: d.decode()?,
+            metadata: d.decode()?,
+            osd_features: d.u64()?,
+        })
+    }
+}
+
+/// `MOSDAlive` (73): the OSD wants `up_thru` raised to `want`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MOSDAlive {
+    pub paxos: PaxosHeader,
+    pub want: u32,
+}
+
+impl CephMessage for MOSDAlive {
+    const TYPE: u16 = osd_msg::OSD_ALIVE;
+    const HEAD_VERSION: u16 = 1;
+    const COMPAT_VERSION: u16 = 1;
+    const NAME: &'static str = "osd_alive";
+
+    fn encode_front(&self, e: &mut Encoder) {
+        self.paxos.encode(e);
+        e.u32(self.want);
+    }
+    fn decode_front(_v: u16, d: &mut Decoder, _data: &Bytes) -> Result<Self, DecodeError> {
+        Ok(MOSDAlive {
+            paxos: PaxosHeader::decode(d)?,
+            want: d.u32()?,
+        })
+    }
+}
+
+/// `MOSDBeacon` (79, v3): liveness plus the PGs this OSD is primary for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MOSDBeacon {
+    pub paxos: PaxosHeader,
+    pub pgs: Vec<PgId>,
+    pub min_last_epoch_clean: u32,
+    pub last_purged_snaps_scrub: Utime,
+    pub osd_beacon_report_interval: i32,
+}
+
+impl CephMessage for MOSDBeacon {
+    const TYPE: u16 = osd_msg::OSD_BEACON;
+    const HEAD_VERSION: u16 = 3;
+    const COMPAT_VERSION: u16 = 1;
+    const NAME: &'static str = "osd_beacon";
+
+    fn encode_front(&self, e: &mut Encoder) {
+        self.paxos.encode(e);
+        self.pgs.encode(e);
+        e.u32(self.min_last_epoch_clean);
+        self.last_purged_snaps_scrub.encode(e);
+        e.i32(self.osd_beacon_report_interval);
+    }
+    fn decode_front(v: u16, d: &mut Decoder, _data: &Bytes) -> Result<Self, DecodeError> {
+        let mut m = MOSDBeacon {
+            paxos: PaxosHeader::decode(d)?,
+            pgs: d.decode()?,
+            min_last_epoch_clean: d.u32()?,
+            last_purged_snaps_scrub: Utime::default(),
+            osd_beacon_report_interval: 0,
+        };
+        if v >= 2 {
+            m.last_purged_snaps_scrub = d.decode()?;
+        }
+        if v >= 3 {
+            m.osd_beacon_report_interval = d.i32()?;
+        }
+        Ok(m)
+    }
+}
+
+/// `MOSDMarkMeDown` (74, v4/3): sent on a clean shutdown.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MOSDMarkMeDown {
+    pub paxos: PaxosHeader,
+    pub fsid: Uuid,
+    pub target_osd: i32,
+    pub target_addrs: EntityAddrvec,
+    pub epoch: u32,
+    pub request_ack: bool,
+    pub down_and_dead: bool,
+}
+
+impl CephMessage for MOSDMarkMeDown {
+    const TYPE: u16 = osd_msg::OSD_MARK_ME_DOWN;
+    const HEAD_VERSION: u16 = 4;
+    const COMPAT_VERSION: u16 = 3;
+    const NAME: &'static str = "MOSDMarkMeDown";
+    const PRIORITY: u16 = prio::HIGHEST;
+
+    fn encode_front(&self, e: &mut Encoder) {
+        self.paxos.encode(e);
+        self.fsid.encode(e);
+        e.i32(self.target_osd);
+        self.target_addrs.encode(e);
+        e.u32(self.epoch);
+        e.bool(self.request_ack);
+        e.bool(self.down_and_dead);
+    }
+    fn decode_front(v: u16, d: &mut Decoder, _data: &Bytes) -> Result<Self, DecodeError> {
+        if v < 3 {
+            return Err(DecodeError::invalid("MOSDMarkMeDown", "version < 3"));
+        }
+        Ok(MOSDMarkMeDown {
+            paxos: PaxosHeader::decode(d)?,
+            fsid: d.decode()?,
+            target_osd: d.i32()?,
+            target_addrs: d.decode()?,
+            epoch: d.u32()?,
+            request_ack: d.bool()?,
+            down_and_dead: if v >= 4 { d.bool()? } else { false },
+        })
+    }
+}
+
+/// `MOSDPGCreated` (116): a PG the monitor asked for exists now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MOSDPGCreated {
+    pub paxos: PaxosHeader,
+    pub pgid: PgId,
+}
+
+impl CephMessage for MOSDPGCreated {
+    const TYPE: u16 = osd_msg::OSD_PG_CREATED;
+    const HEAD_VERSION: u16 = 1;
+    const COMPAT_VERSION: u16 = 1;
+    const NAME: &'static str = "osd_pg_created";
+
+    fn encode_front(&self, e: &mut Encoder) {
+        self.paxos.encode(e);
+        self.pgid.encode(e);
+    }
+    fn decode_front(_v: u16, d: &mut Decoder, _data: &Bytes) -> Result<Self, DecodeError> {
+        Ok(MOSDPGCreated {
+            paxos: PaxosHeader::decode(d)?,
+            pgid: d.decode()?,
+        })
+    }
+}
+
+/// `MPGStats` (87, v2): per-PG and OSD statistics for the mgr.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MPGStats {
+    pub paxos: PaxosHeader,
+    pub fsid: Uuid,
+    /// `pg_t` → encoded `pg_stat_t`.
+    pub pg_stat: BTreeMap<PgId, Bytes>,
+    /// Encoded `osd_stat_t`.
+    pub osd_stat: Bytes,
+    pub epoch: u32,
+    pub had_map_for: Utime,
+    /// Pool id → encoded `store_statfs_t`.
+    pub pool_stat: BTreeMap<i64, Bytes>,
+}
+
+impl CephMessage for MPGStats {
+    const TYPE: u16 = osd_msg::PGSTATS;
+    const HEAD_VERSION: u16 = 2;
+    const COMPAT_VERSION: u16 = 1;
+    const NAME: &'static str = "pg_stats";
+
+    fn encode_front(&self, e: &mut Encoder) {
+        self.paxos.encode(e);
+        self.fsid.encode(e);
+        e.raw(&self.osd_stat);
+        e.u32(self.pg_stat.len() as u32);
+        for (k, v) in &self.pg_stat {
+            k.encode(e);
+            e.raw(v);
+        }
+        e.u32(self.epoch);
+        self.had_map_for.encode(e);
+        e.u32(self.pool_stat.len() as u32);
+        for (k, v) in &self.pool_stat {
+            e.i64(*k);
+            e.raw(v);
+        }
+    }
+    fn decode_front(v: u16, d: &mut Decoder, _data: &Bytes) -> Result<Self, DecodeError> {
+        let paxos = PaxosHeader::decode(d)?;
+        let fsid = d.decode()?;
+        let osd_stat = take_struct(d)?;
+        let n = d.length("MPGStats pg_stat", 19)?;
+        let mut pg_stat = BTreeMap::new();
+        for _ in 0..n {
+            let k: PgId = d.decode()?;
+            pg_stat.insert(k, take_struct(d)?);
+        }
+        let epoch = d.u32()?;
+        let had_map_for = d.decode()?;
+        let mut pool_stat = BTreeMap::new();
+        if v >= 2 {
+            let n = d.length("MPGStats pool_stat", 14)?;
+            for _ in 0..n {
+                let k = d.i64()?;
+                pool_stat.insert(k, take_struct(d)?);
+            }
+        }
+        Ok(MPGStats {
+            paxos,
+            fsid,
+            pg_stat,
+            osd_stat,
+            epoch,
+            had_map_for,
+            pool_stat,
+        })
+    }
+}
+
+/// `MMgrOpen` (0x700, v3): opens a daemon's session with the active mgr.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MMgrOpen {
+    pub daemon_name: String,
+    pub service_name: String,
+    pub service_daemon: bool,
+    pub daemon_metadata: BTreeMap<String, String>,
+    pub daemon_status: BTreeMap<String, String>,
+    /// Encoded `map<string, map<int32_t, string>>` of the current config.
+    pub config_bl: Bytes,
+    /// Encoded `map<string, string>` of compiled-in defaults.
+    pub config_defaults_bl: Bytes,
+}
+
+impl CephMessage for MMgrOpen {
+    const TYPE: u16 = osd_msg::MGR_OPEN;
+    const HEAD_VERSION: u16 = 3;
+    const COMPAT_VERSION: u16 = 1;
+    const NAME: &'static str = "mgropen";
+
+    fn encode_front(&self, e: &mut Encoder) {
+        e.string(&self.daemon_name);
+        e.string(&self.service_name);
+        e.bool(self.service_daemon);
+        if self.service_daemon {
+            self.daemon_metadata.encode(e);
+            self.daemon_status.encode(e);
+        }
+        e.bytes(&self.config_bl);
+        e.bytes(&self.config_defaults_bl);
+    }
+    fn decode_front(v: u16, d: &mut Decoder, _data: &Bytes) -> Result<Self, DecodeError> {
+        let mut m = MMgrOpen {
+            daemon_name: d.string()?,
+            ..Default::default()
+        };
+        if v >= 2 {
+            m.service_name = d.string()?;
+            m.service_daemon = d.bool()?;
+            if m.service_daemon {
+                m.daemon_metadata = d.decode()?;
+                m.daemon_status = d.decode()?;
+            }
+        }
+        if v >= 3 {
+            m.config_bl = d.bufferlist()?;
+            m.config_defaults_bl = d.bufferlist()?;
+        }
+        Ok(m)
+    }
+}
+
+/// `MMgrConfigure` (0x701, v4): the mgr tells a daemon how often to report. Perf metric queries are kept raw.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MMgrConfigure {
+    pub stats_period: u32,
+    pub stats_threshold: u32,
+    /// The encoded OSD perf metric queries and metric config (v3+), unparsed.
+    pub rest: Bytes,
+}
+
+impl CephMessage for MMgrConfigure {
+    const TYPE: u16 = osd_msg::MGR_CONFIGURE;
+    const HEAD_VERSION: u16 = 4;
+    const COMPAT_VERSION: u16 = 1;
+    const NAME: &'static str = "mgrconfigure";
+
+    fn encode_front(&self, e: &mut Encoder) {
+        e.u32(self.stats_period);
+        e.u32(self.stats_threshold);
+        e.raw(&self.rest);
+    }
+    fn decode_front(v: u16, d: &mut Decoder, _data: &Bytes) -> Result<Self, DecodeError> {
+        let stats_period = d.u32()?;
+        let stats_threshold = if v >= 2 { d.u32()? } else { 0 };
+        let n = d.remaining();
+        Ok(MMgrConfigure {
+            stats_period,
+            stats_threshold,
+            rest: d.take_bytes(n)?,
+        })
+    }
+}
+
+/// One perf counter's schema in MMgrReport (`PerfCounterType`, ENCODE 3/1).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PerfCounterType {
+    pub path: String,
+    pub description: String,
+    pub nick: String,
+    /// `perfcounter_type_d` bits (1 time, 2 u64, 4 longrunavg, 8 counter, 0x10 histogram).
+    pub type_: u8,
+    pub priority: u8,
+    pub unit: u8,
+}
+
+impl Encode for PerfCounterType {
+    fn encode(&self, e: &mut Encoder) {
+        e.versioned(3, 1, |e| {
+            e.string(&self.path);
+            e.string(&self.description);
+            e.string(&self.nick);
+            e.u8(self.type_);
+            e.u8(self.priority);
+            e.u8(self.unit);
+        })
+    }
+}
+impl Decode for PerfCounterType {
+    fn decode(d: &mut Decoder) -> Result<Self, DecodeError> {
+        d.decode_struct("PerfCounterType", 3, |h, d| {
+            let mut t = PerfCounterType {
+                path: d.string()?,
+                description: d.string()?,
+                nick: d.string()?,
+                type_: d.u8()?,
+                ..Default::default()
+            };
+            if h.version >= 2 {
+                t.priority = d.u8()?;
+            }
+            if h.version >= 3 {
+                t.unit = d.u8()?;
+            }
+            Ok(t)
+        })
+    }
+}
+
+/// `MMgrReport` (0x702, v9): perf counters and status. Fields after `config_bl` are kept raw.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MMgrReport {
+    pub daemon_name: String,
+    pub declare_types: Vec<PerfCounterType>,
+    /// The packed counter values (an ENCODE_START(1,1) envelope around them).
+    pub packed: Bytes,
+    pub undeclare_types: Vec<String>,
+    pub service_name: String,
+    pub daemon_status: Option<BTreeMap<String, String>>,
+    /// Encoded `vector<DaemonHealthMetric>`, kept raw (count + items).
+    pub daemon_health_metrics: Bytes,
+    pub config_bl: Bytes,
+    /// OSD perf metric reports, task status and metric report (v7+), raw.
+    pub rest: Bytes,
+}
+
+/// What a daemon without perf metric queries sends after `config_bl`: an empty report map, no task status, and
+/// a metric report message holding no payload.
+pub const MGR_REPORT_EMPTY_REST: [u8; 5] = [0, 0, 0, 0, 0];
+
+impl CephMessage for MMgrReport {
+    const TYPE: u16 = osd_msg::MGR_REPORT;
+    const HEAD_VERSION: u16 = 9;
+    const COMPAT_VERSION: u16 = 1;
+    const NAME: &'static str = "mgrreport";
+
+    fn encode_front(&self, e: &mut Encoder) {
+        e.string(&self.daemon_name);
+        self.declare_types.encode(e);
+        e.bytes(&self.packed);
+        self.undeclare_types.encode(e);
+        e.string(&self.service_name);
+        self.daemon_status.encode(e);
+        e.raw(&self.daemon_health_metrics);
+        e.bytes(&self.config_bl);
+        e.raw(&self.rest);
+    }
+    fn decode_front(v: u16, d: &mut Decoder, _data: &Bytes) -> Result<Self, DecodeError> {
+        if v < 9 {
+            return Err(DecodeError::invalid(
+                "MMgrReport",
+                "versions before 9 are not read",
+            ));
+        }
+        let daemon_name = d.string()?;
+        let declare_types = d.decode()?;
+        let packed = d.bufferlist()?;
+        let undeclare_types = d.decode()?;
+        let service_name = d.string()?;
+        let daemon_status = d.decode()?;
+        // DaemonHealthMetric: ENCODE_START(1,1){u8 type, u64 value} = 15 bytes each.
+        let start = d.clone();
+        let n = d.length("MMgrReport daemon_health_metrics", 15)?;
+        for _ in 0..n {
+            take_struct(d)?;
+        }
+        let used = start.remaining() - d.remaining();
+        let mut s = start;
+        let daemon_health_metrics = s.take_bytes(used)?;
+        let config_bl = d.bufferlist()?;
+        let n = d.remaining();
+        Ok(MMgrReport {
+            daemon_name,
+            declare_types,
+            packed,
+            undeclare_types,
+            service_name,
+            daemon_status,
+            daemon_health_metrics,
+            config_bl,
+            rest: d.take_bytes(n)?,
+        })
+    }
+}
