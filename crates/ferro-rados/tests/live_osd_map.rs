@@ -479,8 +479,19 @@ fn run(mode: &str, expect_con_mode: u32, full: bool) {
         );
         std::thread::sleep(Duration::from_secs(1));
     }
+    // Every new epoch (pools, pg_num, upmap, affinity) arrived as an incremental that applied with the
+    // monitor's full_crc: no map had to be refetched.
+    let (mut maps, mut errors) = (0, Vec::new());
+    while let Some(e) = ctx.client.monclient().poll_event() {
+        match e {
+            monclient::Event::OsdMap { .. } => maps += 1,
+            monclient::Event::OsdMapError { epoch, error } => errors.push((epoch, error)),
+            _ => {}
+        }
+    }
+    assert!(errors.is_empty(), "{errors:?}");
     eprintln!(
-        "{mode}: compared {} PG mappings, {} object names with the mon, {} CLI outputs in {:.1} s",
+        "{mode}: compared {} PG mappings, {} object names with the mon, {} CLI outputs in {:.1} s; {maps} map updates",
         ctx.compared_pgs,
         ctx.compared_names,
         ctx.compared_cli,

@@ -612,6 +612,8 @@ impl<M: OsdMapLike> MonClient<M> {
             return;
         };
         let mut have = self.osdmap.as_ref().map(|o| o.epoch()).unwrap_or(0);
+        // What we held before this message: an event is due if we end up with a newer map.
+        let start = have;
         if have == 0 {
             // Without a map only a full one helps: take the newest.
             if let Some((&e, bl)) = m.maps.iter().next_back() {
@@ -627,7 +629,6 @@ impl<M: OsdMapLike> MonClient<M> {
                 }
             }
         }
-        let start = have;
         if have > 0 {
             let mut e = have + 1;
             while e <= last {

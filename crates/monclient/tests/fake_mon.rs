@@ -295,7 +295,12 @@ fn bad_incremental_falls_back_to_full_map() {
     let t0 = Instant::now();
     let (mut c, conn, _) = connected(6, t0);
     c.handle_message(conn, &osdmap_msg(&[], &[(3, full(3, 0))], 3), t0);
-    drain(&mut c);
+    let (_, e) = drain(&mut c);
+    assert_eq!(
+        e,
+        vec![Event::OsdMap { epoch: 3 }],
+        "a first full map alone is an update too"
+    );
     // A corrupt incremental with the full map of the same epoch alongside: the full map is used.
     c.handle_message(
         conn,
