@@ -44,7 +44,13 @@ pub enum ApplyError {
     FullMap(DecodeError),
     #[error("osd.{osd} is beyond max_osd {max_osd}")]
     OsdOutOfRange { osd: i32, max_osd: i32 },
+    #[error("max_osd {0} exceeds our limit {MAX_OSD}")]
+    TooManyOsds(i32),
 }
+
+/// The largest `max_osd` we accept from an incremental: per-OSD vectors are sized by it, so a hostile value must
+/// not allocate gigabytes. Real clusters stay far below (the biggest known run a few tens of thousands of OSDs).
+pub const MAX_OSD: i32 = 1 << 17;
 
 impl ApplyError {
     /// The errno Ceph returns for this failure.
@@ -54,6 +60,7 @@ impl ApplyError {
             ApplyError::EpochGap { .. } => -22,
             ApplyError::FullMap(_) => -5, // EIO
             ApplyError::OsdOutOfRange { .. } => -22,
+            ApplyError::TooManyOsds(_) => -22,
         }
     }
 }
@@ -109,12 +116,15 @@ impl OsdMap {
                 got: inc.epoch,
             });
         }
+        if inc.new_max_osd > MAX_OSD {
+            return Err(ApplyError::TooManyOsds(inc.new_max_osd));
+        }
         if !inc.fullmap.is_empty() {
             *self = OsdMap::decode_all(inc.fullmap.clone()).map_err(ApplyError::FullMap)?;
             return Ok(CrcCheck::NotChecked);
         }
         self.raw = None;
-        self.epoch += 1;
+        self.epoch = inc.epoch;
         self.modified = inc.modified;
         let epoch = self.epoch;
 
@@ -334,7 +344,7 @@ impl OsdMap {
         if !inc.crush.is_empty() {
             self.crush = inc.crush.clone();
             if release_ge(self.require_osd_release, release::LUMINOUS) {
-                self.crush_version += 1;
+                self.crush_version = self.crush_version.wrapping_add(1);
             }
             self.on_crush_replaced();
         }

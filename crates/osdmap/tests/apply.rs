@@ -181,3 +181,12 @@ fn out_of_range_osd_is_an_error_not_a_panic() {
         Err(ApplyError::OsdOutOfRange { osd: 99, .. })
     ));
 }
+
+/// Found by fuzzing: a hostile new_max_osd must not size per-OSD vectors to gigabytes.
+#[test]
+fn huge_max_osd_is_refused() {
+    let mut m = base();
+    let mut inc = Incremental::new(11);
+    inc.new_max_osd = i32::MAX;
+    assert_eq!(m.apply_incremental(&inc), Err(ApplyError::TooManyOsds(i32::MAX)));
+}
