@@ -178,8 +178,10 @@ impl WatchState {
     /// the completion, if there are none) are appended to `out`.
     /// A fresh notify id: `(epoch << 32) | counter`, as the OSD makes them.
     pub fn reserve_notify_id(&mut self, epoch: u32) -> u64 {
+        // the OSD's counter is post-incremented: its first id has 0 in the low half
+        let n = self.next_id;
         self.next_id = self.next_id.wrapping_add(1);
-        (u64::from(epoch) << 32) | u64::from(self.next_id)
+        (u64::from(epoch) << 32) | u64::from(n)
     }
 
     #[allow(clippy::too_many_arguments)]
