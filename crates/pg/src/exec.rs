@@ -118,7 +118,7 @@ fn op_info(m: &MOSDOp) -> Result<OpInfo, i32> {
 }
 
 /// `reply_op_error`: a reply with no data, the given versions and per-op results.
-fn reply_error(
+pub(crate) fn reply_error(
     m: &MOSDOp,
     err: i32,
     epoch: u32,
@@ -143,6 +143,24 @@ pub(crate) fn handle_op<D: Device>(pg: &mut Pg, store: &mut Store<D>, ctx: OpCon
     let m = &ctx.msg;
     let epoch = ctx.epoch;
     let send_now = |out: &mut Outputs, r: MOSDOpReply| out.replies.push((ctx.conn, r));
+
+    // an object this PG does not hold (a client with an old map): Ceph drops the op; the client resends
+    let head = HObject::new(
+        m.oid.0.clone(),
+        m.oloc.key.clone(),
+        SnapId::NOSNAP,
+        m.hash,
+        pg.spgid.pgid.pool as i64,
+        m.oloc.nspace.clone(),
+    );
+    if !m.ops.iter().any(|o| op::is_pg_op(o.op))
+        && !pg
+            .spgid
+            .pgid
+            .contains(pg.spgid.pgid.get_split_bits(pg.pool.pg_num), &head)
+    {
+        return out;
+    }
 
     if m.has_flag(flag::PARALLELEXEC) {
         send_now(

@@ -35,6 +35,12 @@ use ferrostore::{Device, Store};
 
 pub use caps::{CapParseError, OsdCap};
 
+/// Ceph's `reply_op_error` for an op the daemon answers itself (e.g. -ENXIO for a misdirected op, -EAGAIN):
+/// the request's flags and ops without data, `errno` (negative) as the result, no versions.
+pub fn error_reply(msg: &MOSDOp, errno: i32, epoch: u32) -> MOSDOpReply {
+    exec::reply_error(msg, errno, epoch, Eversion::default(), 0, &[])
+}
+
 /// Identifies a client connection in the daemon (what replies and notifies are sent on).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 pub struct ConnId(pub u64);
@@ -310,6 +316,42 @@ impl Pg {
         // keep `held` ordered by seq (replies for older transactions first)
         let at = self.held.iter().rposition(|h| h.seq <= seq).map_or(0, |i| i + 1);
         self.held.insert(at, Held { seq, conn, reply });
+    }
+
+    /// Objects of this PG in Ceph's order, starting at `start` (inclusive; `HObject::default()` for the
+    /// beginning), at most `max`; the cursor to continue from is the max object at the end.
+    pub fn list_objects<D: Device>(
+        &self,
+        store: &mut Store<D>,
+        start: &denc::HObject,
+        max: usize,
+    ) -> Result<(Vec<denc::HObject>, denc::HObject), PgError> {
+        let mut from = if start.is_min() {
+            Vec::new()
+        } else {
+            denc::GHObject::new(start.clone(), 0, self.spgid.shard).to_sort_key()
+        };
+        let mut out = Vec::new();
+        loop {
+            let batch = store.list_objects(&self.cid, &from, None, max + 1 - out.len().min(max))?;
+            if batch.is_empty() {
+                return Ok((out, denc::HObject::max_value()));
+            }
+            for k in &batch {
+                let Some(g) = keys::from_key(k) else { continue };
+                if g.is_pgmeta() || g.hobj.is_temp() {
+                    continue;
+                }
+                if out.len() == max {
+                    return Ok((out, g.hobj));
+                }
+                out.push(g.hobj);
+            }
+            let Some(last) = batch.last() else { break };
+            from = last.name.to_vec();
+            from.push(0);
+        }
+        Ok((out, denc::HObject::max_value()))
     }
 
     /// Number of replies held for durability.
