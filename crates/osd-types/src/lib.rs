@@ -5,15 +5,17 @@
 pub mod object_info;
 pub mod object_stat;
 pub mod osd_stat;
+pub mod pg_info;
+pub mod pg_log;
 pub mod pg_stat;
+pub mod snapset;
 pub mod statfs;
 pub mod superblock;
-pub mod pg_log;
-pub mod snapset;
 pub mod watch_info;
 
 pub use object_info::{ObjectInfo, oi_flag};
 pub use object_stat::ObjectStatSum;
+pub use pg_info::{PgHistory, PgInfo};
 pub use pg_log::{ObjectCleanRegions, ObjectModDesc, OpReturnItem, PgLogDup, PgLogEntry, log_op};
 pub use snapset::SnapSet;
 pub use watch_info::{ListObject, ObjListWatchResponse, PgNlsResponse, WatchInfo, WatchItem};

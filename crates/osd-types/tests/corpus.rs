@@ -46,3 +46,11 @@ fn pg_log_op_return_item_t() {
 fn object_stat_sum_t() {
     check_type::<ObjectStatSum>("object_stat_sum_t", F);
 }
+#[test]
+fn pg_history_t() {
+    check_type::<PgHistory>("pg_history_t", F);
+}
+#[test]
+fn pg_info_t() {
+    check_type::<PgInfo>("pg_info_t", F);
+}
