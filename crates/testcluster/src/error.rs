@@ -66,6 +66,9 @@ pub enum ClusterError {
         /// Why not.
         reason: String,
     },
+    /// The request does not fit this cluster (e.g. PG states without a mgr).
+    #[error("{0}")]
+    Unsupported(String),
     /// Some of our processes survived `stop`.
     #[error("processes still alive after stop: {0:?}")]
     Survivors(Vec<(String, u32)>),

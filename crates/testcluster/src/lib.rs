@@ -396,12 +396,15 @@ impl Cluster {
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     }
 
-    /// Runs `ceph <args> --format=json` and parses the output.
+    /// Runs `ceph <args> --format=json` and parses the output (`Null` for commands that print nothing).
     pub fn ceph_json(&self, args: &[&str]) -> Result<serde_json::Value> {
         let mut cmd = self.ceph_cmd(args);
         cmd.arg("--format=json");
         let what = process::describe(&cmd);
         let out = process::run(&mut cmd, CMD_TIMEOUT)?;
+        if out.stdout.iter().all(u8::is_ascii_whitespace) {
+            return Ok(serde_json::Value::Null);
+        }
         serde_json::from_slice(&out.stdout).map_err(|e| ClusterError::BadOutput {
             command: what,
             detail: e.to_string(),
@@ -503,6 +506,12 @@ impl Cluster {
 
     /// Waits until every PG is active+clean.
     pub fn wait_for_clean(&self, timeout: Duration) -> Result<()> {
+        // PG states come from the mgr; without one `pg stat` would block until its timeout.
+        if !self.lock().iter().any(|d| d.name.starts_with("mgr.")) {
+            return Err(ClusterError::Unsupported(
+                "wait_for_clean needs a mgr (ClusterSpec::mgr)".into(),
+            ));
+        }
         self.wait_for("all PGs active+clean", timeout, || {
             let st = self.ceph_json(&["pg", "stat"])?;
             let st = &st["pg_summary"];
@@ -725,10 +734,15 @@ impl Cluster {
     fn log_tail(&self, name: &str) -> String {
         let log = self.log_path(name);
         let out = self.dir.join("log").join(format!("{name}.out"));
+        // Error-level lines (" -1 ") first: a plain tail is often RocksDB statistics dumped at exit.
+        let full = process::tail_file(&log, 5000);
+        let errors: Vec<&str> = full.lines().filter(|l| l.contains(" -1 ")).collect();
+        let errors = errors[errors.len().saturating_sub(10)..].join("\n");
         format!(
-            "--- {} (tail) ---\n{}\n--- {} (tail) ---\n{}",
+            "--- {} (last error lines) ---\n{errors}\n--- {} (tail) ---\n{}\n--- {} (tail) ---\n{}",
             log.display(),
-            process::tail_file(&log, 25),
+            log.display(),
+            process::tail_str(&full, 20),
             out.display(),
             process::tail_file(&out, 10)
         )
@@ -859,9 +873,15 @@ impl Cluster {
             self.spawn_daemon(&name, cmd)?;
             match self.wait_quorum() {
                 Ok(()) => return Ok(()),
-                // The error's log tails cover both the daemon log and its stderr.
-                Err(ClusterError::DaemonDied { logs, .. })
-                    if attempt < ATTEMPTS && logs.contains("Address already in use") =>
+                // RocksDB dumps statistics on exit, so look further back than the error's short tail.
+                Err(ClusterError::DaemonDied { .. })
+                    if attempt < ATTEMPTS
+                        && [
+                            self.log_path(&name),
+                            self.dir.join("log").join(format!("{name}.out")),
+                        ]
+                        .iter()
+                        .any(|p| process::tail_file(p, 2000).contains("Address already in use")) =>
                 {
                     let mut ds = self.lock();
                     if let Some(i) = ds.iter().position(|d| d.name == name)

@@ -219,6 +219,16 @@ fn a_taken_mon_port_is_retried_on_another_one() {
     let c = Cluster::start(spec).unwrap();
     assert_ne!(c.mon_addr().port(), taken);
     assert_eq!(c.ceph_json(&["status"]).unwrap()["fsid"], c.fsid());
+    // Without a mgr, PG states are unavailable: a clear error at once, not a hang.
+    let t0 = Instant::now();
+    let err = c.wait_for_clean(Duration::from_secs(30)).unwrap_err();
+    assert!(err.to_string().contains("needs a mgr"), "{err}");
+    assert!(t0.elapsed() < Duration::from_secs(1));
+    // Commands that print nothing give Null rather than a parse error.
+    assert_eq!(
+        c.ceph_json(&["osd", "pool", "create", "q", "4", "4"]).unwrap(),
+        serde_json::Value::Null
+    );
 }
 
 #[test]
@@ -248,4 +258,46 @@ fn a_cluster_left_by_a_killed_test_process_is_reaped_by_the_next_start() {
         stale.display()
     );
     drop(fresh);
+}
+
+/// An OSD kind whose daemon dies at once: exercises the launcher seam and early failure reporting.
+struct DiesAtOnce;
+
+impl testcluster::OsdLauncher for DiesAtOnce {
+    fn kind(&self) -> &str {
+        "dies-at-once"
+    }
+    fn prepare(&self, ctx: &testcluster::OsdContext) -> testcluster::Result<()> {
+        // The cluster registered the OSD and wrote its key before calling us.
+        let keyring = std::fs::read_to_string(&ctx.keyring).unwrap_or_default();
+        assert!(keyring.starts_with(&format!("[osd.{}]\n", ctx.id)), "{keyring}");
+        assert!(ctx.data_dir.ends_with(format!("osd.{}", ctx.id)));
+        Ok(())
+    }
+    fn command(&self, ctx: &testcluster::OsdContext) -> std::process::Command {
+        let mut cmd = std::process::Command::new("sh");
+        cmd.args([
+            "-c",
+            &format!("echo 'osd.{} cannot start: boom' >&2; exit 3", ctx.id),
+        ]);
+        cmd
+    }
+}
+
+#[test]
+fn an_osd_that_dies_fails_add_osd_fast_with_its_output() {
+    if !testcluster::ceph_installed() && std::env::var_os(testcluster::REQUIRE_ENV).is_none() {
+        eprintln!("skipping: Ceph not installed");
+        return;
+    }
+    let c = Cluster::start(ClusterSpec::default().without_mgr()).unwrap();
+    let t0 = Instant::now();
+    let err = c.add_osd(&DiesAtOnce).unwrap_err();
+    assert!(
+        matches!(err, testcluster::ClusterError::DaemonDied { .. }),
+        "{err}"
+    );
+    let text = err.to_string();
+    assert!(text.contains("osd.0 cannot start: boom"), "{text}");
+    assert!(t0.elapsed() < Duration::from_secs(30), "took {:?}", t0.elapsed());
 }
