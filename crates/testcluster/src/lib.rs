@@ -155,16 +155,25 @@ pub fn ceph_installed() -> bool {
     .all(|b| which(b).is_some())
 }
 
-/// For tests: starts a cluster, or returns `None` with a message on stderr when Ceph is not installed and
-/// `FERRO_REQUIRE_CLUSTER` is unset. Panics (failing the test) if the cluster cannot start.
+/// For tests that need Ceph installed: true if it is; false (after printing why on stderr) if the test should
+/// skip. Panics if Ceph is missing while `FERRO_REQUIRE_CLUSTER` is set (CI), so nothing silently skips there.
+pub fn ceph_or_skip() -> bool {
+    if ceph_installed() {
+        return true;
+    }
+    if std::env::var_os(REQUIRE_ENV).is_some() {
+        panic!("{REQUIRE_ENV} is set but Ceph 16.2 is not installed (run ./scripts/setup.sh)");
+    }
+    eprintln!(
+        "skipping: Ceph (ceph-mon, ceph-mgr, ceph-osd) not installed; set {REQUIRE_ENV}=1 to fail instead"
+    );
+    false
+}
+
+/// For tests: starts a cluster, or returns `None` when [`ceph_or_skip`] says to skip. Panics (failing the
+/// test) if the cluster cannot start.
 pub fn start_or_skip(spec: ClusterSpec) -> Option<Cluster> {
-    if !ceph_installed() {
-        if std::env::var_os(REQUIRE_ENV).is_some() {
-            panic!("{REQUIRE_ENV} is set but Ceph 16.2 is not installed (run ./scripts/setup.sh)");
-        }
-        eprintln!(
-            "skipping: Ceph (ceph-mon, ceph-mgr, ceph-osd) not installed; set {REQUIRE_ENV}=1 to fail instead"
-        );
+    if !ceph_or_skip() {
         return None;
     }
     match Cluster::start(spec) {

@@ -104,8 +104,7 @@ fn one_osd_cluster_comes_up_serves_io_and_cleans_up() {
 
 #[test]
 fn detached_cluster_survives_its_handle_and_stop_dir_kills_it() {
-    if !testcluster::ceph_installed() && std::env::var_os(testcluster::REQUIRE_ENV).is_none() {
-        eprintln!("skipping: Ceph not installed");
+    if !testcluster::ceph_or_skip() {
         return;
     }
     let base = std::env::temp_dir().join(format!("ferro-detached-test.{}", std::process::id()));
@@ -164,8 +163,7 @@ fn start_detached_refuses_a_foreign_non_empty_directory() {
 
 #[test]
 fn a_panicking_test_still_kills_its_daemons() {
-    if !testcluster::ceph_installed() && std::env::var_os(testcluster::REQUIRE_ENV).is_none() {
-        eprintln!("skipping: Ceph not installed");
+    if !testcluster::ceph_or_skip() {
         return;
     }
     let (tx, rx) = std::sync::mpsc::channel();
@@ -186,8 +184,7 @@ fn a_panicking_test_still_kills_its_daemons() {
 
 #[test]
 fn concurrent_clusters_get_their_own_ports_and_dirs() {
-    if !testcluster::ceph_installed() && std::env::var_os(testcluster::REQUIRE_ENV).is_none() {
-        eprintln!("skipping: Ceph not installed");
+    if !testcluster::ceph_or_skip() {
         return;
     }
     let starts: Vec<_> = (0..2)
@@ -205,8 +202,7 @@ fn concurrent_clusters_get_their_own_ports_and_dirs() {
 
 #[test]
 fn a_taken_mon_port_is_retried_on_another_one() {
-    if !testcluster::ceph_installed() && std::env::var_os(testcluster::REQUIRE_ENV).is_none() {
-        eprintln!("skipping: Ceph not installed");
+    if !testcluster::ceph_or_skip() {
         return;
     }
     // Another "cluster" holds the port we ask for first.
@@ -233,8 +229,7 @@ fn a_taken_mon_port_is_retried_on_another_one() {
 
 #[test]
 fn a_cluster_left_by_a_killed_test_process_is_reaped_by_the_next_start() {
-    if !testcluster::ceph_installed() && std::env::var_os(testcluster::REQUIRE_ENV).is_none() {
-        eprintln!("skipping: Ceph not installed");
+    if !testcluster::ceph_or_skip() {
         return;
     }
     // Looks like a guard directory whose owner died: pid 1 with a start time that is not pid 1's.
@@ -286,8 +281,7 @@ impl testcluster::OsdLauncher for DiesAtOnce {
 
 #[test]
 fn an_osd_that_dies_fails_add_osd_fast_with_its_output() {
-    if !testcluster::ceph_installed() && std::env::var_os(testcluster::REQUIRE_ENV).is_none() {
-        eprintln!("skipping: Ceph not installed");
+    if !testcluster::ceph_or_skip() {
         return;
     }
     let c = Cluster::start(ClusterSpec::default().without_mgr()).unwrap();
