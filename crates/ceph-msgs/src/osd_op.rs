@@ -1120,4 +1120,19 @@ mod tests {
         m.data = Bytes::from_static(b"ab");
         assert!(MOSDOp::decode_message(&m).is_err());
     }
+
+    proptest::proptest! {
+        #[test]
+        fn hostile_messages_never_panic(front in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..300),
+                                        data in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..64),
+                                        version in 0u16..12) {
+            for ty in [osd_msg_type::OSD_OP, osd_msg_type::OSD_OPREPLY, osd_msg_type::WATCH_NOTIFY, osd_msg_type::OSD_BACKOFF] {
+                let m = crate::Message { msg_type: ty, version, compat_version: 1, front: front.clone().into(), data: data.clone().into(), ..Default::default() };
+                let _ = MOSDOp::decode_message(&m);
+                let _ = MOSDOpReply::decode_message(&m);
+                let _ = MWatchNotify::from_message(&m);
+                let _ = MOSDBackoff::from_message(&m);
+            }
+        }
+    }
 }

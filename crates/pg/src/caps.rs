@@ -631,4 +631,17 @@ mod tests {
         assert!(c.is_capable("any", b"", &[], b"x", &need(true, false)));
         assert!(!c.is_capable("any", b"", &[], b"x", &need(false, true)));
     }
+
+    proptest::proptest! {
+        #[test]
+        fn any_text_parses_or_errors(s in ".{0,60}") {
+            let _ = OsdCap::parse(&s);
+        }
+        #[test]
+        fn grammar_words_never_panic(words in proptest::collection::vec(
+            proptest::sample::select(vec!["allow", "profile", "r", "rw", "rwx", "*", "pool=p", "pool", "p",
+                "namespace=n*", "object_prefix", "class", "lock", "class-read", ";", ",", "=", "tag", "a", "k=v", "rbd"]), 0..8)) {
+            let _ = OsdCap::parse(&words.join(" "));
+        }
+    }
 }

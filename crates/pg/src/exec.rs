@@ -25,7 +25,8 @@ use crate::{ConnId, OpContext, Outputs, Pg, PgError, PgStats, cls, keys};
 const MAX_ERRNO: i32 = 4095;
 const OSD_MAX_PGLS: u64 = 1024;
 const OSD_MAX_ATTR_NAME_LEN: u32 = 100;
-const OSD_MAX_WRITE_OP_REPLY_LEN: usize = 32;
+/// `osd_max_write_op_reply_len`: 64 since 16.2.15 (pr#53470).
+const OSD_MAX_WRITE_OP_REPLY_LEN: usize = 64;
 const HIT_SET_NAMESPACE: &[u8] = b".ceph-internal";
 /// `librados::all_nspaces`.
 const ALL_NSPACES: &[u8] = b"\x01";

@@ -1217,3 +1217,109 @@ fn extent_helpers_round_trip() {
     });
     assert_eq!(o.extent().truncate_seq, 4);
 }
+
+#[test]
+fn names_flags_and_returnvec() {
+    let mut h = H::new();
+    // empty names are EINVAL, over-long ones ENAMETOOLONG (also beyond the store's key limit)
+    assert_eq!(h.run("", vec![read(0, 0)]).result, -22);
+    let long = "n".repeat(300);
+    assert_eq!(h.run(&long, vec![write(0, b"x")]).result, -36);
+    let huge = "n".repeat(3000);
+    assert_eq!(h.run(&huge, vec![read(0, 0)]).result, -36);
+    // PARALLELEXEC is not implemented
+    let mut m = h.msg("p", "", vec![read(0, 0)]);
+    m.flags |= flag::PARALLELEXEC;
+    assert_eq!(h.send(m).result, -22);
+    // an op without ops has nothing to do: EINVAL
+    assert_eq!(h.run("p", vec![]).result, -22);
+    // a write to a snapshot is EINVAL
+    let mut m = h.msg("p", "", vec![write(0, b"x")]);
+    m.snapid = SnapId(4);
+    assert_eq!(h.send(m).result, -22);
+    // without RETURNVEC a successful write returns no data; with it, per-op data is kept (<= 64 bytes)
+    h.run("v", vec![write(0, b"x")]);
+    let r = h.run("v", vec![write(1, b"y"), call("version", "read", Bytes::new())]);
+    assert_eq!((r.result, r.ops[1].outdata.len()), (0, 0));
+    let mut m = h.msg(
+        "v",
+        "",
+        vec![write(1, b"y"), call("version", "read", Bytes::new())],
+    );
+    m.flags |= flag::RETURNVEC;
+    let r = h.send(m.clone());
+    assert_eq!(r.result, 0);
+    assert!(!r.ops[1].outdata.is_empty());
+    // the resend gets the same per-op data from the log
+    let r2 = h.send(m);
+    assert_eq!(r2.ops[1].outdata, r.ops[1].outdata);
+}
+
+#[test]
+fn ops_for_other_pgs_are_dropped_and_listing_api() {
+    let mut store = new_store();
+    let p = PoolInfo { pg_num: 4, ..pool() };
+    let sp = SpgId::new(PgId::new(3, 1), ShardId::NO_SHARD);
+    let mut pg = Pg::new(sp, p, PgConfig::default());
+    let seq = pg.create(&mut store, EPOCH).unwrap();
+    store.wait_durable(seq).unwrap();
+    pg.on_commit(seq);
+    let caps = OsdCap::allow_all();
+    let mut mine = Vec::new();
+    for i in 0..40u32 {
+        let name = format!("x{i}");
+        let hash = name_hash(&name);
+        let m = MOSDOp {
+            tid: u64::from(i) + 1,
+            pgid: sp,
+            hash,
+            osdmap_epoch: EPOCH,
+            flags: flag::WRITE | flag::ONDISK,
+            oloc: ObjectLocator::new(3),
+            oid: ObjectName::new(Bytes::from(name.clone())),
+            ops: vec![write(0, b"z")],
+            snapid: SnapId::NOSNAP,
+            ..Default::default()
+        };
+        let ctx = OpContext {
+            msg: m,
+            conn: ConnId(1),
+            client: EntityNameT::client(1),
+            client_addr: EntityAddr::default(),
+            caps: &caps,
+            conn_features: u64::MAX,
+            epoch: EPOCH,
+            now: Utime::new(1, 0),
+        };
+        let out = pg.handle_op(&mut store, ctx);
+        assert!(out.replies.is_empty());
+        if hash & 3 == 1 {
+            mine.push(HObject::new(name, "", SnapId::NOSNAP, hash, 3, ""));
+        } else {
+            assert_eq!(pg.held_replies(), mine.len(), "{name} is not in 3.1: dropped");
+        }
+    }
+    while store.unacked() > 0 {
+        let mut ev = Vec::new();
+        store.wait(&mut ev).unwrap();
+        for e in ev {
+            if let Event::Durable(s) = e {
+                pg.on_commit(s);
+            }
+        }
+    }
+    mine.sort();
+    let (first, cursor) = pg.list_objects(&mut store, &HObject::default(), 3).unwrap();
+    assert_eq!(first, mine[..3.min(mine.len())]);
+    let (rest, end) = pg.list_objects(&mut store, &cursor, 100).unwrap();
+    assert_eq!([first, rest].concat(), mine);
+    assert!(end.is_max());
+    assert_eq!(pg.stats().num_objects, mine.len() as u64);
+}
+
+#[test]
+fn pg_is_send() {
+    fn send<T: Send>() {}
+    send::<Pg>();
+    send::<Outputs>();
+}
