@@ -145,6 +145,9 @@ pub(crate) fn handle_op<D: Device>(pg: &mut Pg, store: &mut Store<D>, ctx: OpCon
     let epoch = ctx.epoch;
     let send_now = |out: &mut Outputs, r: MOSDOpReply| out.replies.push((ctx.conn, r));
 
+    if m.osdmap_epoch < pg.discard_before {
+        return out;
+    }
     // an object this PG does not hold (a client with an old map): Ceph drops the op; the client resends
     let head = HObject::new(
         m.oid.0.clone(),

@@ -199,6 +199,8 @@ pub struct Pg {
     durable_seq: u64,
     /// Deterministic randomness (cls version tags).
     rng: u64,
+    /// Ops sent with an older map are dropped (the client resends them).
+    discard_before: u32,
 }
 
 impl Pg {
@@ -218,6 +220,7 @@ impl Pg {
             watch: watch::WatchState::default(),
             durable_seq: 0,
             rng: 0x9e37_79b9_7f4a_7c15 ^ (u64::from(spgid.pgid.seed) << 20) ^ spgid.pgid.pool,
+            discard_before: 0,
         }
     }
 
@@ -231,6 +234,13 @@ impl Pg {
     pub fn set_pool(&mut self, pool: PoolInfo) {
         self.pool = pool;
     }
+    /// Ceph's `can_discard_op` floor: ops whose map epoch is older than
+    /// max(`same_primary_since`, `last_epoch_split`, the pool's `last_force_op_resend`) are dropped without a
+    /// reply, because the client resends them after it sees the newer map. The daemon sets it on map changes.
+    pub fn set_discard_before(&mut self, epoch: u32) {
+        self.discard_before = epoch;
+    }
+
     /// The ferrostore collection of this PG (`coll_t` text form, e.g. `1.7_head`).
     pub fn collection(&self) -> &ferrostore::CollectionId {
         &self.cid

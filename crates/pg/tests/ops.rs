@@ -1318,6 +1318,29 @@ fn ops_for_other_pgs_are_dropped_and_listing_api() {
 }
 
 #[test]
+fn ops_from_before_the_interval_are_dropped() {
+    let mut h = H::new();
+    h.pg.set_discard_before(EPOCH + 1);
+    let m = h.msg("a", "", vec![write(0, b"x")]);
+    let caps = OsdCap::allow_all();
+    let ctx = OpContext {
+        msg: m.clone(),
+        conn: ConnId(1),
+        client: EntityNameT::client(1),
+        client_addr: EntityAddr::default(),
+        caps: &caps,
+        conn_features: u64::MAX,
+        epoch: EPOCH + 1,
+        now: h.now,
+    };
+    let out = h.pg.handle_op(&mut h.store, ctx);
+    assert!(out.replies.is_empty() && h.pg.held_replies() == 0);
+    let mut m2 = m;
+    m2.osdmap_epoch = EPOCH + 1;
+    assert_eq!(h.send(m2).result, 0);
+}
+
+#[test]
 fn pg_is_send() {
     fn send<T: Send>() {}
     send::<Pg>();
