@@ -181,8 +181,10 @@ impl OsdMap {
         for (osd, w) in &inc.new_weight {
             let i = self.slot(*osd)?;
             self.osd_weight[i] = *w;
-            // Marking in clears AUTOOUT and NEW and forgets the pre-out weight.
+            // A non-zero weight implies the OSD exists (`set_weight`); marking in clears AUTOOUT and NEW and
+            // forgets the pre-out weight.
             if *w != 0 {
+                self.osd_state[i] |= state::EXISTS;
                 self.osd_state[i] &= !(state::AUTOOUT | state::NEW);
                 self.osd_xinfo[i].old_weight = 0;
             }
