@@ -162,7 +162,8 @@ fn run(cluster: &mut Cluster, cmd: Cmd) -> Result<ExitCode, Error> {
                         )
                     })
                     .collect();
-                writeln!(out, "[{}]", items.join(",")).map_err(io)?;
+                // The ceph CLI's blank line before JSON, then the monitor's `[...]\n`.
+                writeln!(out, "\n[{}]", items.join(",")).map_err(io)?;
             } else {
                 for (id, name) in pools {
                     writeln!(out, "{id} {name}").map_err(io)?;
@@ -178,8 +179,9 @@ fn run(cluster: &mut Cluster, cmd: Cmd) -> Result<ExitCode, Error> {
         } => {
             let m = cluster.map_object(&pool, &object, nspace.as_deref().unwrap_or(""))?;
             if json || format.as_deref().is_some_and(|f| f.starts_with("json")) {
-                // `ceph osd map --format json` prints no trailing newline.
-                write!(out, "{}", m.to_json()).map_err(io)?;
+                // As the ceph CLI prints JSON answers: a blank line first (its "skip the status line" hack), then
+                // the monitor's bytes, which for `osd map` end without a newline.
+                write!(out, "\n{}", m.to_json()).map_err(io)?;
             } else {
                 writeln!(out, "{}", m.to_text()).map_err(io)?;
             }

@@ -123,6 +123,7 @@ fn ours_for_all_pgs(m: &OsdMap) -> BTreeMap<String, Row> {
 
 /// The epoch in a `ceph osd map` answer, text (`osdmap e12 ...`) or JSON (`{"epoch":12,...`).
 fn epoch_of(s: &str) -> Option<u32> {
+    let s = s.trim_start();
     let rest = s
         .strip_prefix("osdmap e")
         .or_else(|| s.strip_prefix("{\"epoch\":"))?;
@@ -241,7 +242,8 @@ impl Ctx<'_> {
                     if json {
                         args.extend(["--format", "json"]);
                     }
-                    let theirs = self.tc.ceph_bytes(&args).unwrap();
+                    // The ceph CLI's stdout (not `-o FILE`, which holds only the monitor's bytes).
+                    let theirs = self.tc.ceph(&args).unwrap();
                     let mut ours = Command::new(bin);
                     ours.arg("-c")
                         .arg(self.tc.conf_path())
@@ -251,8 +253,8 @@ impl Ctx<'_> {
                     }
                     let ours = ours.output().unwrap();
                     assert!(ours.status.success(), "{}", String::from_utf8_lossy(&ours.stderr));
-                    let t = String::from_utf8_lossy(&theirs);
-                    let o = String::from_utf8_lossy(&ours.stdout);
+                    let t = theirs;
+                    let o = String::from_utf8_lossy(&ours.stdout).into_owned();
                     // Each CLI fetches the newest map itself: compare only answers for the same epoch.
                     let (te, oe) = (epoch_of(&t), epoch_of(&o));
                     if te != Some(e) || oe != Some(e) {
@@ -327,6 +329,24 @@ fn run(mode: &str, expect_con_mode: u32, full: bool) {
         .map(|(id, n)| format!("{id} {n}\n"))
         .collect();
     assert_eq!(ours, lspools);
+    let conf = tc.conf_path().display().to_string();
+    for json in [false, true] {
+        let mut args = vec!["-c", conf.as_str(), "lspools"];
+        let mut theirs_args = vec!["osd", "lspools"];
+        if json {
+            args.extend(["-f", "json"]);
+            theirs_args.extend(["-f", "json"]);
+        }
+        let ours = Command::new(env!("CARGO_BIN_EXE_ferro-rados"))
+            .args(&args)
+            .output()
+            .unwrap();
+        assert_eq!(
+            String::from_utf8_lossy(&ours.stdout),
+            tc.ceph(&theirs_args).unwrap(),
+            "lspools json={json}"
+        );
+    }
     let out = Command::new(env!("CARGO_BIN_EXE_ferro-rados"))
         .arg("-c")
         .arg(tc.conf_path())
