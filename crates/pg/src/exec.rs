@@ -442,10 +442,6 @@ pub(crate) fn handle_op<D: Device>(pg: &mut Pg, store: &mut Store<D>, ctx: OpCon
     pg.stats.num_rd_kb += delta.num_rd_kb;
 
     if update_log_only {
-        let mut msgs = Msgs::new();
-        if result >= 0 {
-            apply_effects(pg, &ctx, &okey, &soid, effects, user_version_now, &mut msgs);
-        }
         if result == -libc::ENOENT {
             reply.set_enoent_reply_versions(pg.log.head, pg.log.last_user_version);
         }
@@ -463,10 +459,11 @@ pub(crate) fn handle_op<D: Device>(pg: &mut Pg, store: &mut Store<D>, ctx: OpCon
         if returnvec {
             e.op_returns = op_returns(&ops);
         }
-        let mut t = Transaction::new();
-        pg.log.append(e, &pg.cid, &keys::pgmeta_key(&pg.spgid), &mut t);
-        out.notifies.append(&mut msgs);
-        submit(pg, store, t, None, ctx.conn, reply, &mut out);
+        if submit(pg, store, Transaction::new(), e, None, ctx.conn, reply, &mut out) && result >= 0 {
+            let mut msgs = Msgs::new();
+            apply_effects(pg, &ctx, &okey, &soid, effects, user_version_now, &mut msgs);
+            out.notifies.append(&mut msgs);
+        }
         return out;
     }
     if log_entry.is_none() || result < 0 {
@@ -501,48 +498,61 @@ pub(crate) fn handle_op<D: Device>(pg: &mut Pg, store: &mut Store<D>, ctx: OpCon
     reply.set_reply_versions(at_version, user_at_version);
     let mut t = Transaction::new();
     t.ops = obj_txn;
-    if let Some(e) = log_entry {
-        pg.log.append(e, &pg.cid, &keys::pgmeta_key(&pg.spgid), &mut t);
+    let Some(e) = log_entry else { return out };
+    if submit(
+        pg,
+        store,
+        t,
+        e,
+        Some(okey.name.clone()),
+        ctx.conn,
+        reply,
+        &mut out,
+    ) {
+        pg.stats.num_objects = (pg.stats.num_objects as i64 + d_objects).max(0) as u64;
+        pg.stats.num_bytes = (pg.stats.num_bytes as i64 + d_bytes).max(0) as u64;
+        pg.stats.num_wr += delta.num_wr;
+        pg.stats.num_wr_kb += delta.num_wr_kb;
+        let mut msgs = Msgs::new();
+        apply_effects(pg, &ctx, &okey, &soid, effects, user_version_now, &mut msgs);
+        out.notifies.append(&mut msgs);
     }
-    pg.stats.num_objects = (pg.stats.num_objects as i64 + d_objects).max(0) as u64;
-    pg.stats.num_bytes = (pg.stats.num_bytes as i64 + d_bytes).max(0) as u64;
-    pg.stats.num_wr += delta.num_wr;
-    pg.stats.num_wr_kb += delta.num_wr_kb;
-    pg.stats.last_update = pg.log.head;
-    pg.stats.log_size = pg.log.len() as u64;
-    pg.stats.ondisk_log_size = pg.stats.log_size;
-    let mut msgs = Msgs::new();
-    submit(pg, store, t, Some(okey.name.clone()), ctx.conn, reply, &mut out);
-    apply_effects(pg, &ctx, &okey, &soid, effects, user_version_now, &mut msgs);
-    out.notifies.append(&mut msgs);
     out
 }
 
-/// Queue `t` on the store and hold `reply` until it is durable. A store failure answers with its errno at once
-/// (nothing was applied: ferrostore transactions are all or nothing).
+/// Queue `t` plus the log entry `e` on the store and hold `reply` until it is durable; true if queued. A store
+/// failure answers with its errno at once and changes nothing (ferrostore transactions are all or nothing, and
+/// the log records `e` only once queued).
+#[allow(clippy::too_many_arguments)]
 fn submit<D: Device>(
     pg: &mut Pg,
     store: &mut Store<D>,
-    t: Transaction,
+    mut t: Transaction,
+    e: PgLogEntry,
     obj: Option<Bytes>,
     conn: ConnId,
     mut reply: MOSDOpReply,
     out: &mut Outputs,
-) {
+) -> bool {
+    pg.log
+        .write_ops(&e, &pg.cid, &keys::pgmeta_key(&pg.spgid), &mut t);
     match store.queue_transaction(&t) {
         Ok(seq) => {
-            pg.log.set_seq(seq);
+            pg.log.record(e, seq);
             if let Some(o) = obj {
                 pg.dirty.insert(o, seq);
             }
             pg.hold(seq, conn, reply);
+            true
         }
-        Err(e) => {
-            reply.result = store_errno(&e);
+        Err(err) => {
+            reply.result = store_errno(&err);
+            reply.set_reply_versions(Eversion::default(), 0);
             for o in reply.ops.iter_mut() {
                 o.outdata = Bytes::new();
             }
             out.replies.push((conn, reply));
+            false
         }
     }
 }
@@ -1872,9 +1882,10 @@ pub(crate) fn handle_timeout<D: Device>(pg: &mut Pg, store: &mut Store<D>, now: 
             clean_regions: ObjectCleanRegions::fully_dirty(),
             ..Default::default()
         };
-        pg.log.append(e, &pg.cid, &keys::pgmeta_key(&pg.spgid), &mut t);
+        pg.log
+            .write_ops(&e, &pg.cid, &keys::pgmeta_key(&pg.spgid), &mut t);
         if let Ok(seq) = store.queue_transaction(&t) {
-            pg.log.set_seq(seq);
+            pg.log.record(e, seq);
             pg.dirty.insert(okey, seq);
         }
     }

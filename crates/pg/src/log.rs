@@ -82,6 +82,7 @@ impl PgLog {
     }
 
     fn info_value(&self) -> Bytes {
+        // (last_update, last_user_version), versioned
         let mut e = Encoder::new(0);
         e.versioned(1, 1, |e| {
             e.encode(&self.head);
@@ -151,51 +152,46 @@ impl PgLog {
         self.index.get(reqid)
     }
 
-    /// Append `e` (version already assigned) and write it, the trimmed entries' removal and our info record into
-    /// `t`. `seq` of the transaction is reported later through [`PgLog::set_seq`].
-    pub fn append(&mut self, e: PgLogEntry, cid: &CollectionId, meta: &ObjectKey, t: &mut Transaction) {
-        debug_assert!(e.version > self.head, "log versions must grow");
-        self.head = e.version;
-        if e.user_version > self.last_user_version {
-            self.last_user_version = e.user_version;
-        }
+    /// The store operations that append `e` (version already assigned): the entry, our info record, and the
+    /// trimming of the oldest entries into dups. Nothing changes here until [`PgLog::record`], so a transaction
+    /// the store refuses leaves the log as it was.
+    pub fn write_ops(&self, e: &PgLogEntry, cid: &CollectionId, meta: &ObjectKey, t: &mut Transaction) {
         let mut val = Encoder::new(denc::CEPH_FEATURES_ALL);
         e.encode_with_checksum(&mut val);
+        let luv = self.last_user_version.max(e.user_version);
+        let mut info = Encoder::new(0);
+        info.versioned(1, 1, |x| {
+            x.encode(&e.version);
+            x.u64(luv);
+        });
         let mut kvs = vec![
             (Bytes::from(eversion_key(e.version)), val.into_bytes()),
-            (Bytes::from_static(FERRO_INFO_KEY), self.info_value()),
+            (Bytes::from_static(FERRO_INFO_KEY), info.into_bytes()),
         ];
-        if e.reqid != OsdReqId::default() {
-            self.index.insert(e.reqid, found_entry(&e));
-        }
-        self.entries.push_back(e);
         let mut rm = Vec::new();
-        if self.entries.len() > self.max_entries {
-            while self.entries.len() > self.min_entries {
-                let Some(old) = self.entries.pop_front() else {
-                    break;
-                };
-                rm.push(Bytes::from(eversion_key(old.version)));
-                if old.reqid != OsdReqId::default() && self.max_dups > 0 {
-                    let d = PgLogDup::from_entry(&old);
-                    kvs.push((Bytes::from(dup_key(d.version)), d.to_bytes(0)));
-                    self.dups.push_back(d);
-                } else if let Some(f) = self.index.get(&old.reqid)
-                    && f.version == old.version
-                {
-                    self.index.remove(&old.reqid);
-                }
-            }
-            while self.dups.len() > self.max_dups {
-                let Some(d) = self.dups.pop_front() else { break };
-                rm.push(Bytes::from(dup_key(d.version)));
-                if self.index.get(&d.reqid).is_some_and(|f| f.version == d.version) {
-                    self.index.remove(&d.reqid);
-                }
+        let (trim, dup_trim) = self.trim_counts();
+        for old in self.entries.iter().take(trim) {
+            rm.push(Bytes::from(eversion_key(old.version)));
+            if old.reqid != OsdReqId::default() && self.max_dups > 0 {
+                let d = PgLogDup::from_entry(old);
+                kvs.push((Bytes::from(dup_key(d.version)), d.to_bytes(0)));
             }
         }
-        // a key written and removed in one transaction: keep the removal last
-        kvs.retain(|(k, _)| !rm.contains(k));
+        // dups beyond the tracked number go, oldest first (possibly ones added just now)
+        let old_dups: Vec<Eversion> = self.dups.iter().map(|d| d.version).collect();
+        let new_dup_versions: Vec<Eversion> = self
+            .entries
+            .iter()
+            .take(trim)
+            .filter(|o| o.reqid != OsdReqId::default() && self.max_dups > 0)
+            .map(|o| o.version)
+            .collect();
+        let all: Vec<Eversion> = old_dups.into_iter().chain(new_dup_versions).collect();
+        for v in all.iter().take(dup_trim) {
+            let k = Bytes::from(dup_key(*v));
+            kvs.retain(|(x, _)| *x != k);
+            rm.push(k);
+        }
         t.push(Op::OmapSetKeys {
             cid: cid.clone(),
             oid: meta.clone(),
@@ -210,8 +206,59 @@ impl PgLog {
         }
     }
 
-    /// The transaction carrying entries up to `head` got store sequence number `seq`.
-    pub fn set_seq(&mut self, seq: u64) {
+    /// (entries to trim, dups to drop) when one more entry is appended.
+    fn trim_counts(&self) -> (usize, usize) {
+        let n = self.entries.len() + 1;
+        let trim = if n > self.max_entries {
+            n - self.min_entries
+        } else {
+            0
+        };
+        let new_dups = if self.max_dups > 0 {
+            self.entries
+                .iter()
+                .take(trim)
+                .filter(|o| o.reqid != OsdReqId::default())
+                .count()
+        } else {
+            0
+        };
+        let dups = self.dups.len() + new_dups;
+        (trim, dups.saturating_sub(self.max_dups))
+    }
+
+    /// `e`, whose [`PgLog::write_ops`] went into store transaction `seq`, is now part of the log.
+    pub fn record(&mut self, e: PgLogEntry, seq: u64) {
+        debug_assert!(e.version > self.head, "log versions must grow");
+        let (trim, dup_trim) = self.trim_counts();
+        self.head = e.version;
+        if e.user_version > self.last_user_version {
+            self.last_user_version = e.user_version;
+        }
+        if e.reqid != OsdReqId::default() {
+            self.index.insert(e.reqid, found_entry(&e));
+        }
+        self.entries.push_back(e);
+        for _ in 0..trim {
+            let Some(old) = self.entries.pop_front() else {
+                break;
+            };
+            if old.reqid != OsdReqId::default() && self.max_dups > 0 {
+                self.dups.push_back(PgLogDup::from_entry(&old));
+            } else if self
+                .index
+                .get(&old.reqid)
+                .is_some_and(|f| f.version == old.version)
+            {
+                self.index.remove(&old.reqid);
+            }
+        }
+        for _ in 0..dup_trim {
+            let Some(d) = self.dups.pop_front() else { break };
+            if self.index.get(&d.reqid).is_some_and(|f| f.version == d.version) {
+                self.index.remove(&d.reqid);
+            }
+        }
         self.pending.push_back((seq, self.head));
     }
 

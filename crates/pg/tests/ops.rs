@@ -1346,3 +1346,50 @@ fn pg_is_send() {
     send::<Pg>();
     send::<Outputs>();
 }
+
+#[test]
+fn a_full_store_fails_the_op_and_changes_nothing() {
+    let dev = SimDevice::new(4 << 20, SimConfig::default());
+    let dev = mkfs(
+        dev,
+        &MkfsOptions {
+            shards: 1,
+            log_bytes: 256 << 10,
+            uuid: 6,
+        },
+    )
+    .unwrap();
+    let mut store = Store::mount(dev, 0, StoreConfig::default()).unwrap();
+    let mut pg = Pg::new(spgid(), pool(), PgConfig::default());
+    let seq = pg.create(&mut store, EPOCH).unwrap();
+    store.wait_durable(seq).unwrap();
+    let mut h = H {
+        store,
+        pg,
+        caps: OsdCap::allow_all(),
+        tid: 0,
+        now: Utime::new(1, 0),
+        notifies: vec![],
+    };
+    let big = vec![7u8; 1 << 20];
+    let mut failed = None;
+    for i in 0..8 {
+        let r = h.run(&format!("big{i}"), vec![writefull(&big)]);
+        if r.result < 0 {
+            failed = Some((i, r));
+            break;
+        }
+    }
+    let (i, r) = failed.expect("a 4 MiB device fills up");
+    assert_eq!(r.result, -28);
+    let before = h.pg.stats();
+    assert_eq!(before.num_objects, i as u64);
+    assert_eq!(
+        h.run(&format!("big{i}"), vec![OSDOp::new(op::STAT)]).result,
+        ENOENT
+    );
+    // the log did not take a version for the refused transaction
+    let r = h.run("small", vec![write(0, b"s")]);
+    assert_eq!(r.result, 0);
+    assert_eq!(r.replay_version.version, before.last_update.version + 1);
+}
