@@ -30,7 +30,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 pub use error::{ClusterError, Result};
-pub use osd::{ClassicOsd, OsdContext, OsdLauncher};
+pub use osd::{ClassicOsd, FerroOsd, OsdContext, OsdLauncher};
 pub use process::{MARKER_ENV, which};
 
 /// Env var: when set (to anything), tests needing a cluster fail instead of skipping if Ceph is missing.
@@ -110,6 +110,8 @@ impl ClusterSpec {
 enum Lifetime {
     /// Kill our daemons and remove the directory (test guard).
     Guard,
+    /// Kill our daemons but keep the directory: a detached start that failed keeps its logs.
+    GuardKeepDir,
     /// Leave everything running (`cargo xtask cluster up`, or a handle from [`Cluster::open`]).
     Detached,
 }
@@ -220,7 +222,7 @@ impl Cluster {
         }
         std::fs::create_dir_all(dir).map_err(error::io_err(format!("creating {}", dir.display())))?;
         let dir = canonical(dir)?;
-        let mut c = Self::start_at(dir, spec, Lifetime::Guard)?;
+        let mut c = Self::start_at(dir, spec, Lifetime::GuardKeepDir)?;
         // Only a fully started cluster is left running; a failed start above was torn down by Drop.
         c.lifetime = Lifetime::Detached;
         Ok(c)
@@ -692,7 +694,7 @@ impl Cluster {
             .stdin(Stdio::null())
             .stdout(out)
             .stderr(err);
-        if self.lifetime == Lifetime::Detached {
+        if self.lifetime != Lifetime::Guard {
             // Own process group: a Ctrl-C in the terminal that ran `cluster up` must not reach the daemons.
             use std::os::unix::process::CommandExt;
             cmd.process_group(0);
@@ -939,7 +941,7 @@ impl Cluster {
 
 impl Drop for Cluster {
     fn drop(&mut self) {
-        if self.lifetime != Lifetime::Guard {
+        if self.lifetime == Lifetime::Detached {
             return;
         }
         if let Err(e) = self.stop() {
@@ -954,7 +956,12 @@ impl Drop for Cluster {
                 self.dir.display()
             );
         }
-        if std::env::var_os(KEEP_ENV).is_some() {
+        if self.lifetime == Lifetime::GuardKeepDir {
+            eprintln!(
+                "testcluster: processes stopped; logs kept in {}/log",
+                self.dir.display()
+            );
+        } else if std::env::var_os(KEEP_ENV).is_some() {
             eprintln!("testcluster: keeping {} ({KEEP_ENV} is set)", self.dir.display());
         } else if self.dir.join(MARKER_FILE).exists() || self.dir.join("owner").exists() {
             let _ = std::fs::remove_dir_all(&self.dir);
