@@ -46,7 +46,7 @@ enum Cmd {
         #[arg(short = 'f', long = "format", default_value = "plain")]
         format: String,
     },
-    /// Pools, as `ceph osd lspools` (`-f json`: `[{"poolnum":1,"poolname":"rbd"},...]`).
+    /// Pools, as `ceph osd lspools` (`-f json` / `json-pretty` too).
     Lspools {
         /// Output format: plain (default) or json.
         #[arg(short = 'f', long = "format", default_value = "plain")]
@@ -61,7 +61,7 @@ enum Cmd {
         /// JSON output, as `ceph osd map --format json`.
         #[arg(long)]
         json: bool,
-        /// Output format: plain or json.
+        /// Output format: plain, json or json-pretty.
         #[arg(short = 'f', long = "format")]
         format: Option<String>,
     },
@@ -151,24 +151,16 @@ fn run(cluster: &mut Cluster, cmd: Cmd) -> Result<ExitCode, Error> {
         }
         Cmd::Lspools { format } => {
             let pools = cluster.pools()?;
-            if format.starts_with("json") {
-                // Ceph's key order (serde_json's map would sort the keys).
-                let items: Vec<String> = pools
-                    .iter()
-                    .map(|(id, n)| {
-                        format!(
-                            r#"{{"poolnum":{id},"poolname":{}}}"#,
-                            serde_json::Value::from(n.as_str())
-                        )
-                    })
-                    .collect();
-                // The ceph CLI's blank line before JSON, then the monitor's `[...]\n`.
-                writeln!(out, "\n[{}]", items.join(",")).map_err(io)?;
+            let f = if format.starts_with("json") {
+                format.as_str()
             } else {
-                for (id, name) in pools {
-                    writeln!(out, "{id} {name}").map_err(io)?;
-                }
+                "plain"
+            };
+            if f != "plain" {
+                // The ceph CLI's blank line before JSON answers.
+                writeln!(out).map_err(io)?;
             }
+            write!(out, "{}", ferro_rados::mapping::lspools_output(&pools, f)).map_err(io)?;
         }
         Cmd::OsdMap {
             pool,
@@ -178,7 +170,9 @@ fn run(cluster: &mut Cluster, cmd: Cmd) -> Result<ExitCode, Error> {
             format,
         } => {
             let m = cluster.map_object(&pool, &object, nspace.as_deref().unwrap_or(""))?;
-            if json || format.as_deref().is_some_and(|f| f.starts_with("json")) {
+            if format.as_deref() == Some("json-pretty") {
+                write!(out, "\n{}", m.to_json_pretty()).map_err(io)?;
+            } else if json || format.as_deref().is_some_and(|f| f.starts_with("json")) {
                 // As the ceph CLI prints JSON answers: a blank line first (its "skip the status line" hack), then
                 // the monitor's bytes, which for `osd map` end without a newline.
                 write!(out, "\n{}", m.to_json()).map_err(io)?;

@@ -87,6 +87,64 @@ impl ObjectMapping {
     }
 }
 
+/// Ceph's `json-pretty` layout for an array of OSD ids at nesting level 1 (4-space indent; `[]` when empty).
+fn pretty_ints(v: &[i32]) -> String {
+    if v.is_empty() {
+        return "[]".into();
+    }
+    let items: Vec<String> = v.iter().map(|o| format!("        {o}")).collect();
+    format!("[\n{}\n    ]", items.join(",\n"))
+}
+
+impl ObjectMapping {
+    /// `--format json-pretty`, in Ceph's JSONFormatter layout (the monitor's bytes end with a newline).
+    pub fn to_json_pretty(&self) -> String {
+        let fields = [
+            ("epoch", self.epoch.to_string()),
+            ("pool", json_str(&self.pool)),
+            ("pool_id", self.pool_id.to_string()),
+            ("objname", json_str(&self.objname)),
+            ("raw_pgid", json_str(&pg_str(self.raw_pgid))),
+            ("pgid", json_str(&pg_str(self.pgid))),
+            ("up", pretty_ints(&self.up)),
+            ("up_primary", self.up_primary.to_string()),
+            ("acting", pretty_ints(&self.acting)),
+            ("acting_primary", self.acting_primary.to_string()),
+        ];
+        let body: Vec<String> = fields.iter().map(|(k, v)| format!("    \"{k}\": {v}")).collect();
+        format!("{{\n{}\n}}\n", body.join(",\n"))
+    }
+}
+
+/// `ceph osd lspools` answers: plain, compact JSON or json-pretty (the monitor's bytes, ending with a newline).
+pub fn lspools_output(pools: &[(i64, String)], format: &str) -> String {
+    match format {
+        "json" => {
+            let items: Vec<String> = pools
+                .iter()
+                .map(|(id, n)| format!(r#"{{"poolnum":{id},"poolname":{}}}"#, json_str(n)))
+                .collect();
+            format!("[{}]\n", items.join(","))
+        }
+        "json-pretty" => {
+            if pools.is_empty() {
+                return "[]\n".into();
+            }
+            let items: Vec<String> = pools
+                .iter()
+                .map(|(id, n)| {
+                    format!(
+                        "    {{\n        \"poolnum\": {id},\n        \"poolname\": {}\n    }}",
+                        json_str(n)
+                    )
+                })
+                .collect();
+            format!("[\n{}\n]\n", items.join(",\n"))
+        }
+        _ => pools.iter().map(|(id, n)| format!("{id} {n}\n")).collect(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -117,6 +175,33 @@ mod tests {
         assert_eq!(
             m.to_json(),
             r#"{"epoch":15,"pool":"rbd","pool_id":2,"objname":"foo","raw_pgid":"2.7fc1f406","pgid":"2.6","up":[1],"up_primary":1,"acting":[1],"acting_primary":1}"#
+        );
+    }
+
+    /// `ceph osd map rbd foo -f json-pretty` and `ceph osd lspools -f json-pretty` from Ceph 16.2.15 (the
+    /// monitor's bytes, without the CLI's leading blank line).
+    #[test]
+    fn matches_ceph_json_pretty() {
+        let m = ObjectMapping {
+            epoch: 27,
+            ..sample()
+        };
+        assert_eq!(
+            m.to_json_pretty(),
+            "{\n    \"epoch\": 27,\n    \"pool\": \"rbd\",\n    \"pool_id\": 2,\n    \"objname\": \"foo\",\n    \"raw_pgid\": \"2.7fc1f406\",\n    \"pgid\": \"2.6\",\n    \"up\": [\n        1\n    ],\n    \"up_primary\": 1,\n    \"acting\": [\n        1\n    ],\n    \"acting_primary\": 1\n}\n"
+        );
+        let pools = [(1, "device_health_metrics".to_string()), (3, "ec21".to_string())];
+        assert_eq!(
+            lspools_output(&pools, "json-pretty"),
+            "[\n    {\n        \"poolnum\": 1,\n        \"poolname\": \"device_health_metrics\"\n    },\n    {\n        \"poolnum\": 3,\n        \"poolname\": \"ec21\"\n    }\n]\n"
+        );
+        assert_eq!(
+            lspools_output(&pools, "json"),
+            "[{\"poolnum\":1,\"poolname\":\"device_health_metrics\"},{\"poolnum\":3,\"poolname\":\"ec21\"}]\n"
+        );
+        assert_eq!(
+            lspools_output(&pools, "plain"),
+            "1 device_health_metrics\n3 ec21\n"
         );
     }
 
