@@ -46,6 +46,8 @@ const MGR_ID: &str = "x";
 const CMD_TIMEOUT: Duration = Duration::from_secs(60);
 const CONNECT_TIMEOUT_SECS: &str = "20";
 const POLL: Duration = Duration::from_millis(250);
+/// Bound on SIGKILLed daemons disappearing; an OSD with I/O in flight can take seconds on a busy disk.
+const KILL_TIMEOUT: Duration = Duration::from_secs(30);
 /// Unix socket paths are limited to 108 bytes; `run/ceph-osd.NNN.asok` needs room.
 const MAX_DIR_LEN: usize = 70;
 
@@ -272,7 +274,7 @@ impl Cluster {
         for (_, pid) in &victims {
             process::signal(*pid, libc::SIGKILL);
         }
-        wait_gone(&victims, &mut [], Duration::from_secs(15))?;
+        wait_gone(&victims, &mut [], KILL_TIMEOUT)?;
         let _ = std::fs::remove_dir_all(dir.join("pids"));
         Ok(victims.len())
     }
@@ -649,7 +651,7 @@ impl Cluster {
         wait_gone(
             &[(d.name.clone(), d.pid)],
             std::slice::from_mut(&mut d),
-            Duration::from_secs(15),
+            KILL_TIMEOUT,
         )?;
         let _ = std::fs::remove_file(self.dir.join("pids").join(format!("{name}.pid")));
         Ok(ours)
@@ -668,7 +670,7 @@ impl Cluster {
         for (_, pid) in &victims {
             process::signal(*pid, libc::SIGKILL);
         }
-        wait_gone(&victims, &mut ds, Duration::from_secs(15))?;
+        wait_gone(&victims, &mut ds, KILL_TIMEOUT)?;
         let _ = std::fs::remove_dir_all(self.dir.join("pids"));
         Ok(())
     }
