@@ -162,11 +162,29 @@ impl Cluster {
                 addr,
             })
             .collect();
+        // Ceph's MonClient tunables, when the configuration sets them (seconds as floats, as Ceph reads them).
+        let secs = |key: &str, default: Duration| {
+            cfg.get(key)
+                .and_then(|v| v.trim().parse::<f64>().ok())
+                .filter(|v| v.is_finite() && *v > 0.0)
+                .map(Duration::from_secs_f64)
+                .unwrap_or(default)
+        };
+        let d = monclient::Config::default();
         let core_cfg = monclient::Config {
             hostname: conf::hostname(),
             fsid,
-            command_timeout: Some(opts.timeout),
-            ..monclient::Config::default()
+            hunt_parallel: cfg
+                .get("mon_client_hunt_parallel")
+                .and_then(|v| v.trim().parse().ok())
+                .filter(|n: &usize| *n > 0)
+                .unwrap_or(d.hunt_parallel),
+            hunt_interval: secs("mon_client_hunt_interval", d.hunt_interval),
+            ping_interval: secs("mon_client_ping_interval", d.ping_interval),
+            ping_timeout: secs("mon_client_ping_timeout", d.ping_timeout),
+            // rados_mon_op_timeout 0 (Ceph's default) means no limit; we bound every request by --connect-timeout.
+            command_timeout: Some(secs("rados_mon_op_timeout", opts.timeout).min(opts.timeout)),
+            ..d
         };
         let driver = DriverConfig {
             msgr: msgr2::connection::Config::new(ty, -1),
