@@ -1393,3 +1393,56 @@ fn a_full_store_fails_the_op_and_changes_nothing() {
     assert_eq!(r.result, 0);
     assert_eq!(r.replay_version.version, before.last_update.version + 1);
 }
+
+#[test]
+fn writesame_checksum_listsnaps() {
+    let mut h = H::new();
+    let mut ws = OSDOp::new(op::WRITESAME).with_indata(&b"ab"[..]);
+    // writesame: offset, length, data_length
+    let mut a = [0u8; 28];
+    a[0..8].copy_from_slice(&2u64.to_le_bytes());
+    a[8..16].copy_from_slice(&6u64.to_le_bytes());
+    a[16..24].copy_from_slice(&2u64.to_le_bytes());
+    ws.args = a;
+    assert_eq!(h.run("s", vec![ws.clone()]).result, 0);
+    assert_eq!(&h.run("s", vec![read(0, 0)]).ops[0].outdata[..], b"\0\0ababab");
+    a[8..16].copy_from_slice(&5u64.to_le_bytes());
+    ws.args = a;
+    assert_eq!(
+        h.run("s", vec![ws]).result,
+        -22,
+        "length not a multiple of the pattern"
+    );
+    // crc32c per 4-byte chunk with init -1
+    let mut ck = OSDOp::new(op::CHECKSUM).with_indata(u32::MAX.to_le_bytes().to_vec());
+    let mut a = [0u8; 28];
+    a[8..16].copy_from_slice(&8u64.to_le_bytes());
+    a[16..20].copy_from_slice(&4u32.to_le_bytes());
+    a[20] = 2;
+    ck.args = a;
+    let r = h.run("s", vec![ck]);
+    assert_eq!(r.result, 0);
+    let mut d = Decoder::new(r.ops[0].outdata.clone());
+    assert_eq!(d.u32().unwrap(), 2);
+    assert_eq!(d.u32().unwrap(), ceph_crc::ceph_crc32c(u32::MAX, b"\0\0ab"));
+    assert_eq!(d.u32().unwrap(), ceph_crc::ceph_crc32c(u32::MAX, b"abab"));
+    // list-snaps of a head-only object: one clone entry for the head with its size
+    let mut m = h.msg("s", "", vec![OSDOp::new(op::LIST_SNAPS)]);
+    m.snapid = SnapId::SNAPDIR;
+    let r = h.send(m);
+    assert_eq!(r.result, 0);
+    let mut d = Decoder::new(r.ops[0].outdata.clone());
+    let (n, id, size) = d
+        .decode_struct("obj_list_snap_response_t", 2, |_, d| {
+            let n = d.u32()?;
+            let (id, size) = d.decode_struct("clone_info", 1, |_, d| {
+                let id = d.u64()?;
+                let _: Vec<u64> = d.decode()?;
+                let _: Vec<(u64, u64)> = d.decode()?;
+                Ok((id, d.u64()?))
+            })?;
+            Ok((n, id, size))
+        })
+        .unwrap();
+    assert_eq!((n, id, size), (1, u64::MAX - 1, 8));
+}
