@@ -1635,7 +1635,7 @@ fn do_one<D: Device>(c: &mut Ctx<'_, D>, o: &mut OSDOp) -> Result<(), i32> {
         op::CHECKSUM => {
             c.num_read += 1;
             let mut a = o.checksum();
-            if a.chunk_size > 0 && (a.length == 0 || a.length % u64::from(a.chunk_size) != 0) {
+            if a.chunk_size > 0 && (a.length == 0 || !a.length.is_multiple_of(u64::from(a.chunk_size))) {
                 return Err(-libc::EINVAL);
             }
             if a.offset == 0 && a.length == 0 {
@@ -1644,7 +1644,7 @@ fn do_one<D: Device>(c: &mut Ctx<'_, D>, o: &mut OSDOp) -> Result<(), i32> {
                 return Ok(());
             } else if a.offset + a.length > c.oi.size {
                 a.length = c.oi.size - a.offset;
-                if a.chunk_size > 0 && a.length % u64::from(a.chunk_size) != 0 {
+                if a.chunk_size > 0 && !a.length.is_multiple_of(u64::from(a.chunk_size)) {
                     return Err(-libc::EINVAL);
                 }
             }
@@ -1678,7 +1678,7 @@ fn do_one<D: Device>(c: &mut Ctx<'_, D>, o: &mut OSDOp) -> Result<(), i32> {
             } else {
                 data.len()
             };
-            let count = if chunk > 0 { data.len() / chunk } else { 0 };
+            let count = data.len().checked_div(chunk).unwrap_or(0);
             let mut e = Encoder::new(0);
             e.u32(count as u32);
             for i in 0..count {
