@@ -10,6 +10,8 @@
 
 #![allow(clippy::unwrap_used)] // test helpers
 
+mod common;
+
 use std::process::Command;
 use std::time::Duration;
 
@@ -110,6 +112,8 @@ fn live_maps_and_placement() {
     for (id, name) in &m.pool_name {
         assert!(printed.contains(&format!("pool {id} '{name}'")), "{printed}");
     }
+    let fields = common::compare_with_dump(&m, &cluster.ceph_json(&["osd", "dump"]).unwrap());
+    eprintln!("live: ceph osd dump: {fields} values equal ours");
     let crush_bytes = cluster.crush_map_bytes().unwrap();
     let crush = crush::CrushMap::decode_bytes(crush_bytes).unwrap();
     assert_eq!(

@@ -9,6 +9,8 @@
 
 #![allow(clippy::unwrap_used)] // test helpers
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -96,6 +98,9 @@ fn createsimple_decodes_prints_and_reencodes() {
         );
         assert!(print.contains(&line), "missing {line:?} in\n{print}");
         assert_eq!(pool.pg_num, n << bits);
+        let dump: serde_json::Value =
+            serde_json::from_str(&run("osdmaptool", &[f.to_str().unwrap(), "--dump", "json"])).unwrap();
+        common::compare_with_dump(&m, &dump);
     }
 }
 
@@ -242,7 +247,10 @@ fn placement_matches_osdmaptool() {
     let f = dir.join("edited");
     std::fs::write(&f, m.to_bytes(features::PACIFIC | features::RESERVED)).unwrap();
     let fs = f.to_str().unwrap();
-    // osdmaptool must accept our encoding (it verifies the crc) and see our edits.
+    // osdmaptool must accept our encoding (it verifies the crc) and see our edits, field by field.
+    let dump: serde_json::Value = serde_json::from_str(&run("osdmaptool", &[fs, "--dump", "json"])).unwrap();
+    let fields = common::compare_with_dump(&m, &dump);
+    eprintln!("osdmaptool --dump json: {fields} values equal ours");
     let print = run("osdmaptool", &[fs, "--print"]);
     assert!(print.contains("pool 2 'ecpool' erasure"), "{print}");
     assert!(print.contains("pg_upmap_items 1.5 [0,9,1,11,2,7]"), "{print}");
