@@ -50,6 +50,15 @@ enum ClusterCmd {
         /// Start no mgr (faster; `ceph -s` then warns, `pg stat` and `rados bench` reports are unavailable).
         #[arg(long)]
         no_mgr: bool,
+        /// Number of ferro-osd OSDs (ferrostore on a sparse file; device class `ferro`).
+        #[arg(long, default_value_t = 0)]
+        ferro_osds: u32,
+        /// The ferro-osd binary (default: build it with `cargo build --release -p ferro-osd`).
+        #[arg(long)]
+        ferro_osd_bin: Option<PathBuf>,
+        /// ferrostore shards (worker threads) per ferro-osd.
+        #[arg(long, default_value_t = 2)]
+        ferro_shards: u32,
     },
     /// Kill every process of the cluster in DIR and verify none remains.
     Down {
@@ -64,6 +73,23 @@ enum ClusterCmd {
         #[arg(long)]
         dir: PathBuf,
     },
+}
+
+/// `cargo build --release -p ferro-osd`; returns the binary's path.
+fn build_ferro_osd() -> Result<PathBuf, Box<dyn std::error::Error>> {
+    let ws = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let st = std::process::Command::new(cargo)
+        .args(["build", "--release", "-p", "ferro-osd"])
+        .current_dir(&ws)
+        .status()?;
+    if !st.success() {
+        return Err("building ferro-osd failed".into());
+    }
+    let target = std::env::var("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| ws.join("target"));
+    Ok(target.join("release/ferro-osd"))
 }
 
 fn main() -> ExitCode {
@@ -90,8 +116,23 @@ fn cluster(action: ClusterCmd) -> Result<(), Box<dyn std::error::Error>> {
             osd_size_gib,
             conf,
             no_mgr,
+            ferro_osds,
+            ferro_osd_bin,
+            ferro_shards,
         } => {
             let t0 = Instant::now();
+            let ferro = if ferro_osds > 0 {
+                let bin = match ferro_osd_bin {
+                    Some(b) => b,
+                    None => build_ferro_osd()?,
+                };
+                let mut f = testcluster::FerroOsd::new(bin);
+                f.device_size_bytes = osd_size_gib << 30;
+                f.shards = ferro_shards;
+                Some(f)
+            } else {
+                None
+            };
             let spec = ClusterSpec {
                 classic_osds,
                 mgr: !no_mgr,
@@ -100,6 +141,12 @@ fn cluster(action: ClusterCmd) -> Result<(), Box<dyn std::error::Error>> {
                 ..Default::default()
             };
             let c = Cluster::start_detached(&dir, &spec)?;
+            if let Some(f) = &ferro {
+                for _ in 0..ferro_osds {
+                    let id = c.add_osd(f)?;
+                    eprintln!("ferro-osd osd.{id} up");
+                }
+            }
             eprintln!(
                 "cluster {} up in {:.1} s: mon {} , daemons {:?}",
                 c.fsid(),

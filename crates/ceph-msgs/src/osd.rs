@@ -444,9 +444,9 @@ pub struct MMgrReport {
     pub rest: Bytes,
 }
 
-/// What a daemon without perf metric queries sends after `config_bl`: an empty report map, no task status, and
-/// a metric report message holding no payload.
-pub const MGR_REPORT_EMPTY_REST: [u8; 5] = [0, 0, 0, 0, 0];
+/// What a daemon without perf metric queries sends after `config_bl`: an empty `osd_perf_metric_reports` map
+/// (u32 0), no `task_status` (optional: u8 0) and no `metric_report_message` (optional: u8 0).
+pub const MGR_REPORT_EMPTY_REST: [u8; 6] = [0, 0, 0, 0, 0, 0];
 
 impl CephMessage for MMgrReport {
     const TYPE: u16 = osd_msg::MGR_REPORT;

@@ -118,3 +118,16 @@ fn osd_daemon_messages_reencode_identically() {
     }
     assert!(pgs_seen > 20);
 }
+
+/// A real OSD's MMgrReport ends like ours when it has no perf metric queries.
+#[test]
+fn mgr_report_tail_matches_real_osds() {
+    let Some(all) = common::all_messages() else { return };
+    let n = all
+        .iter()
+        .filter(|(_, _, m)| m.msg_type == osd_msg::MGR_REPORT)
+        .filter_map(|(_, _, m)| MMgrReport::from_message(m).ok())
+        .filter(|r| r.rest.as_ref() == ceph_msgs::osd::MGR_REPORT_EMPTY_REST)
+        .count();
+    assert!(n > 10, "{n} reports end with the empty tail");
+}

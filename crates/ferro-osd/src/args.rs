@@ -1,0 +1,267 @@
+// SPDX-License-Identifier: LGPL-3.0-or-later
+//! The command line, as `ceph-osd` takes it, and the options the daemon reads from ceph.conf.
+
+use std::collections::BTreeMap;
+use std::net::{IpAddr, Ipv4Addr};
+use std::path::PathBuf;
+
+/// Command-line flags (ceph-osd's spellings).
+#[derive(Debug, Clone, Default)]
+pub struct Args {
+    pub id: Option<u32>,
+    pub conf: Option<String>,
+    pub cluster: Option<String>,
+    pub keyring: Option<String>,
+    pub osd_data: Option<String>,
+    pub osd_uuid: Option<String>,
+    pub mkfs: bool,
+    pub mkkey: bool,
+    /// `-f`: foreground. `-d`: foreground, log to stderr.
+    pub foreground: bool,
+    pub debug_stderr: bool,
+    /// Any other `--key value` / `--key=value`: config overrides, as Ceph takes them.
+    pub overrides: BTreeMap<String, String>,
+    pub help: bool,
+    pub version: bool,
+}
+
+pub const USAGE: &str = "usage: ferro-osd -i <ID> [flags]
+  --conf/-c FILE    read configuration from the given configuration file
+  --cluster NAME    set cluster name (default: ceph)
+  --id/-i ID        set ID portion of my name
+  --keyring FILE    the OSD's keyring
+  --osd-data PATH   the OSD's data directory
+  --osd-uuid UUID   uuid to set on --mkfs
+  --mkfs            create a new OSD (superblock files and a ferrostore on the block file)
+  -f                run in foreground
+  -d                run in foreground, log to stderr
+  --setuser/--setgroup NAME   accepted; ignored (ferro-osd runs as the invoking user)
+  --<option> VALUE  set any configuration option
+";
+
+/// Parse `argv[1..]`.
+pub fn parse(argv: &[String]) -> Result<Args, String> {
+    let mut a = Args::default();
+    let mut i = 0;
+    let val = |i: &mut usize, flag: &str| -> Result<String, String> {
+        *i += 1;
+        argv.get(*i).cloned().ok_or(format!("{flag} needs a value"))
+    };
+    while i < argv.len() {
+        let arg = argv[i].clone();
+        let (flag, inline) = match arg.split_once('=') {
+            Some((f, v)) if f.starts_with("--") => (f.to_string(), Some(v.to_string())),
+            _ => (arg.clone(), None),
+        };
+        let take = |i: &mut usize| -> Result<String, String> {
+            match &inline {
+                Some(v) => Ok(v.clone()),
+                None => val(i, &flag),
+            }
+        };
+        match flag.as_str() {
+            "-i" | "--id" => {
+                let v = take(&mut i)?;
+                let v = v.strip_prefix("osd.").unwrap_or(&v).to_string();
+                a.id = Some(v.parse().map_err(|_| format!("bad OSD id {v:?}"))?);
+            }
+            "-n" | "--name" => {
+                let v = take(&mut i)?;
+                let id = v.strip_prefix("osd.").ok_or(format!("name {v:?} is not osd.N"))?;
+                a.id = Some(id.parse().map_err(|_| format!("bad OSD id {id:?}"))?);
+            }
+            "-c" | "--conf" => a.conf = Some(take(&mut i)?),
+            "--cluster" => a.cluster = Some(take(&mut i)?),
+            "-k" | "--keyring" => a.keyring = Some(take(&mut i)?),
+            "--osd-data" | "--osd_data" => a.osd_data = Some(take(&mut i)?),
+            "--osd-uuid" | "--osd_uuid" => a.osd_uuid = Some(take(&mut i)?),
+            "--mkfs" => a.mkfs = true,
+            "--mkkey" => a.mkkey = true,
+            "-f" | "--foreground" => a.foreground = true,
+            "-d" => {
+                a.foreground = true;
+                a.debug_stderr = true;
+            }
+            "--setuser" | "--setgroup" => {
+                take(&mut i)?;
+            }
+            "-h" | "--help" => a.help = true,
+            "-v" | "--version" => a.version = true,
+            f if f.starts_with("--") => {
+                let key = ceph_config::normalize_option_name(&f[2..]);
+                let v = take(&mut i)?;
+                a.overrides.insert(key, v);
+            }
+            other => return Err(format!("unexpected argument {other:?}")),
+        }
+        i += 1;
+    }
+    Ok(a)
+}
+
+/// Everything the daemon takes from its configuration.
+#[derive(Debug, Clone)]
+pub struct OsdOptions {
+    pub id: u32,
+    pub cluster: String,
+    pub fsid: Option<[u8; 16]>,
+    pub osd_data: PathBuf,
+    pub keyring_key: Option<String>,
+    pub mon_hosts: Vec<std::net::SocketAddr>,
+    pub public_ip: IpAddr,
+    pub cluster_ip: IpAddr,
+    pub bind_port_min: u16,
+    pub bind_port_max: u16,
+    pub admin_socket: Option<PathBuf>,
+    pub log_file: Option<PathBuf>,
+    /// `ferro_osd_device`: a device (or file) to use instead of `$osd_data/block`.
+    pub device: Option<PathBuf>,
+    /// `ferro_osd_device_size` (bytes) for a block file created by --mkfs.
+    pub device_size: u64,
+    /// `ferro_osd_shards` (0 = one per core, capped by the shard count mkfs chose).
+    pub shards: u32,
+    pub beacon_interval_s: u64,
+    pub mon_report_interval_s: u64,
+    pub crush_update_on_start: bool,
+    pub crush_location: Option<String>,
+    pub initial_weight: Option<f64>,
+    pub device_class: String,
+    pub hostname: String,
+    /// All options as seen (for `config show`).
+    pub all: BTreeMap<String, String>,
+}
+
+fn parse_bool(s: &str) -> bool {
+    matches!(
+        s.trim().to_ascii_lowercase().as_str(),
+        "true" | "1" | "yes" | "on"
+    )
+}
+
+/// Parse a size with Ceph's suffixes (K, M, G, T; KiB etc.).
+pub fn parse_size(s: &str) -> Option<u64> {
+    let s = s.trim();
+    let digits: String = s.chars().take_while(|c| c.is_ascii_digit()).collect();
+    let n: u64 = digits.parse().ok()?;
+    let suffix = s[digits.len()..].trim().to_ascii_uppercase();
+    let mul: u64 = match suffix.trim_end_matches("IB").trim_end_matches('B') {
+        "" => 1,
+        "K" => 1 << 10,
+        "M" => 1 << 20,
+        "G" => 1 << 30,
+        "T" => 1 << 40,
+        _ => return None,
+    };
+    n.checked_mul(mul)
+}
+
+/// Parse `mon host` (`v2:1.2.3.4:3300`, `[v2:...,v1:...]`, plain `host:port`, separated by `,` ` ` or `;`).
+pub fn parse_mon_host(s: &str) -> Vec<std::net::SocketAddr> {
+    let mut out = Vec::new();
+    for tok in s.split([',', ' ', ';']) {
+        let t = tok.trim().trim_matches(['[', ']']);
+        if t.is_empty() || t.starts_with("v1:") {
+            continue;
+        }
+        let t = t.strip_prefix("v2:").unwrap_or(t);
+        let t = t.split('/').next().unwrap_or(t);
+        if let Ok(a) = t.parse() {
+            out.push(a);
+        } else if let Ok(ip) = t.parse::<IpAddr>() {
+            out.push(std::net::SocketAddr::new(ip, 3300));
+        }
+    }
+    out
+}
+
+/// The short host name (`$host`).
+pub fn hostname() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: buf is valid for its length; gethostname NUL-terminates within it on success.
+    let r = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
+    if r != 0 {
+        return "localhost".into();
+    }
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    let full = String::from_utf8_lossy(&buf[..end]).to_string();
+    full.split('.').next().unwrap_or("localhost").to_string()
+}
+
+/// Load ceph.conf for `osd.<id>` and collect the options.
+pub fn load(args: &Args) -> Result<(OsdOptions, ceph_config::Config), String> {
+    let id = args.id.ok_or("missing -i <id>")?;
+    let src = ceph_config::ConfSource {
+        explicit: args.conf.clone(),
+        cluster: args.cluster.clone(),
+        ..ceph_config::ConfSource::from_env()
+    };
+    let host = hostname();
+    let mut cfg = src.load(&format!("osd.{id}"), &host).map_err(|e| e.to_string())?;
+    for (k, v) in &args.overrides {
+        cfg.overrides.insert(k.clone(), v.clone());
+    }
+    if let Some(k) = &args.keyring {
+        cfg.overrides.insert("keyring".into(), k.clone());
+    }
+    if let Some(d) = &args.osd_data {
+        cfg.overrides.insert("osd_data".into(), d.clone());
+    }
+    let get = |k: &str| cfg.get(k).filter(|v| !v.is_empty());
+    let fsid = get("fsid")
+        .and_then(|f| f.parse::<denc::Uuid>().ok())
+        .map(|u| u.0);
+    let osd_data = PathBuf::from(get("osd_data").ok_or("no osd data directory")?);
+    let mon_hosts = parse_mon_host(&get("mon_host").unwrap_or_default());
+    let ip = |k: &str| -> IpAddr {
+        get(k)
+            .and_then(|v| v.split([':', '/']).next().and_then(|s| s.parse().ok()))
+            .unwrap_or(IpAddr::V4(Ipv4Addr::LOCALHOST))
+    };
+    let public_ip = ip("public_addr");
+    let cluster_ip = match get("cluster_addr") {
+        Some(_) => ip("cluster_addr"),
+        None => public_ip,
+    };
+    let num = |k: &str, d: u64| get(k).and_then(|v| v.trim().parse().ok()).unwrap_or(d);
+    let mut all = BTreeMap::new();
+    for s in cfg.sections() {
+        if let Some(sec) = cfg.conf.section(&s) {
+            for k in sec.keys() {
+                if let Some(v) = cfg.get(k) {
+                    all.entry(k.clone()).or_insert(v);
+                }
+            }
+        }
+    }
+    for (k, v) in &cfg.overrides {
+        all.insert(k.clone(), v.clone());
+    }
+    let opts = OsdOptions {
+        id,
+        cluster: cfg.cluster.clone(),
+        fsid,
+        keyring_key: None,
+        mon_hosts,
+        public_ip,
+        cluster_ip,
+        bind_port_min: num("ms_bind_port_min", 6800) as u16,
+        bind_port_max: num("ms_bind_port_max", 7300) as u16,
+        admin_socket: get("admin_socket").map(PathBuf::from),
+        log_file: get("log_file").map(PathBuf::from),
+        device: get("ferro_osd_device").map(PathBuf::from),
+        device_size: get("ferro_osd_device_size")
+            .and_then(|s| parse_size(&s))
+            .unwrap_or(10 << 30),
+        shards: num("ferro_osd_shards", 1) as u32,
+        beacon_interval_s: num("osd_beacon_report_interval", 300),
+        mon_report_interval_s: num("osd_mon_report_interval", 5),
+        crush_update_on_start: get("osd_crush_update_on_start").is_none_or(|v| parse_bool(&v)),
+        crush_location: get("crush_location"),
+        initial_weight: get("osd_crush_initial_weight").and_then(|v| v.parse().ok()),
+        device_class: get("crush_device_class").unwrap_or_else(|| "ssd".into()),
+        hostname: host,
+        all,
+        osd_data: osd_data.clone(),
+    };
+    Ok((opts, cfg))
+}

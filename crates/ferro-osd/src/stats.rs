@@ -1,0 +1,99 @@
+// SPDX-License-Identifier: LGPL-3.0-or-later
+//! Building `pg_stat_t` / `osd_stat_t` reports from the PGs' counters.
+
+use denc::{PgId, Utime};
+use osd_types::ObjectStatSum;
+use osd_types::osd_stat::{ObjectstorePerfStat, OsdStat};
+use osd_types::pg_stat::{ObjectStatCollection, PgStat, pg_state};
+use osd_types::statfs::StoreStatfs;
+use pg::PgStats;
+
+/// What the daemon knows about a PG's life.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct PgLife {
+    pub created_epoch: u32,
+    pub active_since_epoch: u32,
+    pub activated_at: Utime,
+}
+
+/// A size-1 PG owned by `osd`: active+clean once loaded.
+pub fn pg_stat(osd: i32, epoch: u32, seq: u64, s: &PgStats, life: &PgLife, now: Utime) -> PgStat {
+    let sum = ObjectStatSum {
+        num_bytes: s.num_bytes as i64,
+        num_objects: s.num_objects as i64,
+        num_object_copies: s.num_objects as i64,
+        num_objects_omap: s.num_omap_objects as i64,
+        num_rd: s.num_rd as i64,
+        num_rd_kb: s.num_rd_kb as i64,
+        num_wr: s.num_wr as i64,
+        num_wr_kb: s.num_wr_kb as i64,
+        ..ObjectStatSum::default()
+    };
+    PgStat {
+        version: s.last_update,
+        reported_seq: seq,
+        reported_epoch: epoch,
+        state: pg_state::ACTIVE | pg_state::CLEAN,
+        created: life.created_epoch,
+        last_epoch_clean: life.active_since_epoch,
+        parent: PgId::default(),
+        last_scrub_stamp: life.activated_at,
+        stats: ObjectStatCollection { sum },
+        log_size: s.log_size as i64,
+        ondisk_log_size: s.ondisk_log_size as i64,
+        up: vec![osd],
+        acting: vec![osd],
+        last_fresh: now,
+        last_change: life.activated_at,
+        last_active: now,
+        last_clean: now,
+        last_unstale: now,
+        mapping_epoch: life.active_since_epoch,
+        last_deep_scrub_stamp: life.activated_at,
+        last_clean_scrub_stamp: life.activated_at,
+        last_became_active: life.activated_at,
+        up_primary: osd,
+        acting_primary: osd,
+        last_undegraded: now,
+        last_fullsized: now,
+        last_peered: now,
+        last_became_peered: life.activated_at,
+        ..PgStat::default()
+    }
+}
+
+/// The OSD's own statistics.
+#[allow(clippy::too_many_arguments)]
+pub fn osd_stat(
+    total: u64,
+    free: u64,
+    data_stored: u64,
+    up_from: u32,
+    seq: u64,
+    num_pgs: u32,
+    commit_latency_ns: u64,
+) -> OsdStat {
+    let used = total.saturating_sub(free);
+    OsdStat {
+        statfs: StoreStatfs {
+            total,
+            available: free,
+            allocated: used,
+            data_stored,
+            ..StoreStatfs::default()
+        },
+        op_queue_age_hist: Vec::new(),
+        os_perf_stat: ObjectstorePerfStat {
+            commit_latency_ns,
+            apply_latency_ns: commit_latency_ns,
+            version: 1,
+        },
+        up_from,
+        seq,
+        num_pgs,
+        num_osds: 1,
+        num_per_pool_osds: 1,
+        num_per_pool_omap_osds: 1,
+        ..OsdStat::default()
+    }
+}
