@@ -74,6 +74,9 @@ pub struct Config {
     /// SESSION_RESET, without asking the owner. Owners that track sessions set this to false and answer
     /// [`Event::AcceptRequest`].
     pub auto_accept: bool,
+    /// Ceph's `Policy::server`: we never initiate connections to this kind of peer (e.g. an OSD's client-facing
+    /// side). Decides connection races in the peer's favour never, in ours always.
+    pub server: bool,
 }
 
 impl Config {
@@ -95,6 +98,7 @@ impl Config {
             seed: 0x5eed,
             global_seq: 1,
             auto_accept: true,
+            server: false,
         }
     }
 }
@@ -286,6 +290,9 @@ impl State {
 
 /// Per-socket state: thrown away on a fault, moved between connections by [`Connection::take_over`].
 struct Transport {
+    /// Which side of *this socket* we are. A lossless session may be carried by sockets in either direction
+    /// over its life (Ceph's lossless peers reconnect from whichever side has something to send).
+    role: Role,
     state: State,
     decoder: FrameDecoder,
     tx: Option<SecureTx>,
@@ -314,8 +321,9 @@ struct Transport {
 }
 
 impl Transport {
-    fn new(limits: FrameLimits, state: State) -> Self {
+    fn new(limits: FrameLimits, state: State, role: Role) -> Self {
         Transport {
+            role,
             state,
             decoder: FrameDecoder::new(limits),
             tx: None,
@@ -412,6 +420,24 @@ impl Session {
         }
     }
 
+    /// A new session that keeps the messages queued for the peer: unacknowledged ones go back to the queue
+    /// front and everything is renumbered from 1.
+    fn restart_keeping_queue(&mut self) {
+        self.requeue_sent();
+        while let Some(mut m) = self.requeued.pop_back() {
+            m.seq = 0;
+            self.queue.entry(m.priority).or_default().push_front(m);
+        }
+        self.in_seq = 0;
+        self.out_seq = 0;
+        self.acked_in_seq = 0;
+        self.client_cookie = 0;
+        self.server_cookie = 0;
+        self.connect_seq = 0;
+        self.peer_global_seq = 0;
+        self.established = false;
+    }
+
     /// Forget every message and sequence number (a session reset).
     fn reset(&mut self) {
         self.queue.clear();
@@ -432,7 +458,6 @@ impl Session {
 
 /// One msgr2 connection (see the module documentation).
 pub struct Connection {
-    role: Role,
     cfg: Config,
     t: Transport,
     s: Session,
@@ -455,7 +480,7 @@ pub struct Connection {
 impl std::fmt::Debug for Connection {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Connection")
-            .field("role", &self.role)
+            .field("role", &self.t.role)
             .field("state", &self.t.state)
             .field("in_seq", &self.s.in_seq)
             .field("out_seq", &self.s.out_seq)
@@ -482,29 +507,28 @@ impl Connection {
         target_type: u8,
         now: Instant,
     ) -> Self {
-        let mut c = Connection::new(Role::Connector, cfg, now);
+        let mut c = Connection::new(cfg, now);
         c.s.lossy = c.cfg.lossy;
         c.client_auth = Some(auth);
         c.target_addr = target_addr;
         c.target_type = target_type;
-        c.start_transport(now);
+        c.start_transport(now, Role::Connector);
         c
     }
 
     /// Serve an accepted socket. The banner is queued for output at once.
     pub fn acceptor(cfg: Config, auth: Box<dyn ServerAuth + Send>, now: Instant) -> Self {
-        let mut c = Connection::new(Role::Acceptor, cfg, now);
+        let mut c = Connection::new(cfg, now);
         c.server_auth = Some(auth);
-        c.start_transport(now);
+        c.start_transport(now, Role::Acceptor);
         c
     }
 
-    fn new(role: Role, cfg: Config, now: Instant) -> Self {
+    fn new(cfg: Config, now: Instant) -> Self {
         let limits = cfg.limits;
         Connection {
-            role,
             cfg,
-            t: Transport::new(limits, State::Banner),
+            t: Transport::new(limits, State::Closed, Role::Acceptor),
             s: Session::default(),
             client_auth: None,
             server_auth: None,
@@ -520,8 +544,8 @@ impl Connection {
         }
     }
 
-    fn start_transport(&mut self, now: Instant) {
-        self.t = Transport::new(self.cfg.limits, State::Banner);
+    fn start_transport(&mut self, now: Instant, role: Role) {
+        self.t = Transport::new(self.cfg.limits, State::Banner, role);
         self.t.last_rx = Some(now);
         self.keepalive_due = None;
         let banner = Banner {
@@ -538,8 +562,9 @@ impl Connection {
         self.peer_socket_addr = EntityAddr::msgr2(addr, 0);
     }
 
+    /// Our side of the current (or last) socket.
     pub fn role(&self) -> Role {
-        self.role
+        self.t.role
     }
 
     pub fn is_ready(&self) -> bool {
@@ -832,7 +857,7 @@ impl Connection {
                 | ConnError::WrongPeer { .. }
         );
         let lossy_ready = self.s.lossy && self.s.established;
-        let acceptor_unestablished = self.role == Role::Acceptor && !self.s.established;
+        let acceptor_unestablished = self.t.role == Role::Acceptor && !self.s.established;
         if fatal || lossy_ready || acceptor_unestablished {
             if self.s.established {
                 self.s.reset();
@@ -856,18 +881,50 @@ impl Connection {
         });
     }
 
-    /// Connector: start over on a fresh socket after a fault (banner, auth, then SESSION_RECONNECT if a session
-    /// exists, CLIENT_IDENT otherwise). Queued and unacknowledged messages are kept.
+    /// Start over on a fresh outgoing socket after a fault (banner, auth, then SESSION_RECONNECT if a session
+    /// exists, CLIENT_IDENT otherwise). Queued and unacknowledged messages are kept. Works for sessions we
+    /// accepted too (Ceph's lossless peers reconnect from whichever side has something to send): the target is
+    /// the peer's msgr2 address from its ident, and a [`ClientAuth`] must have been given with
+    /// [`Connection::set_client_auth`].
     pub fn reconnect(&mut self, now: Instant) -> R {
-        if self.role != Role::Connector || self.t.state != State::Standby {
+        if self.t.state != State::Standby {
             return Err(ConnError::InvalidState(self.t.state.name()));
+        }
+        if self.client_auth.is_none() {
+            return Err(ConnError::InvalidState(
+                "reconnect needs a ClientAuth (set_client_auth)",
+            ));
+        }
+        if self.t.role == Role::Acceptor {
+            let peer = self
+                .s
+                .peer
+                .as_ref()
+                .ok_or(ConnError::InvalidState("no established session to resume"))?;
+            let target = peer
+                .peer_addrs
+                .msgr2()
+                .copied()
+                .ok_or(ConnError::InvalidState("the peer advertised no msgr2 address"))?;
+            self.target_addr = target;
+            self.target_type = peer.peer_type;
         }
         if self.s.server_cookie != 0 {
             self.s.connect_seq += 1;
         }
         self.cfg.global_seq += 1;
-        self.start_transport(now);
+        self.start_transport(now, Role::Connector);
         Ok(())
+    }
+
+    /// Give an accepted connection the means to reconnect actively (see [`Connection::reconnect`]).
+    pub fn set_client_auth(&mut self, auth: Box<dyn ClientAuth + Send>) {
+        self.client_auth = Some(auth);
+    }
+
+    /// The address this connection dials when it (re)connects.
+    pub fn target_addr(&self) -> EntityAddr {
+        self.target_addr
     }
 
     /// Acceptor owner: set our global_seq for SERVER_IDENT (a messenger-wide counter in Ceph).
@@ -956,7 +1013,7 @@ impl Connection {
             return Err(ConnError::Rev0Peer);
         }
         // HELLO: our entity type and the address we see for the peer.
-        let peer_addr = match self.role {
+        let peer_addr = match self.t.role {
             Role::Connector => self.target_addr,
             Role::Acceptor => self.peer_socket_addr,
         };
@@ -1000,7 +1057,7 @@ impl Connection {
                 if peer_addr.addr.is_some() {
                     self.events.push_back(Event::MyAddr(peer_addr));
                 }
-                match self.role {
+                match self.t.role {
                     Role::Connector => {
                         if self.target_type != 0 && entity_type != self.target_type {
                             return Err(ConnError::WrongPeer {
@@ -1230,10 +1287,10 @@ impl Connection {
             CON_MODE_CRC => Ok(()),
             CON_MODE_SECURE => {
                 let p = self.cfg.crypto.clone();
-                self.t.tx = Some(SecureTx::new(p.as_ref(), secret, self.role)?);
+                self.t.tx = Some(SecureTx::new(p.as_ref(), secret, self.t.role)?);
                 self.t
                     .decoder
-                    .set_secure(Some(SecureRx::new(p.as_ref(), secret, self.role)?));
+                    .set_secure(Some(SecureRx::new(p.as_ref(), secret, self.t.role)?));
                 Ok(())
             }
             m => Err(ConnError::Auth(AuthError::Protocol(format!(
@@ -1350,7 +1407,17 @@ impl Connection {
 
     /// Acceptor: send SERVER_IDENT and start a fresh session on this connection.
     fn accept_new_session(&mut self, now: Instant) -> R {
-        self.s.reset();
+        self.accept_session(now, false)
+    }
+
+    /// Send SERVER_IDENT and start a session; `keep_queue` keeps the messages queued for this peer (renumbered
+    /// from 1 in the new session), otherwise they are dropped.
+    fn accept_session(&mut self, now: Instant, keep_queue: bool) -> R {
+        if keep_queue {
+            self.s.restart_keeping_queue();
+        } else {
+            self.s.reset();
+        }
         self.s.lossy = self.t.peer_lossy;
         self.s.client_cookie = self.t.client_cookie;
         self.s.peer_global_seq = self.t.peer_global_seq;
@@ -1496,27 +1563,43 @@ impl Connection {
         let Some(req) = new.t.pending.clone() else {
             return Err(ConnError::InvalidState(new.t.state.name()));
         };
-        let decision = decide(self, &req);
-        match decision {
-            TakeOver::Reset { full } => {
-                new.t.pending = None;
-                new.t.state = State::SessionAccepting;
-                new.send_control(&Control::SessionReset { full })?;
+        let decision = decide(self, new, &req);
+        let answer_on_new = |new: &mut Connection, c: Option<Control>| -> R {
+            new.t.pending = None;
+            new.t.state = State::SessionAccepting;
+            match c {
+                Some(c) => new.send_control(&c),
+                None => {
+                    new.close_with(ConnError::Replaced);
+                    Ok(())
+                }
             }
+        };
+        match decision {
+            TakeOver::Reset { full } => answer_on_new(new, Some(Control::SessionReset { full }))?,
             TakeOver::Retry { connect_seq } => {
-                new.t.pending = None;
-                new.t.state = State::SessionAccepting;
-                new.send_control(&Control::SessionRetry { connect_seq })?;
+                answer_on_new(new, Some(Control::SessionRetry { connect_seq }))?
             }
             TakeOver::RetryGlobal { global_seq } => {
-                new.t.pending = None;
-                new.t.state = State::SessionAccepting;
-                new.send_control(&Control::SessionRetryGlobal { global_seq })?;
+                answer_on_new(new, Some(Control::SessionRetryGlobal { global_seq }))?
             }
-            TakeOver::Resumed | TakeOver::Restarted | TakeOver::NewSessionOnExisting => {
-                // Move the socket's transport into the existing connection.
-                let dead = std::mem::replace(&mut self.t, Transport::new(self.cfg.limits, State::Closed));
-                drop(dead);
+            TakeOver::Wait => answer_on_new(new, Some(Control::Wait))?,
+            TakeOver::Stale => answer_on_new(new, None)?,
+            TakeOver::Resumed
+            | TakeOver::Restarted
+            | TakeOver::NewSessionOnExisting { .. }
+            | TakeOver::RaceWon => {
+                // Move the socket's transport into the existing connection; whatever transport it had is dropped.
+                let had_transport = self.has_transport();
+                let old = std::mem::replace(
+                    &mut self.t,
+                    Transport::new(self.cfg.limits, State::Closed, Role::Acceptor),
+                );
+                drop(old);
+                if had_transport {
+                    // Its unacknowledged messages go back to the queue, as on any fault.
+                    self.s.requeue_sent();
+                }
                 std::mem::swap(&mut self.t, &mut new.t);
                 new.t.state = State::Closed;
                 new.events.push_back(Event::Closed {
@@ -1536,16 +1619,16 @@ impl Connection {
                         self.send_control(&Control::SessionReconnectOk { msg_seq: ms })?;
                         self.become_ready(now, true);
                     }
+                    (TakeOver::NewSessionOnExisting { kept_queue: true } | TakeOver::RaceWon, _) => {
+                        self.accept_session(now, true)?;
+                    }
                     _ => {
-                        // The peer restarted (new client cookie) or the old session was lossy: start anew on the
-                        // existing connection; whatever was queued for the old incarnation is dropped.
-                        let had = self.s.established;
-                        if had {
+                        if self.s.established {
                             self.events.push_back(Event::Reset {
                                 error: ConnError::SessionReset,
                             });
                         }
-                        self.accept_new_session(now)?;
+                        self.accept_session(now, false)?;
                     }
                 }
             }
@@ -1559,15 +1642,27 @@ impl Connection {
     }
 }
 
-/// What [`Connection::take_over`] decided.
+/// What [`Connection::take_over`] decided. For `Resumed`, `Restarted`, `NewSessionOnExisting` and `RaceWon` the
+/// new socket now belongs to the existing connection (and any socket the existing connection had — e.g. its own
+/// outgoing attempt in a race — must be closed by the owner); the other answers went out on the new connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TakeOver {
     /// SESSION_RECONNECT accepted: the session resumed on the existing connection.
     Resumed,
-    /// CLIENT_IDENT from a restarted peer: a new session on the existing connection.
+    /// CLIENT_IDENT from a restarted peer (another client cookie): a new session, the old queue dropped.
     Restarted,
-    /// CLIENT_IDENT replacing a lossy or unestablished session.
-    NewSessionOnExisting,
+    /// CLIENT_IDENT for a session that was lossy (queue dropped) or never finished establishing or idle (queue
+    /// kept and renumbered).
+    NewSessionOnExisting {
+        kept_queue: bool,
+    },
+    /// Connection race (both sides dialling): the incoming connection wins and carries the session; the
+    /// existing connection's own outgoing attempt is abandoned, its queue kept.
+    RaceWon,
+    /// Connection race lost by the incoming side: WAIT sent on it; our own attempt carries on.
+    Wait,
+    /// The incoming connection is older than what we know (peer global_seq): closed.
+    Stale,
     Reset {
         full: bool,
     },
@@ -1579,19 +1674,18 @@ pub enum TakeOver {
     },
 }
 
-/// Ceph's `handle_reconnect` / `handle_existing_connection` rules, reduced to what a single acceptor sees.
-fn decide(existing: &Connection, req: &AcceptRequest) -> TakeOver {
+/// Ceph's `handle_reconnect` / `handle_existing_connection` rules, in Ceph's order.
+fn decide(existing: &Connection, new: &Connection, req: &AcceptRequest) -> TakeOver {
     let s = &existing.s;
+    let peer_addr = new.t.peer_addrs.msgr2().copied().unwrap_or_default();
+    let my_addr = existing.cfg.my_addrs.msgr2().copied().unwrap_or_default();
     match req {
         AcceptRequest::Reconnect(r) => {
-            if existing.t.state == State::Closed {
+            if existing.t.state == State::Closed || s.client_cookie != r.client_cookie {
                 return TakeOver::Reset { full: true };
             }
-            if s.client_cookie != r.client_cookie {
-                return TakeOver::Reset { full: true };
-            }
-            if s.server_cookie == 0 || s.server_cookie != r.server_cookie {
-                // We never finished SERVER_IDENT for this cookie: resume establishment.
+            if s.server_cookie == 0 {
+                // We never sent SERVER_IDENT for this session: let the peer restart establishment.
                 return TakeOver::Reset { full: false };
             }
             if s.peer_global_seq > r.global_seq {
@@ -1604,18 +1698,67 @@ fn decide(existing: &Connection, req: &AcceptRequest) -> TakeOver {
                     connect_seq: s.connect_seq,
                 };
             }
+            if s.connect_seq == r.connect_seq
+                && addr_cmp(&peer_addr, &my_addr) == std::cmp::Ordering::Greater
+                && !existing.cfg.server
+            {
+                // Both sides reconnecting at once: the side with the higher address wins; here, our own attempt.
+                return TakeOver::Wait;
+            }
             TakeOver::Resumed
         }
         AcceptRequest::Ident(ci) => {
-            if s.lossy || !s.established {
-                TakeOver::NewSessionOnExisting
-            } else if s.client_cookie != ci.cookie {
-                TakeOver::Restarted
+            if existing.t.state == State::Closed {
+                return TakeOver::NewSessionOnExisting { kept_queue: false };
+            }
+            if s.peer_global_seq > new.t.peer_global_seq {
+                return TakeOver::Stale;
+            }
+            if s.lossy {
+                return TakeOver::NewSessionOnExisting { kept_queue: false };
+            }
+            if s.server_cookie != 0 && s.client_cookie != 0 && s.client_cookie != ci.cookie {
+                return TakeOver::Restarted;
+            }
+            if s.client_cookie == ci.cookie || s.established {
+                // Establishment interrupted between CLIENT_IDENT and SERVER_IDENT, or an idle session: reuse it.
+                return TakeOver::NewSessionOnExisting { kept_queue: true };
+            }
+            // A connection race: we are dialling the peer while it dials us.
+            if addr_cmp(&peer_addr, &my_addr) == std::cmp::Ordering::Less || existing.cfg.server {
+                TakeOver::RaceWon
             } else {
-                TakeOver::NewSessionOnExisting
+                TakeOver::Wait
             }
         }
     }
+}
+
+/// Ceph orders `entity_addr_t` by `memcmp` of the in-memory struct (type, nonce, sockaddr union); both sides of a
+/// race must agree, so compare exactly that byte image.
+fn addr_cmp(a: &EntityAddr, b: &EntityAddr) -> std::cmp::Ordering {
+    fn image(a: &EntityAddr) -> [u8; 36] {
+        let mut m = [0u8; 36];
+        m[0..4].copy_from_slice(&a.ty.to_le_bytes());
+        m[4..8].copy_from_slice(&a.nonce.to_le_bytes());
+        match a.addr {
+            None => {}
+            Some(std::net::SocketAddr::V4(v)) => {
+                m[8..10].copy_from_slice(&2u16.to_le_bytes());
+                m[10..12].copy_from_slice(&v.port().to_be_bytes());
+                m[12..16].copy_from_slice(&v.ip().octets());
+            }
+            Some(std::net::SocketAddr::V6(v)) => {
+                m[8..10].copy_from_slice(&10u16.to_le_bytes());
+                m[10..12].copy_from_slice(&v.port().to_be_bytes());
+                m[12..16].copy_from_slice(&v.flowinfo().to_be_bytes());
+                m[16..32].copy_from_slice(&v.ip().octets());
+                m[32..36].copy_from_slice(&v.scope_id().to_le_bytes());
+            }
+        }
+        m
+    }
+    image(a).cmp(&image(b))
 }
 
 impl Transport {

@@ -338,7 +338,7 @@ fn reconnect_run(mode: Mode, seed: u64) -> (usize, u64, u64) {
                     Event::AcceptRequest(_) => {
                         let d = srv.take_over(new, now).unwrap();
                         assert!(
-                            matches!(d, TakeOver::Resumed | TakeOver::NewSessionOnExisting),
+                            matches!(d, TakeOver::Resumed | TakeOver::NewSessionOnExisting { .. }),
                             "{d:?} (seed {seed})"
                         );
                     }
@@ -911,4 +911,125 @@ fn duplicate_messages_are_dropped() {
     assert_eq!(msgs_of(&events(&mut s)), vec![1]);
     assert_eq!(s.stats().duplicates_dropped, 1);
     assert_eq!(s.stats().messages_received, 1);
+}
+
+fn peer_cfg(port: u16, nonce: u32, seed: u64) -> Config {
+    let mut c = Config::new(ENTITY_TYPE_OSD, i64::from(port) - 6800);
+    c.my_addrs = AddrVec::one(EntityAddr::msgr2(
+        format!("127.0.0.1:{port}").parse().unwrap(),
+        nonce,
+    ));
+    c.seed = seed;
+    c.auto_accept = false;
+    c
+}
+
+fn osd_connector(cfg: Config, target: &Config, now: Instant) -> Connection {
+    let auth = Box::new(TestClientAuth::new(
+        EntityName::new(ENTITY_TYPE_OSD, "x"),
+        vec![CON_MODE_SECURE],
+    ));
+    Connection::connector(cfg, auth, *target.my_addrs.msgr2().unwrap(), ENTITY_TYPE_OSD, now)
+}
+
+fn osd_acceptor(cfg: Config, now: Instant) -> Connection {
+    Connection::acceptor(
+        cfg,
+        Box::new(TestServerAuth::new(vec![CON_MODE_SECURE], SESSION_KEY, SECRET)),
+        now,
+    )
+}
+
+/// A lossless session reconnects from the side that accepted it (Ceph's lossless peers do): the acceptor dials
+/// the peer's advertised address, and the original connector resumes the session on the incoming socket.
+#[test]
+fn the_accepting_side_can_reconnect_a_lossless_session() {
+    let now = Instant::now();
+    let mut rng = Rng(21);
+    let (a_cfg, b_cfg) = (peer_cfg(6801, 1, 10), peer_cfg(6802, 2, 20));
+    let mut a = osd_connector(a_cfg.clone(), &b_cfg, now);
+    let mut b = osd_acceptor(b_cfg.clone(), now);
+    pump(&mut a, &mut b, now, &mut rng, &mut None);
+    assert!(matches!(
+        events(&mut b).pop(),
+        Some(Event::AcceptRequest(AcceptRequest::Ident(_)))
+    ));
+    b.resolve_accept(now, msgr2::AcceptDecision::NewSession).unwrap();
+    pump(&mut a, &mut b, now, &mut rng, &mut None);
+    assert!(a.is_ready() && b.is_ready());
+    events(&mut a);
+    events(&mut b);
+    // B has replies to send when the link drops; one was written but lost in flight.
+    b.send(msg(1, 10)).unwrap();
+    let _lost = b.poll_output().unwrap();
+    b.send(msg(2, 10)).unwrap();
+    a.handle_transport_closed();
+    b.handle_transport_closed();
+    assert!(b.reconnect(now).is_err(), "no ClientAuth yet");
+    b.set_client_auth(Box::new(TestClientAuth::new(
+        EntityName::new(ENTITY_TYPE_OSD, "y"),
+        vec![CON_MODE_SECURE],
+    )));
+    b.reconnect(now).unwrap();
+    assert_eq!(b.role(), msgr2::frame::Role::Connector);
+    assert_eq!(b.target_addr(), *a_cfg.my_addrs.msgr2().unwrap());
+    // A accepts the socket and hands it to its existing connection.
+    let mut a_in = osd_acceptor(a_cfg.clone(), now);
+    pump(&mut b, &mut a_in, now, &mut rng, &mut None);
+    assert!(matches!(
+        events(&mut a_in).pop(),
+        Some(Event::AcceptRequest(AcceptRequest::Reconnect(_)))
+    ));
+    assert_eq!(a.take_over(&mut a_in, now).unwrap(), TakeOver::Resumed);
+    assert_eq!(a.role(), msgr2::frame::Role::Acceptor);
+    pump(&mut b, &mut a, now, &mut rng, &mut None);
+    assert!(a.is_ready() && b.is_ready());
+    assert_eq!(msgs_of(&events(&mut a)), vec![1, 2]);
+    a.send(msg(3, 0)).unwrap();
+    pump(&mut b, &mut a, now, &mut rng, &mut None);
+    assert_eq!(msgs_of(&events(&mut b)), vec![3]);
+}
+
+/// Both peers dial each other at once. Ceph's rule (lower address loses its incoming, higher wins) must pick the
+/// same single connection on both sides, and nothing queued on either side is lost.
+#[test]
+fn connection_race_converges_on_one_connection() {
+    let now = Instant::now();
+    let mut rng = Rng(22);
+    let (a_cfg, b_cfg) = (peer_cfg(6801, 1, 10), peer_cfg(6802, 2, 20));
+    // a1: A dialling B (pipe 1, B's end b_in). b1: B dialling A (pipe 2, A's end a_in).
+    let mut a1 = osd_connector(a_cfg.clone(), &b_cfg, now);
+    let mut b_in = osd_acceptor(b_cfg.clone(), now);
+    let mut b1 = osd_connector(b_cfg.clone(), &a_cfg, now);
+    let mut a_in = osd_acceptor(a_cfg.clone(), now);
+    a1.send(msg(1, 10)).unwrap();
+    b1.send(msg(100, 10)).unwrap();
+    pump(&mut a1, &mut b_in, now, &mut rng, &mut None);
+    pump(&mut b1, &mut a_in, now, &mut rng, &mut None);
+    assert!(matches!(
+        events(&mut b_in).pop(),
+        Some(Event::AcceptRequest(AcceptRequest::Ident(_)))
+    ));
+    assert!(matches!(
+        events(&mut a_in).pop(),
+        Some(Event::AcceptRequest(AcceptRequest::Ident(_)))
+    ));
+    // A (lower address) tells B's incoming attempt to wait; B takes A's incoming connection over.
+    assert_eq!(a1.take_over(&mut a_in, now).unwrap(), TakeOver::Wait);
+    assert_eq!(b1.take_over(&mut b_in, now).unwrap(), TakeOver::RaceWon);
+    // Pipe 2 is abandoned by both owners; pipe 1 now links a1 and b1.
+    drop(a_in);
+    pump(&mut a1, &mut b1, now, &mut rng, &mut None);
+    assert!(
+        a1.is_ready() && b1.is_ready(),
+        "a1 {} b1 {}",
+        a1.state_name(),
+        b1.state_name()
+    );
+    assert_eq!(msgs_of(&events(&mut b1)), vec![1]);
+    assert_eq!(
+        msgs_of(&events(&mut a1)),
+        vec![100],
+        "B's queued message survived its abandoned attempt"
+    );
 }
