@@ -342,3 +342,13 @@ pub fn errno_name(errno: i32) -> String {
     };
     n.to_string()
 }
+
+#[cfg(test)]
+mod send_check {
+    /// A `Cluster` can move to another thread (one thread at a time uses it).
+    #[test]
+    fn cluster_is_send() {
+        fn assert_send<T: Send>() {}
+        assert_send::<super::Cluster>();
+    }
+}
