@@ -1,0 +1,1451 @@
+// SPDX-License-Identifier: LGPL-3.0-or-later
+//! One core: its ring, its connections, its timers, its ends of the SPSC mesh, and the event loop that drives
+//! them and calls the core's [`Service`].
+//!
+//! Everything here runs on the core's own thread. The service never touches the ring: [`CoreCtx`] methods
+//! record intent (queue bytes, mark a connection dirty, add a timer) and the loop turns intent into submissions
+//! once per turn, so a burst of sends becomes one `sendmsg` per connection and one `io_uring_enter` per turn.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::io;
+use std::net::SocketAddr;
+use std::os::fd::RawFd;
+use std::sync::Arc;
+use std::sync::atomic::{Ordering, fence};
+use std::time::{Duration, Instant};
+
+use bytes::{Bytes, BytesMut};
+use io_uring::{IoUring, cqueue, opcode, squeue, types};
+use msgr2::auth::{ClientAuth, ServerAuth};
+use msgr2::{Connection, EntityAddr, Event, Message, PeerInfo};
+
+use crate::runtime::Shared;
+use crate::spsc::{Consumer, Producer};
+use crate::sys;
+
+/// Index of a core (0-based; core 0 also runs control).
+pub type CoreId = usize;
+
+/// A connection on this core. Ids are never reused while a stale copy could still be around (generation).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ConnId {
+    idx: u32,
+    generation: u32,
+}
+
+impl std::fmt::Display for ConnId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "conn{}.{}", self.idx, self.generation)
+    }
+}
+
+/// A listening socket on this core.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ListenerId(pub u32);
+
+/// A timer; cancel it with [`CoreCtx::cancel_timer`]. Ordered by deadline, then by creation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TimerId(Instant, u64);
+
+/// An fd watched for readability ([`CoreCtx::watch_fd`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct WatchId(pub u32);
+
+/// Builds the auth of each accepted msgr2 connection.
+pub type ServerAuthFactory = Arc<dyn Fn() -> Box<dyn ServerAuth + Send> + Send + Sync>;
+
+/// What a listener speaks.
+#[derive(Clone)]
+pub enum ListenProto {
+    /// Plain bytes: [`Service::on_data`], [`CoreCtx::send_bytes`].
+    Raw,
+    /// msgr2 acceptor (auto-accepting new sessions): [`Service::on_message`], [`CoreCtx::send_message`].
+    Msgr2 {
+        cfg: msgr2::Config,
+        auth: ServerAuthFactory,
+    },
+}
+
+/// What an outgoing connection speaks.
+pub enum ConnectProto {
+    Raw,
+    /// msgr2 connector to an entity of `target_type`.
+    Msgr2 {
+        cfg: msgr2::Config,
+        auth: Box<dyn ClientAuth + Send>,
+        target_type: u8,
+    },
+}
+
+/// Why a connection ended (reported once through [`Service::on_reset`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CloseReason {
+    /// The peer closed the socket.
+    Eof,
+    /// A socket error (errno).
+    Io(i32),
+    ConnectFailed(i32),
+    ConnectTimeout,
+    /// The msgr2 session faulted, was reset or closed.
+    Protocol(msgr2::ConnError),
+    /// The runtime is stopping.
+    Shutdown,
+}
+
+/// Refused sends hand the data back.
+#[derive(Debug)]
+pub enum SendError<T> {
+    /// No such connection (closed, or never existed).
+    NotConnected(T),
+    /// Outgoing bytes are over the connection's bound: wait for [`Service::on_writable`].
+    Backpressure(T),
+    /// Wrong kind of connection (bytes on msgr2 or messages on raw).
+    WrongProto(T),
+}
+
+impl<T> SendError<T> {
+    pub fn into_inner(self) -> T {
+        match self {
+            SendError::NotConnected(t) | SendError::Backpressure(t) | SendError::WrongProto(t) => t,
+        }
+    }
+}
+
+/// What the OSD (or a test) implements, one instance per core, created on that core (so it may be `!Send`).
+/// Every callback gets the core's [`CoreCtx`]; none may block.
+#[allow(unused_variables)]
+pub trait Service: 'static {
+    /// Messages other cores (and [`crate::Runtime::post`]) send to this core.
+    type Msg: Send + 'static;
+
+    fn on_start(&mut self, ctx: &mut CoreCtx<Self::Msg>) {}
+    /// A connection was accepted on `listener`. For msgr2 the handshake starts now; `on_connected` follows.
+    fn on_accept(
+        &mut self,
+        ctx: &mut CoreCtx<Self::Msg>,
+        listener: ListenerId,
+        conn: ConnId,
+        peer: SocketAddr,
+    ) {
+    }
+    /// Raw: the TCP connect completed (`peer` is None). msgr2: the session is ready (both roles).
+    fn on_connected(&mut self, ctx: &mut CoreCtx<Self::Msg>, conn: ConnId, peer: Option<&PeerInfo>) {}
+    /// A msgr2 message, in order, exactly once per session.
+    fn on_message(&mut self, ctx: &mut CoreCtx<Self::Msg>, conn: ConnId, msg: Message) {}
+    /// Raw bytes received (a pooled receive buffer frozen into `Bytes`: no copy was made).
+    fn on_data(&mut self, ctx: &mut CoreCtx<Self::Msg>, conn: ConnId, data: Bytes) {}
+    /// A connection that refused a send ([`SendError::Backpressure`] or msgr2 QueueFull) can take more.
+    fn on_writable(&mut self, ctx: &mut CoreCtx<Self::Msg>, conn: ConnId) {}
+    /// Other msgr2 events (keepalive acks, MyAddr, …).
+    fn on_msgr2_event(&mut self, ctx: &mut CoreCtx<Self::Msg>, conn: ConnId, ev: Event) {}
+    /// The connection is gone; its id is dead from now on. Not called for [`CoreCtx::close`].
+    fn on_reset(&mut self, ctx: &mut CoreCtx<Self::Msg>, conn: ConnId, reason: CloseReason) {}
+    fn on_timer(&mut self, ctx: &mut CoreCtx<Self::Msg>, timer: TimerId, token: u64) {}
+    /// A message from core `from` (or from outside the runtime: `from` is `usize::MAX`).
+    fn on_cross_core(&mut self, ctx: &mut CoreCtx<Self::Msg>, from: CoreId, msg: Self::Msg) {}
+    /// Called once per loop turn, after completions were dispatched: poll sibling devices here.
+    fn on_poll(&mut self, ctx: &mut CoreCtx<Self::Msg>) {}
+    /// A watched fd ([`CoreCtx::watch_fd`]) became readable.
+    fn on_fd_ready(&mut self, ctx: &mut CoreCtx<Self::Msg>, watch: WatchId) {}
+    /// Completion of an entry submitted with [`CoreCtx::submit_raw`].
+    fn on_raw_completion(&mut self, ctx: &mut CoreCtx<Self::Msg>, token: u64, result: i32, flags: u32) {}
+    /// The runtime is stopping; connections are about to be closed.
+    fn on_stop(&mut self, ctx: &mut CoreCtx<Self::Msg>) {}
+}
+
+/// Sizes and bounds of one core.
+#[derive(Debug, Clone)]
+pub struct CoreConfig {
+    pub ring_entries: u32,
+    /// Receive buffer per connection (bytes a single recv may take).
+    pub recv_buf_bytes: usize,
+    /// Outgoing bytes queued or in flight per connection before sends are refused (raw) or msgr2 output stops
+    /// being pulled (its own queue bounds then apply).
+    pub max_out_bytes: usize,
+    /// Free receive buffers kept per core for reuse.
+    pub recv_pool_buffers: usize,
+    /// Cross-core messages taken from one peer per turn (batch bound: fairness between rings and sockets).
+    pub mesh_batch: usize,
+}
+
+impl Default for CoreConfig {
+    fn default() -> Self {
+        CoreConfig {
+            ring_entries: 1024,
+            recv_buf_bytes: 64 * 1024,
+            max_out_bytes: 4 << 20,
+            recv_pool_buffers: 256,
+            mesh_batch: 256,
+        }
+    }
+}
+
+/// Counters of one core (plain integers: only this core writes them).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CoreStats {
+    pub turns: u64,
+    pub waits: u64,
+    pub cqes: u64,
+    pub submits: u64,
+    pub recv_bytes: u64,
+    pub sent_bytes: u64,
+    pub mesh_in: u64,
+    pub mesh_out: u64,
+    pub doorbells_rung: u64,
+    pub accepted: u64,
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+
+/// Receive buffers: a received range is split off and frozen into `Bytes` (zero copy); the connection keeps
+/// receiving into the rest of the allocation, or reclaims the whole allocation once every `Bytes` of it is gone
+/// (msgr2 drops its input right after parsing, so this is the common case), or takes a fresh one from here.
+struct RecvPool {
+    size: usize,
+    free: Vec<BytesMut>,
+    max_free: usize,
+}
+
+impl RecvPool {
+    fn take(&mut self) -> BytesMut {
+        self.free
+            .pop()
+            .unwrap_or_else(|| BytesMut::with_capacity(self.size))
+    }
+
+    fn give(&mut self, mut b: BytesMut) {
+        b.clear();
+        if self.free.len() < self.max_free && b.try_reclaim(self.size) {
+            self.free.push(b);
+        }
+    }
+
+    /// Make sure `b` has room for a useful recv.
+    fn refill(&mut self, b: &mut BytesMut) {
+        debug_assert!(b.is_empty());
+        if b.capacity() >= self.size / 4 || b.try_reclaim(self.size) {
+            return;
+        }
+        *b = self.take();
+    }
+}
+
+enum Proto {
+    Raw,
+    Msgr2(Box<Connection>),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ConnState {
+    Connecting,
+    Open,
+    /// Shut down; waiting for in-flight ops before the fd is closed and the slot freed.
+    Closing,
+}
+
+struct Conn {
+    fd: RawFd,
+    state: ConnState,
+    proto: Proto,
+    peer: Option<SocketAddr>,
+    recv_armed: bool,
+    send_armed: bool,
+    ops: u32,
+    rbuf: BytesMut,
+    out: VecDeque<Bytes>,
+    out_bytes: usize,
+    /// A raw send was refused: tell the service when the queue drains below half.
+    want_writable: bool,
+    timer: Option<TimerId>,
+    dirty: bool,
+    reported: bool,
+    close_when_flushed: bool,
+}
+
+struct ConnSlot {
+    generation: u32,
+    conn: Option<Conn>,
+}
+
+struct Listener {
+    fd: RawFd,
+    proto: ListenProto,
+    multishot: bool,
+    armed: bool,
+}
+
+enum Op {
+    Doorbell,
+    Accept {
+        listener: u32,
+    },
+    Connect {
+        conn: ConnId,
+        _addr: Box<sys::RawAddr>,
+        _ts: Box<types::Timespec>,
+    },
+    Recv {
+        conn: ConnId,
+        buf: BytesMut,
+    },
+    /// The kernel reads `bufs` through `iov` and `msg` until the completion.
+    Send {
+        conn: ConnId,
+        bufs: Vec<Bytes>,
+        _iov: Vec<libc::iovec>,
+        _msg: Box<libc::msghdr>,
+    },
+    Watch {
+        id: u32,
+        fd: RawFd,
+    },
+    Raw {
+        token: u64,
+    },
+    /// A wait timeout on kernels without EXT_ARG.
+    WaitTimeout {
+        _ts: Box<types::Timespec>,
+    },
+}
+
+/// user_data of linked timeouts (their completions carry nothing we need).
+const UD_IGNORE: u64 = u64::MAX;
+
+enum TimerKind {
+    User(u64),
+    Conn(ConnId),
+}
+
+/// Most iovecs one sendmsg takes (IOV_MAX).
+const MAX_IOV: usize = 1024;
+
+/// The per-core API the service uses, and the core's state.
+pub struct CoreCtx<M: Send + 'static> {
+    id: CoreId,
+    ncores: usize,
+    cfg: CoreConfig,
+    ring: IoUring,
+    ring_setup: &'static str,
+    ext_arg: bool,
+    ops: Vec<Option<Op>>,
+    free_ops: Vec<usize>,
+    conns: Vec<ConnSlot>,
+    free_conns: Vec<u32>,
+    dirty: Vec<ConnId>,
+    listeners: Vec<Option<Listener>>,
+    timers: BTreeMap<TimerId, TimerKind>,
+    timer_seq: u64,
+    pool: RecvPool,
+    tx: Vec<Option<Producer<M>>>,
+    rx: Vec<Option<Consumer<M>>>,
+    /// Messages to ourselves, and messages a full ring refused (retried each turn, in order).
+    local: VecDeque<M>,
+    overflow: Vec<VecDeque<M>>,
+    ring_doorbell: Vec<bool>,
+    shared: Arc<Shared<M>>,
+    efd_buf: Box<u64>,
+    watches: Vec<Option<RawFd>>,
+    now: Instant,
+    stopping: bool,
+    stats: CoreStats,
+    cqe_scratch: Vec<(u64, i32, u32)>,
+}
+
+fn errno_of(e: &io::Error) -> i32 {
+    e.raw_os_error().unwrap_or(libc::EIO)
+}
+
+/// Build the core's ring with the flags a single-threaded submitter wants, falling back on older kernels.
+fn build_ring(entries: u32) -> io::Result<(IoUring, &'static str)> {
+    type Build = fn(u32) -> io::Result<IoUring>;
+    let tries: [(&'static str, Build); 3] = [
+        ("single_issuer+defer_taskrun+coop_taskrun", |n| {
+            IoUring::builder()
+                .setup_single_issuer()
+                .setup_defer_taskrun()
+                .setup_coop_taskrun()
+                .build(n)
+        }),
+        ("coop_taskrun", |n| {
+            IoUring::builder().setup_coop_taskrun().build(n)
+        }),
+        ("plain", |n| IoUring::builder().build(n)),
+    ];
+    let mut last = io::Error::other("no ring");
+    for (name, t) in tries {
+        match t(entries) {
+            Ok(r) => return Ok((r, name)),
+            Err(e) => last = e,
+        }
+    }
+    Err(last)
+}
+
+impl<M: Send + 'static> CoreCtx<M> {
+    pub(crate) fn new(
+        id: CoreId,
+        ncores: usize,
+        cfg: CoreConfig,
+        tx: Vec<Option<Producer<M>>>,
+        rx: Vec<Option<Consumer<M>>>,
+        shared: Arc<Shared<M>>,
+    ) -> io::Result<Self> {
+        let (ring, ring_setup) = build_ring(cfg.ring_entries)?;
+        let ext_arg = ring.params().is_feature_ext_arg();
+        let pool = RecvPool {
+            size: cfg.recv_buf_bytes.max(4096),
+            free: Vec::new(),
+            max_free: cfg.recv_pool_buffers,
+        };
+        let mut c = CoreCtx {
+            id,
+            ncores,
+            cfg,
+            ring,
+            ring_setup,
+            ext_arg,
+            ops: Vec::new(),
+            free_ops: Vec::new(),
+            conns: Vec::new(),
+            free_conns: Vec::new(),
+            dirty: Vec::new(),
+            listeners: Vec::new(),
+            timers: BTreeMap::new(),
+            timer_seq: 0,
+            pool,
+            tx,
+            rx,
+            local: VecDeque::new(),
+            overflow: (0..ncores).map(|_| VecDeque::new()).collect(),
+            ring_doorbell: vec![false; ncores],
+            shared,
+            efd_buf: Box::new(0),
+            watches: Vec::new(),
+            now: Instant::now(),
+            stopping: false,
+            stats: CoreStats::default(),
+            cqe_scratch: Vec::new(),
+        };
+        c.arm_doorbell();
+        Ok(c)
+    }
+
+    // -----------------------------------------------------------------------------------------------------------
+    // Public API
+
+    /// This core's index.
+    pub fn core_id(&self) -> CoreId {
+        self.id
+    }
+
+    pub fn num_cores(&self) -> usize {
+        self.ncores
+    }
+
+    /// The time this loop turn started (cheap; refreshed once per turn).
+    pub fn now(&self) -> Instant {
+        self.now
+    }
+
+    pub fn stats(&self) -> CoreStats {
+        self.stats
+    }
+
+    /// Which ring set-up this kernel accepted: "single_issuer+defer_taskrun+coop_taskrun", "coop_taskrun" or
+    /// "plain".
+    pub fn ring_setup(&self) -> &'static str {
+        self.ring_setup
+    }
+
+    /// Listen on `addr` (SO_REUSEPORT: every core may listen on the same address; the kernel spreads
+    /// connections). Returns the listener and the bound address (port 0 picks one).
+    pub fn listen(&mut self, addr: SocketAddr, proto: ListenProto) -> io::Result<(ListenerId, SocketAddr)> {
+        let fd = sys::tcp_listen(&addr, 1024)?;
+        let bound = sys::local_addr(fd).unwrap_or(addr);
+        let idx = self.listeners.len() as u32;
+        self.listeners.push(Some(Listener {
+            fd,
+            proto,
+            multishot: true,
+            armed: false,
+        }));
+        self.arm_accept(idx);
+        Ok((ListenerId(idx), bound))
+    }
+
+    /// Connect to `addr` within `timeout`. Success: [`Service::on_connected`] (raw) or, once the msgr2 session
+    /// is up, the same with the peer's info. Failure: [`Service::on_reset`].
+    pub fn connect(
+        &mut self,
+        addr: SocketAddr,
+        proto: ConnectProto,
+        timeout: Duration,
+    ) -> io::Result<ConnId> {
+        let fd = sys::tcp_socket(&addr)?;
+        let _ = sys::set_nodelay(fd);
+        let proto = match proto {
+            ConnectProto::Raw => Proto::Raw,
+            ConnectProto::Msgr2 {
+                cfg,
+                auth,
+                target_type,
+            } => Proto::Msgr2(Box::new(Connection::connector(
+                cfg,
+                auth,
+                EntityAddr::msgr2(addr, 0),
+                target_type,
+                self.now,
+            ))),
+        };
+        let id = self.new_conn(fd, proto, ConnState::Connecting, Some(addr));
+        let raddr = sys::RawAddr::new(&addr);
+        let ts = Box::new(
+            types::Timespec::new()
+                .sec(timeout.as_secs())
+                .nsec(timeout.subsec_nanos()),
+        );
+        let e = opcode::Connect::new(types::Fd(fd), raddr.as_ptr(), raddr.len)
+            .build()
+            .flags(squeue::Flags::IO_LINK);
+        let lt = opcode::LinkTimeout::new(&*ts as *const types::Timespec)
+            .build()
+            .user_data(UD_IGNORE);
+        // The linked pair must reach the kernel in one submission, or the link would be cut.
+        let sq_free = {
+            let sq = self.ring.submission();
+            sq.capacity() - sq.len()
+        };
+        if sq_free < 2 {
+            self.stats.submits += 1;
+            let _ = self.ring.submit();
+        }
+        self.push_op(
+            e,
+            Op::Connect {
+                conn: id,
+                _addr: raddr,
+                _ts: ts,
+            },
+        );
+        // SAFETY: the timespec lives in the Connect op until its completion, which comes after the timeout's.
+        unsafe { self.push_sqe(&lt) };
+        if let Some(c) = self.conn_mut(id) {
+            c.ops += 1;
+        }
+        Ok(id)
+    }
+
+    /// Queue a msgr2 message on `conn`.
+    /// Refusals hand the message back (boxed: the error path stays small).
+    pub fn send_message(&mut self, conn: ConnId, msg: Message) -> Result<(), SendError<Box<Message>>> {
+        let Some(c) = self.conn_mut(conn) else {
+            return Err(SendError::NotConnected(Box::new(msg)));
+        };
+        if c.state == ConnState::Closing {
+            return Err(SendError::NotConnected(Box::new(msg)));
+        }
+        let Proto::Msgr2(m) = &mut c.proto else {
+            return Err(SendError::WrongProto(Box::new(msg)));
+        };
+        match m.send(msg) {
+            Ok(()) => {
+                self.mark_dirty(conn);
+                Ok(())
+            }
+            Err(e) => match e.kind {
+                msgr2::SendErrorKind::QueueFull => Err(SendError::Backpressure(e.msg)),
+                msgr2::SendErrorKind::Closed => Err(SendError::NotConnected(e.msg)),
+            },
+        }
+    }
+
+    /// Queue bytes on a raw connection (gathered into one sendmsg with whatever else is queued). Refused while
+    /// the connection's outgoing bytes are over [`CoreConfig::max_out_bytes`].
+    pub fn send_bytes(&mut self, conn: ConnId, bufs: Vec<Bytes>) -> Result<(), SendError<Vec<Bytes>>> {
+        let max = self.cfg.max_out_bytes;
+        let Some(c) = self.conn_mut(conn) else {
+            return Err(SendError::NotConnected(bufs));
+        };
+        if c.state == ConnState::Closing {
+            return Err(SendError::NotConnected(bufs));
+        }
+        if !matches!(c.proto, Proto::Raw) {
+            return Err(SendError::WrongProto(bufs));
+        }
+        if c.out_bytes >= max {
+            c.want_writable = true;
+            return Err(SendError::Backpressure(bufs));
+        }
+        for b in bufs {
+            if !b.is_empty() {
+                c.out_bytes += b.len();
+                c.out.push_back(b);
+            }
+        }
+        self.mark_dirty(conn);
+        Ok(())
+    }
+
+    /// Outgoing bytes queued or in flight on `conn`.
+    pub fn queued_bytes(&self, conn: ConnId) -> usize {
+        self.conn_ref(conn).map_or(0, |c| c.out_bytes)
+    }
+
+    /// The peer's socket address.
+    pub fn peer_addr(&self, conn: ConnId) -> Option<SocketAddr> {
+        self.conn_ref(conn).and_then(|c| c.peer)
+    }
+
+    /// The msgr2 state machine of `conn` (counters, features, peer).
+    pub fn msgr2(&mut self, conn: ConnId) -> Option<&mut Connection> {
+        match &mut self.conn_mut(conn)?.proto {
+            Proto::Msgr2(m) => Some(m),
+            Proto::Raw => None,
+        }
+    }
+
+    /// Close `conn` now (queued output is dropped; no [`Service::on_reset`]).
+    pub fn close(&mut self, conn: ConnId) {
+        if let Some(c) = self.conn_mut(conn) {
+            c.reported = true;
+            if let Proto::Msgr2(m) = &mut c.proto {
+                m.close();
+            }
+        }
+        self.begin_close(conn);
+    }
+
+    /// Close `conn` once everything queued so far was written (raw connections; msgr2 ones too, best effort).
+    pub fn close_after_flush(&mut self, conn: ConnId) {
+        if let Some(c) = self.conn_mut(conn) {
+            c.reported = true;
+            c.want_writable = false;
+            c.close_when_flushed = true;
+        }
+        self.mark_dirty(conn);
+    }
+
+    /// Call [`Service::on_timer`] with `token` after `after`.
+    pub fn set_timer(&mut self, after: Duration, token: u64) -> TimerId {
+        let at = self.now + after;
+        self.set_timer_at(at, token)
+    }
+
+    pub fn set_timer_at(&mut self, at: Instant, token: u64) -> TimerId {
+        self.timer_seq += 1;
+        let id = TimerId(at, self.timer_seq);
+        self.timers.insert(id, TimerKind::User(token));
+        id
+    }
+
+    /// Cancel a timer; false if it already fired or was cancelled.
+    pub fn cancel_timer(&mut self, id: TimerId) -> bool {
+        matches!(self.timers.get(&id), Some(TimerKind::User(_))) && self.timers.remove(&id).is_some()
+    }
+
+    /// Send `msg` to core `to` over the SPSC mesh (to ourselves: delivered next turn). A full ring keeps the
+    /// message in a local per-target overflow queue (bounded by the caller's own flow control), retried in
+    /// order each turn, so `post` never fails unless `to` is out of range.
+    pub fn post(&mut self, to: CoreId, msg: M) -> Result<(), M> {
+        if to >= self.ncores {
+            return Err(msg);
+        }
+        if to == self.id {
+            self.local.push_back(msg);
+            return Ok(());
+        }
+        self.stats.mesh_out += 1;
+        if !self.overflow[to].is_empty() {
+            self.overflow[to].push_back(msg);
+            return Ok(());
+        }
+        let Some(p) = self.tx[to].as_mut() else {
+            return Err(msg);
+        };
+        if let Err(m) = p.push(msg) {
+            self.overflow[to].push_back(m);
+        }
+        self.ring_doorbell[to] = true;
+        Ok(())
+    }
+
+    /// Messages waiting in the local overflow queue towards `to` (a full ring): the caller's backpressure signal.
+    pub fn post_backlog(&self, to: CoreId) -> usize {
+        self.overflow.get(to).map_or(0, |q| q.len())
+    }
+
+    /// Ask every core to stop (each calls [`Service::on_stop`], closes its connections and returns).
+    pub fn stop_all(&mut self) {
+        self.shared.request_stop();
+    }
+
+    /// Watch `fd` for readability on this core's ring (multishot poll): e.g. a sibling io_uring (a ferrostore
+    /// device ring) whose completions the service reaps in [`Service::on_fd_ready`] or [`Service::on_poll`].
+    pub fn watch_fd(&mut self, fd: RawFd) -> WatchId {
+        let id = self.watches.len() as u32;
+        self.watches.push(Some(fd));
+        self.arm_watch(id, fd);
+        WatchId(id)
+    }
+
+    /// Stop watching (the fd itself stays the caller's).
+    pub fn unwatch_fd(&mut self, w: WatchId) {
+        if let Some(slot) = self.watches.get_mut(w.0 as usize) {
+            *slot = None;
+        }
+    }
+
+    /// Submit an arbitrary entry on this core's ring; its completion comes to [`Service::on_raw_completion`]
+    /// with `token` (user_data is overwritten). This is how a storage device can share the core's ring.
+    ///
+    /// # Safety
+    /// Every buffer, fd and struct the entry points to must stay valid until that completion is delivered.
+    pub unsafe fn submit_raw(&mut self, entry: squeue::Entry, token: u64) {
+        self.push_op(entry, Op::Raw { token });
+    }
+
+    // -----------------------------------------------------------------------------------------------------------
+    // Connections
+
+    fn new_conn(&mut self, fd: RawFd, proto: Proto, state: ConnState, peer: Option<SocketAddr>) -> ConnId {
+        let c = Conn {
+            fd,
+            state,
+            proto,
+            peer,
+            recv_armed: false,
+            send_armed: false,
+            ops: 0,
+            rbuf: self.pool.take(),
+            out: VecDeque::new(),
+            out_bytes: 0,
+            want_writable: false,
+            timer: None,
+            dirty: false,
+            reported: false,
+            close_when_flushed: false,
+        };
+        let idx = match self.free_conns.pop() {
+            Some(i) => i,
+            None => {
+                self.conns.push(ConnSlot {
+                    generation: 0,
+                    conn: None,
+                });
+                (self.conns.len() - 1) as u32
+            }
+        };
+        let slot = &mut self.conns[idx as usize];
+        slot.generation = slot.generation.wrapping_add(1);
+        slot.conn = Some(c);
+        ConnId {
+            idx,
+            generation: slot.generation,
+        }
+    }
+
+    fn conn_mut(&mut self, id: ConnId) -> Option<&mut Conn> {
+        let s = self.conns.get_mut(id.idx as usize)?;
+        if s.generation != id.generation {
+            return None;
+        }
+        s.conn.as_mut()
+    }
+
+    fn conn_ref(&self, id: ConnId) -> Option<&Conn> {
+        let s = self.conns.get(id.idx as usize)?;
+        if s.generation != id.generation {
+            return None;
+        }
+        s.conn.as_ref()
+    }
+
+    fn mark_dirty(&mut self, id: ConnId) {
+        if let Some(c) = self.conn_mut(id)
+            && !c.dirty
+        {
+            c.dirty = true;
+            self.dirty.push(id);
+        }
+    }
+
+    /// Shut the socket down so in-flight ops complete; the fd is closed once they have.
+    fn begin_close(&mut self, id: ConnId) {
+        let Some(c) = self.conn_mut(id) else { return };
+        if c.state != ConnState::Closing {
+            c.state = ConnState::Closing;
+            sys::shutdown(c.fd);
+            c.out.clear();
+            c.out_bytes = 0;
+        }
+        let timer = c.timer.take();
+        if let Some(t) = timer {
+            self.timers.remove(&t);
+        }
+        self.maybe_free(id);
+    }
+
+    fn maybe_free(&mut self, id: ConnId) {
+        let Some(s) = self.conns.get_mut(id.idx as usize) else {
+            return;
+        };
+        if s.generation != id.generation {
+            return;
+        }
+        let done = s
+            .conn
+            .as_ref()
+            .is_some_and(|c| c.state == ConnState::Closing && c.ops == 0);
+        if done && let Some(c) = s.conn.take() {
+            sys::close(c.fd);
+            self.pool.give(c.rbuf);
+            self.free_conns.push(id.idx);
+        }
+    }
+
+    /// Report the end of a connection to the service (once) and start closing it.
+    fn fail_conn<S: Service<Msg = M>>(&mut self, svc: &mut S, id: ConnId, reason: CloseReason) {
+        let Some(c) = self.conn_mut(id) else { return };
+        let report = !c.reported;
+        c.reported = true;
+        if let Proto::Msgr2(m) = &mut c.proto {
+            m.handle_transport_closed();
+            // Drain what the state machine says about it, but report the end once, below.
+            while m.poll_event().is_some() {}
+        }
+        self.begin_close(id);
+        if report {
+            svc.on_reset(self, id, reason);
+        }
+    }
+
+    // -----------------------------------------------------------------------------------------------------------
+    // Submission plumbing
+
+    /// # Safety
+    /// Whatever `e` points to must outlive its completion.
+    unsafe fn push_sqe(&mut self, e: &squeue::Entry) {
+        loop {
+            // SAFETY: forwarded to the caller.
+            if unsafe { self.ring.submission().push(e) }.is_ok() {
+                return;
+            }
+            // Full: hand the queue to the kernel to make room.
+            self.stats.submits += 1;
+            if self.ring.submit().is_err() {
+                // The kernel could not take anything (e.g. EBUSY with a full CQ): reap and retry.
+                self.reap_into_scratch();
+            }
+        }
+    }
+
+    fn push_op(&mut self, e: squeue::Entry, op: Op) -> usize {
+        let i = match self.free_ops.pop() {
+            Some(i) => {
+                self.ops[i] = Some(op);
+                i
+            }
+            None => {
+                self.ops.push(Some(op));
+                self.ops.len() - 1
+            }
+        };
+        let e = e.user_data(i as u64);
+        // SAFETY: every pointer in the entries built by this module targets memory owned by the op just stored
+        // (or by the connection/listener, which outlive their ops); raw entries are the caller's promise.
+        unsafe { self.push_sqe(&e) };
+        i
+    }
+
+    fn arm_doorbell(&mut self) {
+        let fd = self.shared.doorbell_fd(self.id);
+        let p = &mut *self.efd_buf as *mut u64 as *mut u8;
+        let e = opcode::Read::new(types::Fd(fd), p, 8).build();
+        self.push_op(e, Op::Doorbell);
+    }
+
+    fn arm_accept(&mut self, idx: u32) {
+        let Some(Some(l)) = self.listeners.get_mut(idx as usize) else {
+            return;
+        };
+        if l.armed {
+            return;
+        }
+        l.armed = true;
+        let fd = types::Fd(l.fd);
+        let e = if l.multishot {
+            opcode::AcceptMulti::new(fd).flags(libc::SOCK_CLOEXEC).build()
+        } else {
+            opcode::Accept::new(fd, std::ptr::null_mut(), std::ptr::null_mut())
+                .flags(libc::SOCK_CLOEXEC)
+                .build()
+        };
+        self.push_op(e, Op::Accept { listener: idx });
+    }
+
+    fn arm_watch(&mut self, id: u32, fd: RawFd) {
+        let e = opcode::PollAdd::new(types::Fd(fd), libc::POLLIN as u32)
+            .multi(true)
+            .build();
+        self.push_op(e, Op::Watch { id, fd });
+    }
+
+    fn arm_recv(&mut self, id: ConnId) {
+        let Some(c) = self.conn_mut(id) else { return };
+        if c.recv_armed || c.state != ConnState::Open {
+            return;
+        }
+        let mut buf = std::mem::take(&mut c.rbuf);
+        self.pool.refill(&mut buf);
+        let Some(c) = self.conn_mut(id) else { return };
+        c.recv_armed = true;
+        c.ops += 1;
+        let fd = c.fd;
+        let spare = buf.spare_capacity_mut();
+        let (p, n) = (
+            spare.as_mut_ptr() as *mut u8,
+            spare.len().min(u32::MAX as usize) as u32,
+        );
+        let e = opcode::Recv::new(types::Fd(fd), p, n).build();
+        self.push_op(e, Op::Recv { conn: id, buf });
+    }
+
+    fn arm_send(&mut self, id: ConnId) {
+        let Some(c) = self.conn_mut(id) else { return };
+        if c.send_armed || c.state != ConnState::Open || c.out.is_empty() {
+            return;
+        }
+        let n = c.out.len().min(MAX_IOV);
+        let bufs: Vec<Bytes> = c.out.drain(..n).collect();
+        c.send_armed = true;
+        c.ops += 1;
+        let fd = c.fd;
+        let mut iov: Vec<libc::iovec> = bufs
+            .iter()
+            .map(|b| libc::iovec {
+                iov_base: b.as_ptr() as *mut libc::c_void,
+                iov_len: b.len(),
+            })
+            .collect();
+        // SAFETY: msghdr is plain data; zero is "no name, no control".
+        let mut msg: Box<libc::msghdr> = Box::new(unsafe { std::mem::zeroed() });
+        msg.msg_iov = iov.as_mut_ptr();
+        msg.msg_iovlen = iov.len() as _;
+        let e = opcode::SendMsg::new(types::Fd(fd), &*msg as *const libc::msghdr)
+            .flags(libc::MSG_NOSIGNAL as u32)
+            .build();
+        self.push_op(
+            e,
+            Op::Send {
+                conn: id,
+                bufs,
+                _iov: iov,
+                _msg: msg,
+            },
+        );
+    }
+
+    // -----------------------------------------------------------------------------------------------------------
+    // Completions
+
+    fn reap_into_scratch(&mut self) {
+        for c in self.ring.completion() {
+            self.cqe_scratch.push((c.user_data(), c.result(), c.flags()));
+        }
+    }
+
+    fn dispatch_cqes<S: Service<Msg = M>>(&mut self, svc: &mut S) {
+        self.reap_into_scratch();
+        let cqes = std::mem::take(&mut self.cqe_scratch);
+        self.stats.cqes += cqes.len() as u64;
+        for &(ud, res, flags) in &cqes {
+            if ud == UD_IGNORE {
+                continue;
+            }
+            let i = ud as usize;
+            let more = cqueue::more(flags);
+            let op = if more {
+                // Multishot: the op stays armed; look at it without taking it.
+                match self.ops.get(i) {
+                    Some(Some(Op::Accept { listener })) => Some(Op::Accept { listener: *listener }),
+                    Some(Some(Op::Watch { id, fd })) => Some(Op::Watch { id: *id, fd: *fd }),
+                    _ => None,
+                }
+            } else {
+                let op = self.ops.get_mut(i).and_then(|o| o.take());
+                if op.is_some() {
+                    self.free_ops.push(i);
+                }
+                op
+            };
+            let Some(op) = op else { continue };
+            self.complete(svc, op, res, more);
+        }
+        let mut cqes = cqes;
+        cqes.clear();
+        if self.cqe_scratch.is_empty() {
+            self.cqe_scratch = cqes;
+        }
+    }
+
+    fn complete<S: Service<Msg = M>>(&mut self, svc: &mut S, op: Op, res: i32, more: bool) {
+        match op {
+            Op::Doorbell => {
+                if !self.stopping {
+                    self.arm_doorbell();
+                }
+            }
+            Op::WaitTimeout { .. } => {}
+            Op::Raw { token } => svc.on_raw_completion(self, token, res, 0),
+            Op::Watch { id, fd } => {
+                let live = self.watches.get(id as usize).copied().flatten() == Some(fd);
+                if live {
+                    if !more && !self.stopping {
+                        self.arm_watch(id, fd);
+                    }
+                    svc.on_fd_ready(self, WatchId(id));
+                }
+            }
+            Op::Accept { listener } => self.on_accept_cqe(svc, listener, res, more),
+            Op::Connect { conn, .. } => {
+                let Some(c) = self.conn_mut(conn) else { return };
+                c.ops -= 1;
+                if c.state == ConnState::Closing {
+                    self.maybe_free(conn);
+                    return;
+                }
+                if res < 0 {
+                    let reason = if res == -libc::ECANCELED || res == -libc::ETIME {
+                        CloseReason::ConnectTimeout
+                    } else {
+                        CloseReason::ConnectFailed(-res)
+                    };
+                    self.fail_conn(svc, conn, reason);
+                    return;
+                }
+                c.state = ConnState::Open;
+                let raw = matches!(c.proto, Proto::Raw);
+                self.mark_dirty(conn);
+                if raw {
+                    svc.on_connected(self, conn, None);
+                }
+            }
+            Op::Recv { conn, mut buf } => {
+                let now = self.now;
+                let Some(c) = self.conn_mut(conn) else { return };
+                c.ops -= 1;
+                c.recv_armed = false;
+                if c.state == ConnState::Closing {
+                    c.rbuf = buf;
+                    self.maybe_free(conn);
+                    return;
+                }
+                if res <= 0 {
+                    c.rbuf = buf;
+                    let reason = if res == 0 {
+                        CloseReason::Eof
+                    } else {
+                        CloseReason::Io(-res)
+                    };
+                    self.fail_conn(svc, conn, reason);
+                    return;
+                }
+                let n = res as usize;
+                debug_assert!(n <= buf.capacity() - buf.len());
+                // SAFETY: the kernel initialised n bytes of the spare capacity it was given.
+                unsafe { buf.set_len(buf.len() + n) };
+                let data = buf.split().freeze();
+                c.rbuf = buf;
+                if let Proto::Msgr2(m) = &mut c.proto {
+                    // Errors come back as Faulted/Closed events, handled in drive_conn. msgr2 takes `&[u8]`
+                    // today, so its decoder copies; `data` dies here and the buffer is reclaimed next recv.
+                    let _ = m.handle_input(now, &data);
+                    drop(data);
+                    self.stats.recv_bytes += n as u64;
+                    self.mark_dirty(conn);
+                } else {
+                    self.stats.recv_bytes += n as u64;
+                    self.mark_dirty(conn);
+                    svc.on_data(self, conn, data);
+                }
+            }
+            Op::Send { conn, mut bufs, .. } => {
+                let Some(c) = self.conn_mut(conn) else { return };
+                c.ops -= 1;
+                c.send_armed = false;
+                if c.state == ConnState::Closing {
+                    self.maybe_free(conn);
+                    return;
+                }
+                if res < 0 {
+                    self.fail_conn(svc, conn, CloseReason::Io(-res));
+                    return;
+                }
+                let mut n = res as usize;
+                c.out_bytes = c.out_bytes.saturating_sub(n);
+                // Partial write: what was not written goes back to the front, in order.
+                let mut rest = Vec::new();
+                for mut b in bufs.drain(..) {
+                    if n >= b.len() {
+                        n -= b.len();
+                    } else {
+                        if n > 0 {
+                            b = b.slice(n..);
+                            n = 0;
+                        }
+                        rest.push(b);
+                    }
+                }
+                for b in rest.into_iter().rev() {
+                    c.out.push_front(b);
+                }
+                self.stats.sent_bytes += res as u64;
+                self.mark_dirty(conn);
+            }
+        }
+    }
+
+    fn on_accept_cqe<S: Service<Msg = M>>(&mut self, svc: &mut S, li: u32, res: i32, more: bool) {
+        let Some(Some(l)) = self.listeners.get_mut(li as usize) else {
+            if res >= 0 {
+                sys::close(res);
+            }
+            return;
+        };
+        if !more {
+            l.armed = false;
+        }
+        if res < 0 {
+            if res == -libc::EINVAL && l.multishot {
+                // No multishot accept on this kernel: one accept at a time.
+                l.multishot = false;
+            }
+            if !self.stopping && !more {
+                self.arm_accept(li);
+            }
+            return;
+        }
+        let proto = l.proto.clone();
+        if !more && !self.stopping {
+            self.arm_accept(li);
+        }
+        let fd = res;
+        let _ = sys::set_nodelay(fd);
+        let peer = sys::peer_addr(fd);
+        let p = match proto {
+            ListenProto::Raw => Proto::Raw,
+            ListenProto::Msgr2 { mut cfg, auth } => {
+                cfg.auto_accept = true;
+                let mut m = Connection::acceptor(cfg, auth(), self.now);
+                if let Some(pa) = peer {
+                    m.set_peer_socket_addr(pa);
+                }
+                Proto::Msgr2(Box::new(m))
+            }
+        };
+        self.stats.accepted += 1;
+        let id = self.new_conn(fd, p, ConnState::Open, peer);
+        self.mark_dirty(id);
+        let pa = peer.unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0)));
+        svc.on_accept(self, ListenerId(li), id, pa);
+    }
+
+    // -----------------------------------------------------------------------------------------------------------
+    // The loop
+
+    /// Pull output, arm ops, deliver msgr2 events, refresh the connection's timer.
+    fn drive_conn<S: Service<Msg = M>>(&mut self, svc: &mut S, id: ConnId) {
+        let max_out = self.cfg.max_out_bytes;
+        let now = self.now;
+        let Some(c) = self.conn_mut(id) else { return };
+        c.dirty = false;
+        if c.state == ConnState::Closing {
+            return;
+        }
+        // Events first: they may queue output.
+        loop {
+            let Some(c) = self.conn_mut(id) else { return };
+            let Proto::Msgr2(m) = &mut c.proto else { break };
+            let Some(ev) = m.poll_event() else { break };
+            match ev {
+                Event::Connected(p) => svc.on_connected(self, id, Some(&p)),
+                Event::Message(msg) => svc.on_message(self, id, msg),
+                Event::Writable => svc.on_writable(self, id),
+                Event::Faulted { error, .. } | Event::Reset { error } | Event::Closed { error } => {
+                    self.fail_conn(svc, id, CloseReason::Protocol(error));
+                    return;
+                }
+                other => svc.on_msgr2_event(self, id, other),
+            }
+        }
+        let Some(c) = self.conn_mut(id) else { return };
+        if c.state != ConnState::Open {
+            return;
+        }
+        if let Proto::Msgr2(m) = &mut c.proto {
+            while c.out_bytes < max_out {
+                let Some(b) = m.poll_output() else { break };
+                c.out_bytes += b.len();
+                c.out.push_back(b);
+            }
+        }
+        let notify = c.want_writable && c.out_bytes < max_out / 2;
+        if notify {
+            c.want_writable = false;
+        }
+        let close_now = c.close_when_flushed && c.out.is_empty() && !c.send_armed;
+        self.arm_send(id);
+        self.arm_recv(id);
+        // Re-arm the msgr2 timer if its deadline moved.
+        let Some(c) = self.conn_mut(id) else { return };
+        if let Proto::Msgr2(m) = &c.proto {
+            let want = m.poll_timeout();
+            if c.timer.map(|t| t.0) != want {
+                let old = c.timer.take();
+                if let Some(t) = old {
+                    self.timers.remove(&t);
+                }
+                if let Some(at) = want {
+                    self.timer_seq += 1;
+                    let t = TimerId(at.max(now), self.timer_seq);
+                    self.timers.insert(t, TimerKind::Conn(id));
+                    if let Some(c) = self.conn_mut(id) {
+                        c.timer = Some(t);
+                    }
+                }
+            }
+        }
+        if close_now {
+            self.begin_close(id);
+        } else if notify {
+            svc.on_writable(self, id);
+        }
+    }
+
+    fn fire_timers<S: Service<Msg = M>>(&mut self, svc: &mut S) {
+        // Bounded per turn so a flood of timers cannot starve the sockets.
+        for _ in 0..4096 {
+            let Some((&id, _)) = self.timers.first_key_value() else {
+                return;
+            };
+            if id.0 > self.now {
+                return;
+            }
+            let Some(kind) = self.timers.remove(&id) else {
+                return;
+            };
+            match kind {
+                TimerKind::User(token) => svc.on_timer(self, id, token),
+                TimerKind::Conn(cid) => {
+                    let now = self.now;
+                    if let Some(c) = self.conn_mut(cid) {
+                        if c.timer == Some(id) {
+                            c.timer = None;
+                        }
+                        if let Proto::Msgr2(m) = &mut c.proto {
+                            m.handle_timeout(now);
+                        }
+                        self.mark_dirty(cid);
+                    }
+                }
+            }
+        }
+    }
+
+    fn drain_mesh<S: Service<Msg = M>>(&mut self, svc: &mut S) -> usize {
+        let mut got = 0;
+        let batch = self.cfg.mesh_batch;
+        for from in 0..self.ncores {
+            let Some(mut rx) = self.rx.get_mut(from).and_then(|r| r.take()) else {
+                continue;
+            };
+            let mut msgs = Vec::new();
+            rx.drain(batch, |m| msgs.push(m));
+            self.rx[from] = Some(rx);
+            got += msgs.len();
+            self.stats.mesh_in += msgs.len() as u64;
+            for m in msgs {
+                svc.on_cross_core(self, from, m);
+            }
+        }
+        let n = self.local.len().min(batch);
+        for _ in 0..n {
+            if let Some(m) = self.local.pop_front() {
+                got += 1;
+                svc.on_cross_core(self, self.id, m);
+            }
+        }
+        if self.shared.has_injected(self.id) {
+            for m in self.shared.take_injected(self.id) {
+                got += 1;
+                svc.on_cross_core(self, usize::MAX, m);
+            }
+        }
+        got
+    }
+
+    /// Retry overflowed posts and wake the cores we sent to (one eventfd write per sleeping target per turn).
+    fn flush_mesh(&mut self) {
+        for to in 0..self.ncores {
+            if !self.overflow[to].is_empty()
+                && let Some(p) = self.tx[to].as_mut()
+            {
+                while let Some(m) = self.overflow[to].pop_front() {
+                    if let Err(m) = p.push(m) {
+                        self.overflow[to].push_front(m);
+                        break;
+                    }
+                    self.ring_doorbell[to] = true;
+                }
+            }
+        }
+        if self.ring_doorbell.iter().any(|b| *b) {
+            // Pairs with the fence in `may_sleep`: either the target sees our pushes or we see it asleep.
+            fence(Ordering::SeqCst);
+            for to in 0..self.ncores {
+                if std::mem::take(&mut self.ring_doorbell[to]) && self.shared.wake(to) {
+                    self.stats.doorbells_rung += 1;
+                }
+            }
+        }
+    }
+
+    /// Announce that we are about to sleep, then check once more for cross-core work.
+    fn may_sleep(&mut self) -> bool {
+        self.shared.set_sleeping(self.id, true);
+        fence(Ordering::SeqCst);
+        let pending = self.rx.iter_mut().flatten().any(|c| !c.is_empty())
+            || self.shared.has_injected(self.id)
+            || self.shared.stop_requested();
+        if pending {
+            self.shared.set_sleeping(self.id, false);
+        }
+        !pending
+    }
+
+    fn wait(&mut self, block: bool) {
+        let timeout = if block {
+            self.timers
+                .first_key_value()
+                .map(|(t, _)| t.0.saturating_duration_since(Instant::now()))
+        } else {
+            Some(Duration::ZERO)
+        };
+        self.stats.submits += 1;
+        let r = match timeout {
+            None => self.ring.submit_and_wait(1),
+            Some(d) if self.ext_arg => {
+                let ts = types::Timespec::new().sec(d.as_secs()).nsec(d.subsec_nanos());
+                let args = types::SubmitArgs::new().timespec(&ts);
+                self.ring.submitter().submit_with_args(1, &args)
+            }
+            Some(d) => {
+                let ts = Box::new(types::Timespec::new().sec(d.as_secs()).nsec(d.subsec_nanos()));
+                let e = opcode::Timeout::new(&*ts as *const types::Timespec).build();
+                self.push_op(e, Op::WaitTimeout { _ts: ts });
+                self.ring.submit_and_wait(1)
+            }
+        };
+        if block {
+            self.stats.waits += 1;
+        }
+        match r {
+            Ok(_) => {}
+            Err(e)
+                if matches!(
+                    e.raw_os_error(),
+                    Some(libc::ETIME) | Some(libc::EINTR) | Some(libc::EBUSY)
+                ) => {}
+            Err(e) => {
+                // Nothing sensible to do but retry next turn; avoid a hot spin.
+                let _ = errno_of(&e);
+                std::thread::yield_now();
+            }
+        }
+        self.shared.set_sleeping(self.id, false);
+    }
+
+    /// One loop turn.
+    fn turn<S: Service<Msg = M>>(&mut self, svc: &mut S) {
+        self.stats.turns += 1;
+        self.now = Instant::now();
+        self.dispatch_cqes(svc);
+        let mut work = self.drain_mesh(svc);
+        self.fire_timers(svc);
+        svc.on_poll(self);
+        // Service callbacks may dirty more connections; bounded rounds keep one turn finite.
+        for _ in 0..8 {
+            if self.dirty.is_empty() {
+                break;
+            }
+            let dirty = std::mem::take(&mut self.dirty);
+            work += dirty.len();
+            for id in dirty {
+                self.drive_conn(svc, id);
+            }
+        }
+        self.flush_mesh();
+        let more =
+            !self.dirty.is_empty() || !self.local.is_empty() || self.overflow.iter().any(|q| !q.is_empty());
+        let timer_due = self
+            .timers
+            .first_key_value()
+            .is_some_and(|(t, _)| t.0 <= Instant::now());
+        let block = !more && !timer_due && work == 0 && self.may_sleep();
+        self.wait(block);
+    }
+
+    pub(crate) fn run<S: Service<Msg = M>>(&mut self, svc: &mut S) {
+        svc.on_start(self);
+        while !self.shared.stop_requested() {
+            self.turn(svc);
+        }
+        self.shutdown(svc);
+    }
+
+    fn shutdown<S: Service<Msg = M>>(&mut self, svc: &mut S) {
+        self.stopping = true;
+        svc.on_stop(self);
+        let ids: Vec<ConnId> = self
+            .conns
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.conn.is_some())
+            .map(|(i, s)| ConnId {
+                idx: i as u32,
+                generation: s.generation,
+            })
+            .collect();
+        for id in ids {
+            self.fail_conn(svc, id, CloseReason::Shutdown);
+        }
+        for l in self.listeners.iter_mut().flatten() {
+            sys::shutdown(l.fd);
+        }
+        // Cancel everything still in flight and wait (bounded) for the kernel to let go of our buffers.
+        for i in 0..self.ops.len() {
+            if self.ops[i].is_some() {
+                let e = opcode::AsyncCancel::new(i as u64).build().user_data(UD_IGNORE);
+                // SAFETY: a cancel entry points to nothing.
+                unsafe { self.push_sqe(&e) };
+            }
+        }
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while self.ops.iter().any(|o| o.is_some()) && Instant::now() < deadline {
+            let ts = types::Timespec::new().nsec(10_000_000);
+            let args = types::SubmitArgs::new().timespec(&ts);
+            let _ = self.ring.submitter().submit_with_args(1, &args);
+            self.now = Instant::now();
+            self.dispatch_cqes(svc);
+        }
+        for l in self.listeners.iter_mut() {
+            if let Some(l) = l.take() {
+                sys::close(l.fd);
+            }
+        }
+        if self.ops.iter().any(|o| o.is_some()) {
+            // The kernel still holds some buffers: leak them rather than free memory it may write to.
+            std::mem::forget(std::mem::take(&mut self.ops));
+        }
+    }
+}

@@ -1,0 +1,238 @@
+// SPDX-License-Identifier: LGPL-3.0-or-later
+//! Starting and stopping the cores: pinned threads, the N×N SPSC mesh, doorbells, and the injector through which
+//! threads outside the runtime (signal handlers, admin sockets, tests) reach a core.
+
+use std::collections::VecDeque;
+use std::io;
+use std::os::fd::RawFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, mpsc};
+use std::thread::JoinHandle;
+
+use crate::core::{CoreConfig, CoreCtx, CoreId, CoreStats, Service};
+use crate::spsc;
+use crate::sys;
+
+/// How many cores and how they are set up.
+#[derive(Debug, Clone)]
+pub struct RuntimeConfig {
+    pub cores: usize,
+    /// Pin core i to the i-th CPU this process may run on (wrapping around). Pinning failures are not fatal.
+    pub pin: bool,
+    /// Slots of each SPSC ring of the mesh (per ordered pair of cores).
+    pub mesh_capacity: usize,
+    pub core: CoreConfig,
+}
+
+impl Default for RuntimeConfig {
+    fn default() -> Self {
+        RuntimeConfig {
+            cores: 1,
+            pin: true,
+            mesh_capacity: 4096,
+            core: CoreConfig::default(),
+        }
+    }
+}
+
+struct Doorbell {
+    efd: RawFd,
+    sleeping: AtomicBool,
+}
+
+/// State every core can see: doorbells, the injector, the stop flag. Nothing on the data path takes a lock.
+pub(crate) struct Shared<M> {
+    doorbells: Vec<Doorbell>,
+    injected: Vec<Mutex<VecDeque<M>>>,
+    injected_flag: Vec<AtomicBool>,
+    stop: AtomicBool,
+}
+
+impl<M> Drop for Shared<M> {
+    fn drop(&mut self) {
+        for d in &self.doorbells {
+            sys::close(d.efd);
+        }
+    }
+}
+
+impl<M> Shared<M> {
+    pub(crate) fn doorbell_fd(&self, core: CoreId) -> RawFd {
+        self.doorbells[core].efd
+    }
+
+    pub(crate) fn set_sleeping(&self, core: CoreId, v: bool) {
+        self.doorbells[core].sleeping.store(v, Ordering::SeqCst);
+    }
+
+    /// Wake `core` if it announced it sleeps; true if an eventfd write was made.
+    pub(crate) fn wake(&self, core: CoreId) -> bool {
+        let d = &self.doorbells[core];
+        if d.sleeping.swap(false, Ordering::SeqCst) {
+            sys::eventfd_signal(d.efd);
+            true
+        } else {
+            false
+        }
+    }
+
+    pub(crate) fn has_injected(&self, core: CoreId) -> bool {
+        self.injected_flag[core].load(Ordering::Acquire)
+    }
+
+    pub(crate) fn take_injected(&self, core: CoreId) -> VecDeque<M> {
+        self.injected_flag[core].store(false, Ordering::Release);
+        match self.injected[core].lock() {
+            Ok(mut q) => std::mem::take(&mut *q),
+            Err(p) => std::mem::take(&mut *p.into_inner()),
+        }
+    }
+
+    pub(crate) fn stop_requested(&self) -> bool {
+        self.stop.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn request_stop(&self) {
+        self.stop.store(true, Ordering::Release);
+        for d in &self.doorbells {
+            sys::eventfd_signal(d.efd);
+        }
+    }
+}
+
+/// A running set of cores. Dropping it stops and joins them.
+pub struct Runtime<M: Send + 'static> {
+    shared: Arc<Shared<M>>,
+    threads: Vec<JoinHandle<CoreStats>>,
+}
+
+impl<M: Send + 'static> Runtime<M> {
+    /// Start `cfg.cores` pinned threads; on each, `factory(core_id)` builds that core's service (on the core's
+    /// own thread, so the service may be `!Send`), then the core runs its loop until [`Runtime::stop`] or
+    /// [`CoreCtx::stop_all`]. Returns once every core has its ring (or the first setup error).
+    pub fn start<S, F>(cfg: RuntimeConfig, factory: F) -> io::Result<Self>
+    where
+        S: Service<Msg = M>,
+        F: Fn(CoreId) -> S + Send + Sync + 'static,
+    {
+        let n = cfg.cores.max(1);
+        let mut doorbells = Vec::with_capacity(n);
+        for _ in 0..n {
+            doorbells.push(Doorbell {
+                efd: sys::eventfd()?,
+                sleeping: AtomicBool::new(false),
+            });
+        }
+        let shared = Arc::new(Shared {
+            doorbells,
+            injected: (0..n).map(|_| Mutex::new(VecDeque::new())).collect(),
+            injected_flag: (0..n).map(|_| AtomicBool::new(false)).collect(),
+            stop: AtomicBool::new(false),
+        });
+        // The mesh: tx[i][j] sends from core i to core j; rx[j][i] receives it.
+        let mut tx: Vec<Vec<Option<spsc::Producer<M>>>> =
+            (0..n).map(|_| (0..n).map(|_| None).collect()).collect();
+        let mut rx: Vec<Vec<Option<spsc::Consumer<M>>>> =
+            (0..n).map(|_| (0..n).map(|_| None).collect()).collect();
+        for (i, txi) in tx.iter_mut().enumerate() {
+            for (j, slot) in txi.iter_mut().enumerate() {
+                if i != j {
+                    let (p, c) = spsc::channel(cfg.mesh_capacity);
+                    *slot = Some(p);
+                    rx[j][i] = Some(c);
+                }
+            }
+        }
+        let cpus = sys::allowed_cpus();
+        let factory = Arc::new(factory);
+        let (ready_tx, ready_rx) = mpsc::channel::<io::Result<()>>();
+        let mut threads = Vec::with_capacity(n);
+        for (id, (txi, rxi)) in tx.into_iter().zip(rx).enumerate() {
+            let shared2 = shared.clone();
+            let factory = factory.clone();
+            let ready = ready_tx.clone();
+            let core_cfg = cfg.core.clone();
+            let cpu = (cfg.pin && !cpus.is_empty()).then(|| cpus[id % cpus.len()]);
+            let h = std::thread::Builder::new()
+                .name(format!("ferro-core-{id}"))
+                .spawn(move || {
+                    if let Some(cpu) = cpu {
+                        // Best effort: a container may forbid it; the core still works unpinned.
+                        let _ = sys::pin_to(cpu);
+                    }
+                    let mut ctx = match CoreCtx::new(id, n, core_cfg, txi, rxi, shared2) {
+                        Ok(c) => c,
+                        Err(e) => {
+                            let _ = ready.send(Err(e));
+                            return CoreStats::default();
+                        }
+                    };
+                    let mut svc = factory(id);
+                    let _ = ready.send(Ok(()));
+                    drop(ready);
+                    ctx.run(&mut svc);
+                    ctx.stats()
+                })?;
+            threads.push(h);
+        }
+        drop(ready_tx);
+        let rt = Runtime { shared, threads };
+        for _ in 0..n {
+            match ready_rx.recv() {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => return Err(e),
+                Err(_) => return Err(io::Error::other("a core thread died during start-up")),
+            }
+        }
+        Ok(rt)
+    }
+
+    pub fn num_cores(&self) -> usize {
+        self.threads.len()
+    }
+
+    /// Hand `msg` to `core` from a thread outside the runtime (a mutex-protected queue plus the doorbell; cores
+    /// talk to each other over the lock-free mesh instead). Delivered as `on_cross_core(usize::MAX, msg)`.
+    pub fn post(&self, core: CoreId, msg: M) -> Result<(), M> {
+        let Some(q) = self.shared.injected.get(core) else {
+            return Err(msg);
+        };
+        match q.lock() {
+            Ok(mut q) => q.push_back(msg),
+            Err(p) => p.into_inner().push_back(msg),
+        }
+        self.shared.injected_flag[core].store(true, Ordering::Release);
+        std::sync::atomic::fence(Ordering::SeqCst);
+        sys::eventfd_signal(self.shared.doorbells[core].efd);
+        Ok(())
+    }
+
+    /// Ask every core to stop (returns at once; see [`Runtime::join`]).
+    pub fn stop(&self) {
+        self.shared.request_stop();
+    }
+
+    /// Whether a stop was requested (by [`Runtime::stop`] or a core's [`CoreCtx::stop_all`]).
+    pub fn is_stopping(&self) -> bool {
+        self.shared.stop_requested()
+    }
+
+    /// Wait for every core to finish; returns each core's counters (a panicked core gives defaults).
+    pub fn join(mut self) -> Vec<CoreStats> {
+        self.threads
+            .drain(..)
+            .map(|h| h.join().unwrap_or_default())
+            .collect()
+    }
+}
+
+impl<M: Send + 'static> Drop for Runtime<M> {
+    fn drop(&mut self) {
+        if !self.threads.is_empty() {
+            self.shared.request_stop();
+            for h in self.threads.drain(..) {
+                let _ = h.join();
+            }
+        }
+    }
+}

@@ -1,0 +1,209 @@
+// SPDX-License-Identifier: LGPL-3.0-or-later
+//! The few plain syscalls the reactor makes outside the ring: sockets, socket options, eventfd, affinity.
+
+use std::io;
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
+use std::os::fd::RawFd;
+
+fn cvt(r: libc::c_int) -> io::Result<libc::c_int> {
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(r)
+    }
+}
+
+/// A socket address in the C layout, kept at a stable heap address while the kernel may read it.
+pub struct RawAddr {
+    pub storage: libc::sockaddr_storage,
+    pub len: libc::socklen_t,
+}
+
+impl RawAddr {
+    pub fn new(a: &SocketAddr) -> Box<Self> {
+        // SAFETY: sockaddr_storage is plain data; all-zero is a valid value.
+        let mut storage: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+        let len = match a {
+            SocketAddr::V4(v4) => {
+                let sin = libc::sockaddr_in {
+                    sin_family: libc::AF_INET as libc::sa_family_t,
+                    sin_port: v4.port().to_be(),
+                    sin_addr: libc::in_addr {
+                        s_addr: u32::from_ne_bytes(v4.ip().octets()),
+                    },
+                    sin_zero: [0; 8],
+                };
+                // SAFETY: sockaddr_storage is larger than and aligned for sockaddr_in.
+                unsafe { std::ptr::write(&mut storage as *mut _ as *mut libc::sockaddr_in, sin) };
+                std::mem::size_of::<libc::sockaddr_in>()
+            }
+            SocketAddr::V6(v6) => {
+                let sin6 = libc::sockaddr_in6 {
+                    sin6_family: libc::AF_INET6 as libc::sa_family_t,
+                    sin6_port: v6.port().to_be(),
+                    sin6_flowinfo: v6.flowinfo(),
+                    sin6_addr: libc::in6_addr {
+                        s6_addr: v6.ip().octets(),
+                    },
+                    sin6_scope_id: v6.scope_id(),
+                };
+                // SAFETY: as above, for sockaddr_in6.
+                unsafe { std::ptr::write(&mut storage as *mut _ as *mut libc::sockaddr_in6, sin6) };
+                std::mem::size_of::<libc::sockaddr_in6>()
+            }
+        };
+        Box::new(RawAddr {
+            storage,
+            len: len as libc::socklen_t,
+        })
+    }
+
+    pub fn as_ptr(&self) -> *const libc::sockaddr {
+        &self.storage as *const _ as *const libc::sockaddr
+    }
+}
+
+fn from_storage(s: &libc::sockaddr_storage) -> Option<SocketAddr> {
+    match s.ss_family as libc::c_int {
+        libc::AF_INET => {
+            // SAFETY: the family says the storage holds a sockaddr_in.
+            let sin = unsafe { &*(s as *const _ as *const libc::sockaddr_in) };
+            Some(SocketAddr::V4(SocketAddrV4::new(
+                Ipv4Addr::from(sin.sin_addr.s_addr.to_ne_bytes()),
+                u16::from_be(sin.sin_port),
+            )))
+        }
+        libc::AF_INET6 => {
+            // SAFETY: the family says the storage holds a sockaddr_in6.
+            let sin6 = unsafe { &*(s as *const _ as *const libc::sockaddr_in6) };
+            Some(SocketAddr::V6(SocketAddrV6::new(
+                Ipv6Addr::from(sin6.sin6_addr.s6_addr),
+                u16::from_be(sin6.sin6_port),
+                sin6.sin6_flowinfo,
+                sin6.sin6_scope_id,
+            )))
+        }
+        _ => None,
+    }
+}
+
+fn name_of(fd: RawFd, peer: bool) -> Option<SocketAddr> {
+    // SAFETY: plain data.
+    let mut s: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+    let p = &mut s as *mut _ as *mut libc::sockaddr;
+    // SAFETY: p/len describe a valid writable buffer.
+    let r = unsafe {
+        if peer {
+            libc::getpeername(fd, p, &mut len)
+        } else {
+            libc::getsockname(fd, p, &mut len)
+        }
+    };
+    if r < 0 { None } else { from_storage(&s) }
+}
+
+pub fn peer_addr(fd: RawFd) -> Option<SocketAddr> {
+    name_of(fd, true)
+}
+
+pub fn local_addr(fd: RawFd) -> Option<SocketAddr> {
+    name_of(fd, false)
+}
+
+fn setsockopt_int(fd: RawFd, level: libc::c_int, opt: libc::c_int, v: libc::c_int) -> io::Result<()> {
+    // SAFETY: passes a pointer to a live c_int and its size.
+    cvt(unsafe {
+        libc::setsockopt(
+            fd,
+            level,
+            opt,
+            &v as *const _ as *const libc::c_void,
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    })
+    .map(|_| ())
+}
+
+pub fn set_nodelay(fd: RawFd) -> io::Result<()> {
+    setsockopt_int(fd, libc::IPPROTO_TCP, libc::TCP_NODELAY, 1)
+}
+
+/// A new TCP socket of `addr`'s family (blocking mode: io_uring does the waiting).
+pub fn tcp_socket(addr: &SocketAddr) -> io::Result<RawFd> {
+    let fam = if addr.is_ipv4() {
+        libc::AF_INET
+    } else {
+        libc::AF_INET6
+    };
+    // SAFETY: plain syscall.
+    cvt(unsafe { libc::socket(fam, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) })
+}
+
+/// Bind and listen with SO_REUSEPORT, so every core can listen on the same port and the kernel spreads
+/// incoming connections over them.
+pub fn tcp_listen(addr: &SocketAddr, backlog: i32) -> io::Result<RawFd> {
+    let fd = tcp_socket(addr)?;
+    let r = (|| {
+        setsockopt_int(fd, libc::SOL_SOCKET, libc::SO_REUSEADDR, 1)?;
+        setsockopt_int(fd, libc::SOL_SOCKET, libc::SO_REUSEPORT, 1)?;
+        let a = RawAddr::new(addr);
+        // SAFETY: a valid sockaddr of the stated length.
+        cvt(unsafe { libc::bind(fd, a.as_ptr(), a.len) })?;
+        // SAFETY: plain syscall.
+        cvt(unsafe { libc::listen(fd, backlog) })?;
+        Ok(())
+    })();
+    match r {
+        Ok(()) => Ok(fd),
+        Err(e) => {
+            close(fd);
+            Err(e)
+        }
+    }
+}
+
+pub fn shutdown(fd: RawFd) {
+    // SAFETY: plain syscall; errors (ENOTCONN) are irrelevant here.
+    unsafe { libc::shutdown(fd, libc::SHUT_RDWR) };
+}
+
+pub fn close(fd: RawFd) {
+    // SAFETY: the caller owns fd and no submitted operation refers to it any more.
+    unsafe { libc::close(fd) };
+}
+
+pub fn eventfd() -> io::Result<RawFd> {
+    // SAFETY: plain syscall.
+    cvt(unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) })
+}
+
+pub fn eventfd_signal(fd: RawFd) {
+    let one: u64 = 1;
+    // SAFETY: writes 8 bytes from a live u64. EAGAIN (counter saturated) means a wake-up is pending anyway.
+    unsafe { libc::write(fd, &one as *const u64 as *const libc::c_void, 8) };
+}
+
+/// CPUs this process may run on (sched_getaffinity), in ascending order.
+pub fn allowed_cpus() -> Vec<usize> {
+    // SAFETY: cpu_set_t is plain data; the call writes at most its size.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    if unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) } != 0 {
+        return Vec::new();
+    }
+    // SAFETY: CPU_ISSET reads the set we own.
+    (0..libc::CPU_SETSIZE as usize)
+        .filter(|&c| unsafe { libc::CPU_ISSET(c, &set) })
+        .collect()
+}
+
+/// Pin the calling thread to one CPU.
+pub fn pin_to(cpu: usize) -> io::Result<()> {
+    // SAFETY: as in allowed_cpus.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: CPU_SET writes into our set; cpu is bounded by the caller (from allowed_cpus).
+    unsafe { libc::CPU_SET(cpu, &mut set) };
+    // SAFETY: plain syscall on the calling thread (pid 0).
+    cvt(unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) }).map(|_| ())
+}
