@@ -255,34 +255,7 @@ fn placement_matches_osdmaptool() {
     assert!(print.contains("pool 2 'ecpool' erasure"), "{print}");
     assert!(print.contains("pg_upmap_items 1.5 [0,9,1,11,2,7]"), "{print}");
 
-    let mut compared = 0;
-    // How many PGs took each interesting path, so the comparison is known to cover them.
-    let (mut remapped, mut temp, mut holes, mut affinity) = (0, 0, 0, 0);
-    for pool in [1i64, 2, 3, 4] {
-        let out = run(
-            "osdmaptool",
-            &[fs, "--test-map-pgs-dump-all", "--pool", &pool.to_string()],
-        );
-        for line in out.lines().filter(|l| l.starts_with(&format!("{pool}."))) {
-            let (pg, [raw, up, acting]) = parse_dump_all(line).unwrap_or_else(|| panic!("unparsed: {line}"));
-            let seed = u32::from_str_radix(pg.split_once('.').unwrap().1, 16).unwrap();
-            let pgid = PgId::new(pool as u64, seed);
-            let (our_raw, our_raw_p) = m.pg_to_raw_osds(pgid).unwrap();
-            let ua = m.pg_to_up_acting_osds(pgid).unwrap();
-            assert_eq!((widen(&our_raw), i64::from(our_raw_p)), raw, "raw of {pg}");
-            assert_eq!((widen(&ua.up), i64::from(ua.up_primary)), up, "up of {pg}");
-            assert_eq!(
-                (widen(&ua.acting), i64::from(ua.acting_primary)),
-                acting,
-                "acting of {pg}"
-            );
-            compared += 1;
-            remapped += usize::from(up.0 != raw.0 && !up.0.is_empty());
-            temp += usize::from(acting != up);
-            holes += usize::from(ua.up.contains(&osdmap::CRUSH_ITEM_NONE));
-            affinity += usize::from(ua.up_primary != ua.up.first().copied().unwrap_or(-1));
-        }
-    }
+    let (compared, [remapped, temp, holes, affinity]) = compare_all_pgs(&m, fs);
     eprintln!(
         "placement: remapped {remapped}, temp {temp}, EC holes {holes}, affinity-moved primaries {affinity}"
     );
@@ -319,4 +292,82 @@ fn placement_matches_osdmaptool() {
         }
     }
     eprintln!("placement: {objects} objects identical to osdmaptool");
+}
+
+/// Compare every PG of every pool of `m` with `osdmaptool FILE --test-map-pgs-dump-all`; returns the number of
+/// PGs compared and counts of PGs that were remapped by upmaps, had a temp mapping, had EC holes, or had a primary
+/// that is not the first OSD.
+fn compare_all_pgs(m: &OsdMap, file: &str) -> (usize, [usize; 4]) {
+    let mut compared = 0;
+    let (mut remapped, mut temp, mut holes, mut affinity) = (0, 0, 0, 0);
+    for &pool in m.pools.keys() {
+        let out = run(
+            "osdmaptool",
+            &[file, "--test-map-pgs-dump-all", "--pool", &pool.to_string()],
+        );
+        for line in out.lines().filter(|l| l.starts_with(&format!("{pool}."))) {
+            let (pg, [raw, up, acting]) = parse_dump_all(line).unwrap_or_else(|| panic!("unparsed: {line}"));
+            let seed = u32::from_str_radix(pg.split_once('.').unwrap().1, 16).unwrap();
+            let pgid = PgId::new(pool as u64, seed);
+            let (our_raw, our_raw_p) = m.pg_to_raw_osds(pgid).unwrap();
+            let ua = m.pg_to_up_acting_osds(pgid).unwrap();
+            assert_eq!(
+                (widen(&our_raw), i64::from(our_raw_p)),
+                raw,
+                "{file}: raw of {pg}"
+            );
+            assert_eq!(
+                (widen(&ua.up), i64::from(ua.up_primary)),
+                up,
+                "{file}: up of {pg}"
+            );
+            assert_eq!(
+                (widen(&ua.acting), i64::from(ua.acting_primary)),
+                acting,
+                "{file}: acting of {pg}"
+            );
+            compared += 1;
+            remapped += usize::from(up.0 != raw.0 && !up.0.is_empty());
+            temp += usize::from(acting != up);
+            holes += usize::from(ua.up.contains(&osdmap::CRUSH_ITEM_NONE));
+            affinity += usize::from(ua.up_primary != ua.up.first().copied().unwrap_or(-1));
+        }
+    }
+    (compared, [remapped, temp, holes, affinity])
+}
+
+/// Real maps from Ceph's corpus (test clusters of 16.2 and later): where osdmaptool 16.2 reads them, its placement
+/// of every PG equals ours.
+#[test]
+fn corpus_maps_place_like_osdmaptool() {
+    if !tools_available() {
+        return;
+    }
+    if ceph_corpus::root().is_none() {
+        eprintln!("skipping: ../shared/corpus not found");
+        return;
+    }
+    let (mut maps, mut pgs, mut skipped) = (0, 0, 0);
+    for version in ceph_corpus::versions() {
+        for (path, bytes) in ceph_corpus::samples(&version, "OSDMap") {
+            let m = OsdMap::decode_all(bytes).unwrap();
+            let p = path.to_str().unwrap();
+            // osdmaptool 16.2 may refuse newer maps (e.g. CRUSH MSR rules); those are not comparable.
+            let ok = Command::new("osdmaptool")
+                .args([p, "--print"])
+                .output()
+                .unwrap()
+                .status
+                .success();
+            if !ok || m.pools.is_empty() || m.crush_map.is_none() {
+                skipped += 1;
+                continue;
+            }
+            let (n, _) = compare_all_pgs(&m, p);
+            pgs += n;
+            maps += 1;
+        }
+    }
+    eprintln!("corpus: {maps} real maps, {pgs} PGs identical to osdmaptool ({skipped} maps skipped)");
+    assert!(maps > 0);
 }
