@@ -252,6 +252,80 @@ mod tests {
         assert!(resolve_mon_host(&parse_mon_host("v1:127.0.0.1:6789").unwrap()).is_err());
     }
 
+    /// A throwaway directory with a ceph.conf and keyrings, as the ceph CLI would find them.
+    fn setup(tag: &str) -> std::path::PathBuf {
+        let d = std::env::temp_dir().join(format!("ferro-rados-conf-{}-{tag}", std::process::id()));
+        std::fs::create_dir_all(&d).unwrap();
+        let conf = format!(
+            "[global]\n\tfsid = d298bafc-f546-4b02-8ab9-022c21a1a86c\n\tmon host = v2:127.0.0.1:3300\n             [client]\n\tkeyring = {0}/client.keyring\n[client.bob]\n\tkeyring = {0}/bob.keyring\n             \tms mon client mode = crc\n",
+            d.display()
+        );
+        std::fs::write(d.join("mycluster.conf"), conf).unwrap();
+        std::fs::write(
+            d.join("client.keyring"),
+            "[client.admin]\n\tkey = AQAAAAAAAAAAABAAAAAAAAAAAAAAAAAAAAAAAA==\n",
+        )
+        .unwrap();
+        std::fs::write(
+            d.join("bob.keyring"),
+            "[client.bob]\n\tkey = AQAAAAAAAAAAABAAAQEBAQEBAQEBAQEBAQEBAQ==\n",
+        )
+        .unwrap();
+        d
+    }
+
+    #[test]
+    fn finds_conf_and_keyring_like_the_ceph_cli() {
+        let d = setup("a");
+        let conf = d.join("mycluster.conf").display().to_string();
+        // -c FILE: cluster name from the file's stem, [client] keyring, mon_host and fsid from [global].
+        let o = ConnectOptions {
+            conf: Some(conf.clone()),
+            ..ConnectOptions::default()
+        };
+        let c = o.load_config().unwrap();
+        assert_eq!(
+            (c.cluster.as_str(), c.name().as_str()),
+            ("mycluster", "client.admin")
+        );
+        assert_eq!(c.get("mon_host").as_deref(), Some("v2:127.0.0.1:3300"));
+        let (path, k) = c.load_keyring().unwrap();
+        assert_eq!(path, d.join("client.keyring"));
+        assert!(k.key_of("client.admin").is_ok());
+        // $CEPH_CONF when there is no -c; --id picks [client.bob] settings; -m overrides mon_host.
+        let o = ConnectOptions {
+            env_ceph_conf: Some(conf.clone()),
+            id: Some("bob".into()),
+            mon_host: Some("10.0.0.1".into()),
+            ..ConnectOptions::default()
+        };
+        let c = o.load_config().unwrap();
+        assert_eq!(c.name(), "client.bob");
+        assert_eq!(c.load_keyring().unwrap().0, d.join("bob.keyring"));
+        assert_eq!(c.get("ms_mon_client_mode").as_deref(), Some("crc"));
+        assert_eq!(c.get("mon_host").as_deref(), Some("10.0.0.1"));
+        // --keyring wins over the file; --cluster names the cluster.
+        let o = ConnectOptions {
+            conf: Some(conf),
+            keyring: Some(d.join("bob.keyring").display().to_string()),
+            cluster: Some("other".into()),
+            ..ConnectOptions::default()
+        };
+        let c = o.load_config().unwrap();
+        assert_eq!(c.cluster, "other");
+        assert_eq!(c.load_keyring().unwrap().0, d.join("bob.keyring"));
+        // No file anywhere: a clear error.
+        let o = ConnectOptions {
+            conf: Some(d.join("absent.conf").display().to_string()),
+            ..ConnectOptions::default()
+        };
+        assert!(matches!(
+            o.load_config(),
+            Err(Error::ConfigFile(ceph_config::ConfigError::NoConfig { .. }))
+        ));
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
     #[test]
     fn entity_names() {
         let mut o = ConnectOptions::default();

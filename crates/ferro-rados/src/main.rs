@@ -81,7 +81,13 @@ fn fail(e: &Error) -> ExitCode {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    // As the ceph CLI: options in $CEPH_ARGS (e.g. "--id bob -k /path") come before those on the command line.
+    let mut args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if let Ok(extra) = std::env::var("CEPH_ARGS") {
+        let at = 1.min(args.len());
+        args.splice(at..at, extra.split_whitespace().map(std::ffi::OsString::from));
+    }
+    let cli = Cli::parse_from(args);
     let opts = ConnectOptions {
         conf: cli.conf.clone(),
         cluster: cli.cluster.clone(),
