@@ -509,7 +509,14 @@ impl Tree {
     /// Visit every node (reading it from disk if needed): `f(block_if_on_disk, node)`.
     pub fn walk(&mut self, io: &mut dyn NodeIo, f: &mut dyn FnMut(Option<u64>, &Node)) -> Result<()> {
         let mut stack = vec![self.root];
+        let mut visited = 0u64;
         while let Some(p) = stack.pop() {
+            visited += 1;
+            if visited > 1 << 32 || stack.len() > 1 << 24 {
+                return Err(StoreError::Corrupt(
+                    "tree walk does not terminate (cycle?)".into(),
+                ));
+            }
             let n = self.node(io, p)?;
             f(
                 match p {

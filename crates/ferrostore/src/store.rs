@@ -349,6 +349,7 @@ impl<D: Device> Store<D> {
                 "superblock does not match device header".into(),
             ));
         }
+        validate_geometry(&sb, io.dev.size_bytes())?;
         // Records are padded to the configured alignment, never below the device's logical block size.
         let lbs = io.dev.logical_block_size().clamp(512, 4096);
         let cfg_align = cfg.log_align.clamp(lbs, 4096).next_power_of_two();
@@ -380,12 +381,15 @@ impl<D: Device> Store<D> {
             stats: StoreStats::default(),
             sb,
         };
-        st.replay()?;
+        // Blocks the last checkpoint or the replayed records reference stay allocated until the checkpoint at the
+        // end of this mount is durable: a crash during it must find them intact when replaying the same log again.
+        let before = st.used_blocks()?;
+        let replayed = st.replay()?;
         st.log_head = st.log_head.div_ceil(st.cfg.log_align) * st.cfg.log_align;
         if st.log_head >= st.sb.log_len {
             st.log_head = 0;
         }
-        st.rebuild_allocator()?;
+        st.rebuild_allocator(before, replayed)?;
         st.sb.log_epoch = st.sb.log_epoch.wrapping_add(1);
         st.checkpoint()?;
         Ok(st)
@@ -451,7 +455,8 @@ impl<D: Device> Store<D> {
         }
     }
 
-    fn replay(&mut self) -> Result<()> {
+    /// Replay the log; returns the data block runs referenced by the extent puts of the applied records.
+    fn replay(&mut self) -> Result<Vec<(u64, u64)>> {
         let mut pos = self.sb.log_tail;
         let mut expect = self.sb.next_lsn;
         let mut consumed = 0u64;
@@ -480,13 +485,20 @@ impl<D: Device> Store<D> {
             expect += 1;
         }
         let max_durable = records.iter().map(|(r, _)| r.durable_upto).max().unwrap_or(0);
+        let mut referenced = Vec::new();
         for (rec, end) in records {
             if rec.lsn > max_durable && !self.record_data_intact(&rec)? {
                 break;
             }
             for d in &rec.deltas {
                 match d {
-                    Delta::Put(k, v) => self.tree.put(&mut self.io, k, v)?,
+                    Delta::Put(k, v) => {
+                        if k.first() == Some(&keys::NS_EXTENT) {
+                            let e = Extent::decode(v)?;
+                            referenced.push((e.pblock, e.blocks()));
+                        }
+                        self.tree.put(&mut self.io, k, v)?
+                    }
                     Delta::Del(k) => {
                         self.tree.delete(&mut self.io, k)?;
                     }
@@ -496,7 +508,7 @@ impl<D: Device> Store<D> {
             self.log_head = end;
             self.stats.replayed_records += 1;
         }
-        Ok(())
+        Ok(referenced)
     }
 
     /// A record written after the last known flush is valid only if the data extents it references made it to the
@@ -550,8 +562,15 @@ impl<D: Device> Store<D> {
         Ok(union(used))
     }
 
-    fn rebuild_allocator(&mut self) -> Result<()> {
-        let used = self.used_blocks()?;
+    fn rebuild_allocator(&mut self, before: Vec<(u64, u64)>, replayed: Vec<(u64, u64)>) -> Result<()> {
+        let now = self.used_blocks()?;
+        let mut all = now.clone();
+        all.extend(before);
+        all.extend(replayed);
+        let used = union(all);
+        let deferred = subtract(&used, &now);
+        self.pending_free_blocks = deferred.iter().map(|r| r.1).sum();
+        self.pending_free = deferred;
         for (s, l) in &used {
             if !self.block_range_ok(*s, *l) {
                 return Err(StoreError::Corrupt(format!(
@@ -1416,8 +1435,13 @@ impl<D: Device> Store<D> {
                 offset,
                 data,
             } => {
-                let mut o = self.get_or_create(ctx, cid, oid)?;
+                let before = self.get_or_create(ctx, cid, oid)?;
+                let mut o = before;
                 self.write_data(ctx, &mut o, *offset, data)?;
+                if o == before {
+                    // An overwrite inside the object leaves the onode as is: no tree update, no log bytes.
+                    return Ok(());
+                }
                 self.put_onode(ctx, cid, &oid.name, &o)
             }
             Op::Zero {
@@ -2066,8 +2090,8 @@ impl<D: Device> Store<D> {
             }
         }
         for (k, v) in extents {
-            let id = keys::be_u64(&k[1..9]).unwrap_or(0);
-            let lb = keys::be_u64(&k[9..17]).unwrap_or(0);
+            let id = k.get(1..9).and_then(|b| keys::be_u64(b).ok()).unwrap_or(0);
+            let lb = k.get(9..17).and_then(|b| keys::be_u64(b).ok()).unwrap_or(0);
             let e = match Extent::decode(&v) {
                 Ok(e) => e,
                 Err(err) => {
@@ -2146,6 +2170,66 @@ impl<D: Device> Store<D> {
 /// Largest object size accepted (as BlueStore's default limit is far above what the OSD uses).
 pub const MAX_OBJECT_SIZE: u64 = 1 << 40;
 
+/// Every region a superblock names must lie inside its shard region and the device (hostile-input rule: these
+/// numbers come from the media).
+fn validate_geometry(sb: &ShardSuper, dev_size: u64) -> Result<()> {
+    let bad = |what: &str| Err(StoreError::Corrupt(format!("superblock geometry: {what}")));
+    let region_end = match sb.region_off.checked_add(sb.region_len) {
+        Some(e) if e <= dev_size => e,
+        _ => return bad("region beyond device"),
+    };
+    let log_end = match sb.log_off.checked_add(sb.log_len) {
+        Some(e) if e <= region_end && sb.log_off >= sb.region_off + 2 * B && sb.log_len >= 4096 => e,
+        _ => return bad("log outside region"),
+    };
+    let data_end = sb
+        .data_first_block
+        .checked_add(sb.data_blocks)
+        .and_then(|b| b.checked_mul(B));
+    if sb.data_first_block.checked_mul(B).is_none_or(|s| s < log_end)
+        || data_end.is_none_or(|e| e > region_end)
+    {
+        return bad("data area outside region");
+    }
+    if sb.log_tail > sb.log_len
+        || sb.root_block < sb.data_first_block
+        || sb.root_block >= sb.data_first_block + sb.data_blocks
+    {
+        return bad("log tail or root out of range");
+    }
+    Ok(())
+}
+
+/// `a` minus `b`, both disjoint sorted runs (as `union` returns).
+fn subtract(a: &[(u64, u64)], b: &[(u64, u64)]) -> Vec<(u64, u64)> {
+    let mut out = Vec::new();
+    let mut j = 0;
+    for &(s, l) in a {
+        let mut cur = s;
+        let end = s + l;
+        while j < b.len() && b[j].0 + b[j].1 <= cur {
+            j += 1;
+        }
+        let mut k = j;
+        while cur < end {
+            match b.get(k) {
+                Some(&(bs, bl)) if bs < end => {
+                    if bs > cur {
+                        out.push((cur, bs - cur));
+                    }
+                    cur = cur.max(bs + bl);
+                    k += 1;
+                }
+                _ => {
+                    out.push((cur, end - cur));
+                    cur = end;
+                }
+            }
+        }
+    }
+    out
+}
+
 /// Merge overlapping or adjacent runs into disjoint runs.
 fn union(mut runs: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
     runs.sort_unstable();
@@ -2160,4 +2244,18 @@ fn union(mut runs: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod run_tests {
+    use super::*;
+
+    #[test]
+    fn subtract_runs() {
+        let a = union(vec![(0, 10), (20, 5), (30, 10)]);
+        let b = union(vec![(2, 3), (9, 12), (33, 1), (39, 5)]);
+        assert_eq!(subtract(&a, &b), vec![(0, 2), (5, 4), (21, 4), (30, 3), (34, 5)]);
+        assert_eq!(subtract(&a, &[]), a);
+        assert_eq!(subtract(&[], &b), vec![]);
+    }
 }

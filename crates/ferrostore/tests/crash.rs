@@ -31,29 +31,34 @@ struct Tally {
     torn: u64,
 }
 
+/// Mount a crash image; it must hold one of `models[lo..=hi]` and pass fsck. `recovery_crash`: also lose power
+/// at that completion of the recovery itself and check that image too. `cont`: keep running a short random
+/// workload on the recovered store (crash points armed again), so recovery is followed by new log epochs.
 fn check_image(
     img: Vec<u8>,
     models: &[Model],
     lo: usize,
     hi: usize,
     recovery_crash: Option<u64>,
+    cont: Option<(u64, u32)>,
+    tally: &mut Tally,
 ) -> Result<(), String> {
     let mut dev = SimDevice::from_image(
         img,
         SimConfig {
             seed: 7,
             reorder: true,
-            max_completions_per_poll: 2,
+            max_completions_per_poll: 1,
             durable_writes: false,
         },
     );
     if let Some(k) = recovery_crash {
-        // Also lose power during recovery itself (replay reads, the mount checkpoint) and recover again.
         dev.set_crash_point(k);
     }
     let mut s = Store::mount(dev, 0, cfg()).map_err(|e| format!("mount failed: {e}"))?;
     if let Some((img2, _)) = s.device_mut().take_crash_snapshot() {
-        check_image(img2, models, lo, hi, None).map_err(|e| format!("after a crash during recovery: {e}"))?;
+        check_image(img2, models, lo, hi, None, None, tally)
+            .map_err(|e| format!("after a crash during recovery: {e}"))?;
     }
     let got = dump(&mut s).map_err(|e| format!("dump failed: {e}"))?;
     if !models[lo..=hi].contains(&got) {
@@ -69,6 +74,25 @@ fn check_image(
     if !rep.errors.is_empty() {
         return Err(format!("fsck: {:?}", rep.errors));
     }
+    if let Some((seed, depth)) = cont {
+        let mut cp = CrashPoints {
+            rng: Rng::new(seed),
+            gap: 1 + seed % 3,
+            next: 0,
+            depth,
+        };
+        cp.arm(&mut s);
+        workload(
+            &mut s,
+            vec![got],
+            &mut Rng::new(seed ^ 0x55),
+            &mut cp,
+            10,
+            false,
+            tally,
+        )
+        .map_err(|e| format!("continuing after recovery (seed {seed}): {e}"))?;
+    }
     Ok(())
 }
 
@@ -76,6 +100,8 @@ struct CrashPoints {
     rng: Rng,
     gap: u64,
     next: u64,
+    /// How many recoveries deep this workload is (continuations stop at depth 2).
+    depth: u32,
 }
 
 impl CrashPoints {
@@ -102,12 +128,17 @@ fn check(
         tally.dropped += c[0];
         tally.kept += c[1];
         tally.torn += c[2];
-        let recovery_crash = if cp.rng.chance(15) {
+        let recovery_crash = if cp.rng.chance(10) {
             Some(1 + cp.rng.below(12))
         } else {
             None
         };
-        check_image(img, models, lo, models.len() - 1, recovery_crash)
+        let cont = if cp.depth < 2 && cp.rng.chance(5) {
+            Some((cp.rng.next_u64(), cp.depth + 1))
+        } else {
+            None
+        };
+        check_image(img, models, lo, models.len() - 1, recovery_crash, cont, tally)
             .map_err(|e| format!("crash point at device event {} (step {step}): {e}", cp.next))?;
     }
     cp.arm(s);
@@ -135,23 +166,44 @@ fn run_seed(seed: u64, tally: &mut Tally) -> Result<(), String> {
     )
     .map_err(|e| e.to_string())?;
     let mut s = Store::mount(dev, 0, cfg()).map_err(|e| e.to_string())?;
-    let mut models = vec![Model::default()];
-    let mut seq_idx: HashMap<u64, usize> = HashMap::new();
-    let mut acked = 0usize;
     let gap = 1 + rng.below(4);
     let mut cp = CrashPoints {
         rng: Rng::new(seed ^ 0xabcdef),
         gap,
         next: 0,
+        depth: 0,
     };
     cp.arm(&mut s);
     let ntx = 40 + rng.below(30);
+    workload(
+        &mut s,
+        vec![Model::default()],
+        &mut rng,
+        &mut cp,
+        ntx,
+        true,
+        tally,
+    )
+}
+
+/// Random transactions with random polls/waits; after every store call the crash point (if hit) is checked.
+fn workload(
+    s: &mut Store<SimDevice>,
+    mut models: Vec<Model>,
+    rng: &mut Rng,
+    cp: &mut CrashPoints,
+    ntx: u64,
+    setup: bool,
+    tally: &mut Tally,
+) -> Result<(), String> {
+    let mut seq_idx: HashMap<u64, usize> = HashMap::new();
+    let mut acked = 0usize;
     let mut ev = Vec::new();
     for step in 0..ntx {
-        let t = if step == 0 {
+        let t = if step == 0 && setup {
             setup_txn(2)
         } else {
-            random_txn(&mut rng, 2, 6)
+            random_txn(rng, 2, 6)
         };
         let mut m = models.last().cloned().unwrap_or_default();
         let want = m.apply(&t);
@@ -165,7 +217,7 @@ fn run_seed(seed: u64, tally: &mut Tally) -> Result<(), String> {
             (Err(e), Err(w)) if e.errno() == *w => {}
             _ => return Err(format!("step {step}: store {got:?} model {want:?} for {t:?}")),
         }
-        check(&mut s, &models, lo, step, &mut cp, tally)?;
+        check(s, &models, lo, step, cp, tally)?;
         for _ in 0..rng.below(5) {
             ev.clear();
             let lo = acked;
@@ -175,15 +227,7 @@ fn run_seed(seed: u64, tally: &mut Tally) -> Result<(), String> {
                 s.poll(&mut ev)
             }
             .map_err(|e| e.to_string())?;
-            check(&mut s, &models, lo, step, &mut cp, tally)?;
-            if std::env::var("FERRO_DEBUG").is_ok() {
-                eprintln!(
-                    "step {step} events after call: {} dev events {} stats {:?}",
-                    ev.len(),
-                    s.device().events(),
-                    s.stats
-                );
-            }
+            check(s, &models, lo, step, cp, tally)?;
             for e in &ev {
                 if let Event::Durable(seq) = e {
                     acked = acked.max(seq_idx.get(seq).copied().unwrap_or(0));
@@ -197,10 +241,13 @@ fn run_seed(seed: u64, tally: &mut Tally) -> Result<(), String> {
 #[test]
 fn crash_points_recover_to_an_acknowledged_prefix() {
     let long = std::env::var("FERRO_LONG").is_ok();
-    let (seeds, min_points) = match env_u64("FERRO_SEED") {
-        Some(s) => (s..s + 1, 0),
-        None if long => (0..20_000, 300_000),
-        None => (0..320, 10_000),
+    // FERRO_SEED=n: one seed. FERRO_SEED_FROM=a FERRO_SEED_COUNT=n: a range. FERRO_LONG=1: 20,000 seeds.
+    let from = env_u64("FERRO_SEED_FROM").unwrap_or(0);
+    let (seeds, min_points) = match (env_u64("FERRO_SEED"), env_u64("FERRO_SEED_COUNT")) {
+        (Some(s), _) => (s..s + 1, 0),
+        (None, Some(n)) => (from..from + n, 0),
+        (None, None) if long => (0..20_000, 300_000),
+        (None, None) => (0..190, 10_000),
     };
     let start = std::time::Instant::now();
     // Seeds are independent and each is deterministic: split them over two threads (the machine has two cores).

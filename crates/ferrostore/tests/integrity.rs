@@ -280,3 +280,31 @@ fn log_written_with_one_alignment_replays_with_another() {
         assert!(s.fsck().unwrap().errors.is_empty());
     }
 }
+
+#[test]
+fn superblock_with_valid_crc_but_impossible_geometry_is_rejected() {
+    let mut s = fresh();
+    setup(&mut s);
+    let dev = s.umount().unwrap();
+    let img = dev.durable_image().to_vec();
+    let sb = newest_super(&img);
+    let slot = (sb.region_off + (sb.generation % 2) * BLOCK_SIZE) as usize;
+    type Corruption = fn(&mut ShardSuper);
+    let corruptions: [Corruption; 5] = [
+        |s| s.log_len = u64::MAX - 10,
+        |s| s.data_blocks = u64::MAX / 2,
+        |s| s.root_block = 1,
+        |s| s.log_tail = s.log_len + 512,
+        |s| s.region_len = 1 << 60,
+    ];
+    for f in corruptions {
+        let mut bad = sb.clone();
+        f(&mut bad);
+        let mut img2 = img.clone();
+        img2[slot..slot + 4096].copy_from_slice(&bad.encode());
+        match Store::mount(sim(img2), 0, StoreConfig::default()) {
+            Err(e) => assert_eq!(e.errno(), libc::EIO, "{e:?}"),
+            Ok(_) => panic!("mounted with {bad:?}"),
+        }
+    }
+}

@@ -26,6 +26,7 @@ struct Args {
     dsync: bool,
     log_align: u64,
     only: Option<String>,
+    no_fio: bool,
 }
 
 fn parse_size(s: &str) -> Res<u64> {
@@ -48,6 +49,7 @@ fn parse_args() -> Res<Args> {
         dsync: true,
         log_align: 512,
         only: None,
+        no_fio: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(k) = it.next() {
@@ -60,6 +62,7 @@ fn parse_args() -> Res<Args> {
             "--durability" => a.dsync = val()? == "dsync",
             "--only" => a.only = Some(val()?),
             "--log-align" => a.log_align = parse_size(&val()?)?,
+            "--no-fio" => a.no_fio = true,
             "-h" | "--help" => {
                 println!(
                     "ferrostore-bench [--path FILE] [--size 2G] [--runtime 5] [--loop] [--durability flush|dsync] [--only NAME]"
@@ -617,6 +620,7 @@ fn main() {
         let f = t
             .fio
             .as_ref()
+            .filter(|_| !a.no_fio)
             .map(|(rw, bs, qd)| fio(&a, &FioJob { rw, bs: *bs, qd: *qd }));
         let e = (t.run)(&a);
         let fmt_opt = |v: Option<f64>| v.map(|x| format!("{x:.2}")).unwrap_or_else(|| "–".into());
