@@ -104,5 +104,8 @@ fn created_maps_match_print() {
             "case {i}\nours:\n{ours}\ntheirs:\n{theirs}"
         );
         assert!(m.ranks.len() == extra.iter().filter(|a| a.starts_with("--add")).count());
+        if let Some(d) = path.parent() {
+            let _ = std::fs::remove_dir_all(d);
+        }
     }
 }

@@ -102,6 +102,7 @@ fn createsimple_decodes_prints_and_reencodes() {
             serde_json::from_str(&run("osdmaptool", &[f.to_str().unwrap(), "--dump", "json"])).unwrap();
         common::compare_with_dump(&m, &dump);
     }
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// A 12-OSD map over 4 hosts with a replicated and an EC rule, edited to exercise every placement step.
@@ -292,6 +293,38 @@ fn placement_matches_osdmaptool() {
         }
     }
     eprintln!("placement: {objects} objects identical to osdmaptool");
+
+    // Let Ceph's balancer add pg_upmap_items and write the map itself: we must decode Ceph's encoding of all our
+    // edits, re-encode it byte for byte, and still place like osdmaptool.
+    let upmap_cmds = dir.join("upmap.txt");
+    run(
+        "osdmaptool",
+        &[
+            fs,
+            "--upmap",
+            upmap_cmds.to_str().unwrap(),
+            "--upmap-deviation",
+            "1",
+            "--upmap-max",
+            "40",
+            "--save",
+        ],
+    );
+    let saved = std::fs::read(&f).unwrap();
+    let m2 = OsdMap::decode_all(saved.clone()).unwrap();
+    assert_eq!(
+        m2.to_bytes(features::PACIFIC | features::RESERVED),
+        saved,
+        "osdmaptool's map re-encodes identically"
+    );
+    let changes = std::fs::read_to_string(&upmap_cmds).unwrap().lines().count();
+    assert!(
+        changes > 0 && m2.pg_upmap_items != m.pg_upmap_items,
+        "the balancer changed nothing"
+    );
+    let (n, _) = compare_all_pgs(&m2, fs);
+    eprintln!("placement: after osdmaptool --upmap ({changes} upmap changes): {n} PGs identical");
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// Compare every PG of every pool of `m` with `osdmaptool FILE --test-map-pgs-dump-all`; returns the number of
