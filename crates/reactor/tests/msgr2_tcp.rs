@@ -140,7 +140,7 @@ impl Service for Node {
         let i = self.next_recv;
         let ok = m.msg_type == 0x71
             && m.tid == i
-            && m.front == Bytes::from(format!("msg {i}"))
+            && m.front == format!("msg {i}").as_bytes()
             && m.data == payload(i);
         if !ok {
             self.done
