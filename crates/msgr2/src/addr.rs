@@ -1,8 +1,12 @@
 // SPDX-License-Identifier: LGPL-3.0-or-later
 //! `entity_addr_t` and `entity_addrvec_t` as msgr2 frames carry them (always with MSG_ADDR2: frames assume
 //! MSG_ADDR2 + SERVER_NAUTILUS). Decoding also accepts the legacy form, as Ceph does.
+//!
+//! `denc` has the general, feature-aware `EntityAddr`/`EntityAddrvec` (byte-exact sockaddr, Ceph's ordering);
+//! these frame-level types convert to and from them losslessly for IP addresses.
 //
-// TODO(denc): move to the shared denc types once crates/denc provides entity_addr_t.
+// TODO: use denc's types directly in the frame payloads (changes this crate's public API: monclient uses
+// `msgr2::EntityAddr::msgr2`).
 
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 
@@ -44,7 +48,11 @@ impl EntityAddr {
             e.u32(self.ty);
             e.u32(self.nonce);
             match self.addr {
-                None => e.u32(0),
+                // Ceph encodes a blank address with the size of the whole sockaddr union, all zeros.
+                None => {
+                    e.u32(28);
+                    e.raw(&[0; 28]);
+                }
                 Some(SocketAddr::V4(a)) => {
                     e.u32(16);
                     e.u16(AF_INET);
@@ -227,5 +235,73 @@ impl std::fmt::Display for AddrVec {
             write!(f, "{a}")?;
         }
         write!(f, "]")
+    }
+}
+
+impl From<&EntityAddr> for denc::EntityAddr {
+    fn from(a: &EntityAddr) -> Self {
+        match a.addr {
+            Some(sa) => denc::EntityAddr::new(a.ty, sa, a.nonce),
+            None => denc::EntityAddr::from_raw(a.ty, a.nonce, [0; 28]),
+        }
+    }
+}
+
+impl From<&denc::EntityAddr> for EntityAddr {
+    fn from(a: &denc::EntityAddr) -> Self {
+        EntityAddr {
+            ty: a.addr_type,
+            nonce: a.nonce,
+            addr: a.socket_addr(),
+        }
+    }
+}
+
+impl From<&AddrVec> for denc::EntityAddrvec {
+    fn from(v: &AddrVec) -> Self {
+        denc::EntityAddrvec(v.0.iter().map(denc::EntityAddr::from).collect())
+    }
+}
+
+impl From<&denc::EntityAddrvec> for AddrVec {
+    fn from(v: &denc::EntityAddrvec) -> Self {
+        AddrVec(v.0.iter().map(EntityAddr::from).collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use denc::{Decode, Encode};
+
+    #[test]
+    fn same_bytes_as_denc_and_lossless_conversion() {
+        let addrs = [
+            EntityAddr::msgr2("10.1.2.3:6800".parse().unwrap(), 1234),
+            EntityAddr::msgr2("[fe80::1%2]:3300".parse().unwrap(), 0),
+            EntityAddr {
+                ty: ADDR_TYPE_LEGACY,
+                nonce: 7,
+                addr: Some("127.0.0.1:6789".parse().unwrap()),
+            },
+            EntityAddr::blank(),
+        ];
+        for a in addrs {
+            let mut e = Encoder::default();
+            a.encode_to(&mut e);
+            let ours = e.into_bytes();
+            let theirs = denc::EntityAddr::from(&a).to_bytes(denc::CEPH_FEATURES_ALL);
+            assert_eq!(ours, theirs, "{a}");
+            let back = EntityAddr::from(&denc::EntityAddr::decode_all(theirs).unwrap());
+            assert_eq!(back, a);
+        }
+        let v = AddrVec(addrs.to_vec());
+        let mut e = Encoder::default();
+        v.encode_to(&mut e);
+        assert_eq!(
+            e.into_bytes(),
+            denc::EntityAddrvec::from(&v).to_bytes(denc::CEPH_FEATURES_ALL)
+        );
+        assert_eq!(AddrVec::from(&denc::EntityAddrvec::from(&v)), v);
     }
 }

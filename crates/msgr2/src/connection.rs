@@ -35,9 +35,10 @@ use crate::message::{MESSAGE_ALIGNS, Message, MessageError};
 use crate::types::EntityName;
 
 /// `CEPH_FEATURE_MSG_ADDR2` (bit 59): msgr2 requires it of every peer.
-pub const FEATURE_MSG_ADDR2: u64 = 1 << 59;
+pub const FEATURE_MSG_ADDR2: u64 = denc::features::MASK_MSG_ADDR2;
 /// Everything Ceph 16.2.15 (Pacific) daemons and clients advertise.
-pub const PACIFIC_FEATURES: u64 = 0x3f01_cfbd_fffd_ffff;
+pub const PACIFIC_FEATURES: u64 = denc::CEPH_FEATURES_ALL;
+const _: () = assert!(FEATURE_MSG_ADDR2 == 1 << 59 && PACIFIC_FEATURES == 0x3f01_cfbd_fffd_ffff);
 
 /// Static configuration of a connection.
 #[derive(Clone, Debug)]
