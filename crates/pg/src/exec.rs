@@ -897,7 +897,7 @@ fn do_one<D: Device>(c: &mut Ctx<'_, D>, o: &mut OSDOp) -> Result<(), i32> {
             let mut x = o.extent();
             let mut size = c.oi.size;
             if c.oi.truncate_seq < u64::from(x.truncate_seq)
-                && x.offset + x.length > x.truncate_size
+                && x.offset.saturating_add(x.length) > x.truncate_size
                 && size > x.truncate_size
             {
                 size = x.truncate_size;
@@ -907,7 +907,7 @@ fn do_one<D: Device>(c: &mut Ctx<'_, D>, o: &mut OSDOp) -> Result<(), i32> {
             }
             if x.offset >= size {
                 x.length = 0;
-            } else if x.offset + x.length > size {
+            } else if x.offset.saturating_add(x.length) > size {
                 x.length = size - x.offset;
             }
             let data = c.read(x.offset, x.length)?;
@@ -965,12 +965,14 @@ fn do_one<D: Device>(c: &mut Ctx<'_, D>, o: &mut OSDOp) -> Result<(), i32> {
             c.num_read += 1;
             let mut x = o.extent();
             let mut size = c.oi.size;
-            if c.oi.truncate_seq < u64::from(x.truncate_seq) && x.offset + x.length > x.truncate_size {
+            if c.oi.truncate_seq < u64::from(x.truncate_seq)
+                && x.offset.saturating_add(x.length) > x.truncate_size
+            {
                 size = x.truncate_size;
             }
             if x.offset >= size {
                 x.length = 0;
-            } else if x.offset + x.length > size {
+            } else if x.offset.saturating_add(x.length) > size {
                 x.length = size - x.offset;
             }
             o.set_extent(x);
@@ -1123,7 +1125,7 @@ fn do_one<D: Device>(c: &mut Ctx<'_, D>, o: &mut OSDOp) -> Result<(), i32> {
             }
             let seq = c.oi.truncate_seq;
             let mut data = o.indata.clone();
-            if seq != 0 && seq > u64::from(x.truncate_seq) && x.offset + x.length > c.oi.size {
+            if seq != 0 && seq > u64::from(x.truncate_seq) && x.offset.saturating_add(x.length) > c.oi.size {
                 // an old write arriving after a trimtrunc
                 x.length = c.oi.size.saturating_sub(x.offset);
                 data = data.slice(..x.length as usize);
@@ -1196,7 +1198,7 @@ fn do_one<D: Device>(c: &mut Ctx<'_, D>, o: &mut OSDOp) -> Result<(), i32> {
             check_offset_and_length(0, x.length, c.cfg.osd_max_object_size)?;
             c.maybe_create();
             let (cid, oid) = (c.cid.clone(), c.okey.clone());
-            if c.orig_exists && !c.removed && x.length < c.oi.size {
+            if x.length < c.oi.size {
                 c.push(Op::Truncate {
                     cid: cid.clone(),
                     oid: oid.clone(),
@@ -1642,7 +1644,7 @@ fn do_one<D: Device>(c: &mut Ctx<'_, D>, o: &mut OSDOp) -> Result<(), i32> {
                 a.length = c.oi.size;
             } else if a.offset >= c.oi.size {
                 return Ok(());
-            } else if a.offset + a.length > c.oi.size {
+            } else if a.offset.saturating_add(a.length) > c.oi.size {
                 a.length = c.oi.size - a.offset;
                 if a.chunk_size > 0 && !a.length.is_multiple_of(u64::from(a.chunk_size)) {
                     return Err(-libc::EINVAL);
