@@ -1,11 +1,14 @@
 // SPDX-License-Identifier: LGPL-3.0-or-later
 //! End to end: a real Ceph 16.2 mon + mgr (crate testcluster) and ferro-osd OSDs, driven by unmodified Ceph
-//! clients (`rados`, `ceph`). Skips when Ceph is not installed (unless FERRO_REQUIRE_CLUSTER is set).
+//! clients: the `rados` CLI, `rados bench`, fio's rados engine, python3-rados and `ceph` / `ceph daemon`.
+//! Skips when Ceph is not installed (unless FERRO_REQUIRE_CLUSTER is set). Each test runs its own cluster.
 #![allow(clippy::unwrap_used)]
 
-use std::time::Duration;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
 
-use testcluster::{ClusterSpec, FerroOsd};
+use testcluster::{Cluster, ClusterSpec, FerroOsd};
 
 fn ferro() -> FerroOsd {
     let mut f = FerroOsd::new(env!("CARGO_BIN_EXE_ferro-osd"));
@@ -13,23 +16,287 @@ fn ferro() -> FerroOsd {
     f
 }
 
+fn script(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/scripts")
+        .join(name)
+}
+
+fn python_available() -> bool {
+    Command::new("/usr/bin/python3")
+        .args(["-c", "import rados"])
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+/// Run a command with a time bound; returns stdout, panics with stderr on failure.
+fn run(cmd: &mut Command, timeout: Duration) -> String {
+    let what = format!("{cmd:?}");
+    let mut child = cmd
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{what}: {e}"));
+    let start = Instant::now();
+    loop {
+        if child.try_wait().unwrap().is_some() {
+            break;
+        }
+        if start.elapsed() > timeout {
+            let _ = child.kill();
+            panic!("{what} timed out after {timeout:?}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        out.status.success(),
+        "{what} failed: {}\n{stdout}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+fn env_cmd(c: &Cluster, prog: &str) -> Command {
+    let mut cmd = Command::new(prog);
+    cmd.env("CEPH_CONF", c.conf_path());
+    cmd
+}
+
+fn wait_active_clean(c: &Cluster, timeout: Duration) {
+    c.wait_for("all PGs active+clean", timeout, || {
+        let s = c.ceph_json(&["pg", "stat"])?;
+        let num = s["pg_summary"]["num_pgs"].as_u64().unwrap_or(0);
+        let clean: u64 = s["pg_summary"]["num_pg_by_state"]
+            .as_array()
+            .map(|v| {
+                v.iter()
+                    .filter(|x| x["name"] == "active+clean")
+                    .filter_map(|x| x["num"].as_u64())
+                    .sum()
+            })
+            .unwrap_or(0);
+        Ok((num > 0 && clean == num).then_some(()))
+    })
+    .unwrap();
+}
+
+fn up_from(c: &Cluster, id: u32) -> u64 {
+    let d = c.ceph_json(&["osd", "dump"]).unwrap();
+    d["osds"]
+        .as_array()
+        .and_then(|v| v.iter().find(|o| o["osd"] == id))
+        .and_then(|o| o["up_from"].as_u64())
+        .unwrap_or(0)
+}
+
 #[test]
-fn rados_put_get_on_a_ferro_osd() {
+fn ferro_osd_serves_unmodified_clients() {
     let Some(c) = testcluster::start_or_skip(ClusterSpec::default()) else {
         return;
     };
     let id = c.add_osd(&ferro()).unwrap();
-    eprintln!("osd.{id} up");
-    c.create_pool("fp", 8).unwrap();
+    c.create_pool("fp", 16).unwrap();
+    wait_active_clean(&c, Duration::from_secs(30));
     let t = Duration::from_secs(30);
     let dir = c.dir().join("tmp");
     std::fs::create_dir_all(&dir).unwrap();
     let src = dir.join("in");
     std::fs::write(&src, b"hello ferro\n").unwrap();
-    c.rados(&["-p", "fp", "put", "obj1", &src.to_string_lossy()], t)
-        .unwrap();
+    let rados = |args: &[&str]| {
+        let mut v = vec!["-p", "fp"];
+        v.extend_from_slice(args);
+        c.rados(&v, t).unwrap()
+    };
+    let p = |p: &Path| p.to_string_lossy().to_string();
+
+    // The rados CLI.
+    rados(&["put", "obj1", &p(&src)]);
     let out = dir.join("out");
-    c.rados(&["-p", "fp", "get", "obj1", &out.to_string_lossy()], t)
-        .unwrap();
+    rados(&["get", "obj1", &p(&out)]);
     assert_eq!(std::fs::read(&out).unwrap(), b"hello ferro\n");
+    assert!(rados(&["stat", "obj1"]).contains("size 12"));
+    assert!(rados(&["ls"]).lines().any(|l| l == "obj1"));
+    rados(&["setxattr", "obj1", "color", "blue"]);
+    assert_eq!(rados(&["getxattr", "obj1", "color"]), "blue");
+    assert!(rados(&["listxattr", "obj1"]).contains("color"));
+    rados(&["setomapval", "obj1", "k1", "v1"]);
+    rados(&["setomapval", "obj1", "k2", "v2"]);
+    assert_eq!(rados(&["listomapkeys", "obj1"]), "k1\nk2\n");
+    assert!(rados(&["listomapvals", "obj1"]).contains("k2"));
+    rados(&["rmomapkey", "obj1", "k1"]);
+    assert_eq!(rados(&["listomapkeys", "obj1"]), "k2\n");
+    rados(&["append", "obj1", &p(&src)]);
+    assert!(rados(&["stat", "obj1"]).contains("size 24"));
+    rados(&["truncate", "obj1", "5"]);
+    rados(&["get", "obj1", &p(&out)]);
+    assert_eq!(std::fs::read(&out).unwrap(), b"hello");
+    rados(&["rm", "obj1"]);
+    assert!(c.rados(&["-p", "fp", "stat", "obj1"], t).is_err());
+
+    // python3-rados: every op the binding exposes.
+    if python_available() {
+        let o = run(
+            Command::new("/usr/bin/python3")
+                .arg(script("rados_ops.py"))
+                .arg(c.conf_path())
+                .arg("fp"),
+            Duration::from_secs(60),
+        );
+        assert!(o.starts_with("ok:"), "{o}");
+        eprintln!("python3-rados: {}", o.trim());
+    }
+
+    // rados bench write / seq / rand.
+    for mode in ["write", "seq", "rand"] {
+        let mut args = vec!["-p", "fp", "bench", "2", mode, "-t", "8"];
+        if mode == "write" {
+            args.extend(["-b", "65536", "--no-cleanup"]);
+        }
+        let o = c.rados(&args, Duration::from_secs(60)).unwrap();
+        let bw = o
+            .lines()
+            .find(|l| l.starts_with("Bandwidth"))
+            .unwrap_or("?")
+            .to_string();
+        let iops = o
+            .lines()
+            .find(|l| l.starts_with("Average IOPS"))
+            .unwrap_or("?")
+            .to_string();
+        eprintln!("rados bench {mode}: {bw}, {iops}");
+        assert!(!o.contains("error"), "{o}");
+    }
+
+    // fio with the rados engine.
+    if testcluster::which("fio").is_some() {
+        for rw in ["randwrite", "randread"] {
+            let o = run(
+                env_cmd(&c, "fio").args([
+                    "--name=ferro",
+                    "--ioengine=rados",
+                    &format!("--conf={}", c.conf_path().display()),
+                    "--clientname=admin",
+                    "--pool=fp",
+                    &format!("--rw={rw}"),
+                    "--bs=4k",
+                    "--size=8m",
+                    "--runtime=2",
+                    "--time_based",
+                    "--iodepth=8",
+                ]),
+                Duration::from_secs(60),
+            );
+            let line = o
+                .lines()
+                .find(|l| l.contains("IOPS="))
+                .unwrap_or("?")
+                .trim()
+                .to_string();
+            eprintln!("fio {rw}: {line}");
+            assert!(line.contains("IOPS="), "{o}");
+        }
+    }
+
+    // Cluster views.
+    wait_active_clean(&c, Duration::from_secs(30));
+    let s = c.ceph_json(&["-s"]).unwrap();
+    assert_eq!(s["osdmap"]["num_up_osds"], 1);
+    assert_eq!(s["osdmap"]["num_in_osds"], 1);
+    let df = c.ceph_json(&["osd", "df"]).unwrap();
+    let node = &df["nodes"][0];
+    assert!(node["kb"].as_u64().unwrap() > 0, "{df}");
+    assert_eq!(node["pgs"], 17, "{df}");
+    let meta = c.ceph_json(&["osd", "metadata", &id.to_string()]).unwrap();
+    assert_eq!(meta["osd_objectstore"], "ferrostore");
+    for k in [
+        "arch",
+        "ceph_version",
+        "hostname",
+        "front_addr",
+        "back_addr",
+        "hb_front_addr",
+        "mem_total_kb",
+    ] {
+        assert!(
+            meta[k].as_str().is_some_and(|v| !v.is_empty()),
+            "metadata {k}: {meta}"
+        );
+    }
+    c.ceph(&["osd", "perf"]).unwrap();
+
+    // The admin socket through `ceph daemon`.
+    for cmd in [
+        &["status"][..],
+        &["perf", "dump"],
+        &["config", "show"],
+        &["dump_ops_in_flight"],
+        &["version"],
+    ] {
+        let mut args = vec!["daemon".to_string(), format!("osd.{id}")];
+        args.extend(cmd.iter().map(|s| s.to_string()));
+        let o = run(env_cmd(&c, "ceph").args(&args), Duration::from_secs(30));
+        let v: serde_json::Value = serde_json::from_str(&o).unwrap_or_else(|e| panic!("{cmd:?}: {e}: {o}"));
+        if cmd == ["status"] {
+            assert_eq!(v["state"], "active");
+            assert_eq!(v["num_pgs"], 17);
+        }
+    }
+}
+
+#[test]
+fn kill_9_during_writes_loses_no_acknowledged_write() {
+    if !python_available() {
+        eprintln!("skipping: python3-rados not available");
+        return;
+    }
+    let Some(c) = testcluster::start_or_skip(ClusterSpec::default().without_mgr()) else {
+        return;
+    };
+    let f = ferro();
+    let id = c.add_osd(&f).unwrap();
+    c.create_pool("kp", 8).unwrap();
+    let acks = c.dir().join("tmp-acks");
+    let ackf = std::fs::File::create(&acks).unwrap();
+    let mut writer = Command::new("/usr/bin/python3")
+        .arg(script("acked_writer.py"))
+        .arg(c.conf_path())
+        .arg("kp")
+        .arg("8")
+        .stdout(ackf)
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_secs(3));
+    let before = up_from(&c, id);
+    assert!(c.kill_daemon(&format!("osd.{id}")).unwrap());
+    let acked_at_kill = std::fs::read_to_string(&acks).unwrap().lines().count();
+    std::thread::sleep(Duration::from_millis(500));
+    c.restart_osd(id, &f).unwrap();
+    c.wait_for("osd restarted", Duration::from_secs(60), || {
+        Ok((up_from(&c, id) > before).then_some(()))
+    })
+    .unwrap();
+    let start = Instant::now();
+    loop {
+        if writer.try_wait().unwrap().is_some() {
+            break;
+        }
+        assert!(start.elapsed() < Duration::from_secs(60), "writer did not finish");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let total = std::fs::read_to_string(&acks).unwrap().lines().count();
+    eprintln!("{acked_at_kill} writes acknowledged before kill -9, {total} in all");
+    assert!(acked_at_kill > 0);
+    let o = run(
+        Command::new("/usr/bin/python3")
+            .arg(script("acked_writer.py"))
+            .arg(c.conf_path())
+            .arg("kp")
+            .arg("--verify")
+            .arg(&acks),
+        Duration::from_secs(60),
+    );
+    eprintln!("{}", o.trim());
+    assert!(o.contains(", 0 bad"), "{o}");
 }

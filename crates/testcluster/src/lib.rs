@@ -605,6 +605,26 @@ impl Cluster {
         })
     }
 
+    /// Starts an existing OSD again (after [`Cluster::kill_daemon`]) with `launcher` and waits until it is up.
+    pub fn restart_osd(&self, id: u32, launcher: &dyn OsdLauncher) -> Result<()> {
+        let data_dir = self.dir.join(format!("osd.{id}"));
+        let uuid = std::fs::read_to_string(data_dir.join("fsid"))
+            .map(|s| s.trim().to_string())
+            .unwrap_or_default();
+        let ctx = OsdContext {
+            id,
+            uuid,
+            fsid: self.fsid.clone(),
+            keyring: data_dir.join("keyring"),
+            data_dir,
+            conf: self.conf_path(),
+            mon_host: self.mon_host(),
+            log_file: self.log_path(&format!("osd.{id}")),
+        };
+        self.spawn_daemon(&format!("osd.{id}"), launcher.command(&ctx))?;
+        self.wait_osd_up(id, launcher.up_timeout())
+    }
+
     /// Allocates an OSD id (`ceph osd new` with a fresh uuid and cephx key) and writes its keyring.
     fn new_osd_context(&self) -> Result<OsdContext> {
         let uuid = new_uuid()?;
