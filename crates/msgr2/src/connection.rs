@@ -53,7 +53,8 @@ pub struct Config {
     pub features_supported: u64,
     pub features_required: u64,
     /// Lossy sessions drop everything on a fault (clients, heartbeats); lossless ones reconnect and replay.
-    /// For a connector this is our policy; an acceptor takes the connector's flag from CLIENT_IDENT.
+    /// For a connector this is our policy (the acceptor's SERVER_IDENT flag then decides); an acceptor makes the
+    /// session lossy if this is set or the connector's CLIENT_IDENT says lossy.
     pub lossy: bool,
     pub limits: FrameLimits,
     /// Send KEEPALIVE2 this often while the session is ready (None: never).
@@ -1393,7 +1394,9 @@ impl Connection {
         self.t.peer_addrs = ci.addrs.clone();
         self.t.peer_num = ci.gid;
         self.t.peer_global_seq = ci.global_seq;
-        self.t.peer_lossy = ci.flags & IDENT_FLAG_LOSSY != 0;
+        // Ceph decides by the acceptor's policy for the peer type; standard policies agree with the connector's flag,
+        // so a lossy policy here (Config::lossy) or a lossy connector makes the session lossy.
+        self.t.peer_lossy = self.cfg.lossy || ci.flags & IDENT_FLAG_LOSSY != 0;
         self.t.client_cookie = ci.cookie;
         if self.cfg.auto_accept {
             self.accept_new_session(now)
