@@ -151,7 +151,7 @@ fn live_maps_and_placement() {
     // Objects, with and without a namespace.
     let mut objects = 0;
     for (pool_name, pool_id) in [("rep", rep), ("ec", ec)] {
-        for i in 0..9 {
+        for i in 0..6 {
             let name = format!("live-{i}-{}", i * 104_729);
             let ns = if i % 3 == 0 { "tenant" } else { "" };
             let mut args = vec!["osd", "map", pool_name, name.as_str()];
@@ -205,7 +205,7 @@ fn live_maps_and_placement() {
     };
     let last = u64::from_le_bytes(kv("last_committed".into())[..8].try_into().unwrap()) as u32;
     let first = u64::from_le_bytes(kv("first_committed".into())[..8].try_into().unwrap()) as u32;
-    let start = first.max(last.saturating_sub(20)).max(1);
+    let start = first.max(last.saturating_sub(12)).max(1);
     let mut chain = OsdMap::decode_all(kv(format!("full_{start}"))).unwrap();
     for e in start + 1..=last {
         let inc = osdmap::Incremental::decode_all(kv(e.to_string())).unwrap();
