@@ -74,6 +74,8 @@ pub struct PoolSummary {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Status {
     pub fsid: String,
+    /// `HEALTH_OK`, `HEALTH_WARN` or `HEALTH_ERR` (from the monitor's `health` command).
+    pub health: String,
     pub monmap_epoch: u32,
     pub mons: Vec<(String, SocketAddr)>,
     /// The monitor we are talking to.
@@ -247,6 +249,11 @@ impl Cluster {
 
     /// fsid, map epochs, monitors, OSD counts and pools.
     pub fn status(&mut self) -> Result<Status, Error> {
+        let h = self.mon_command(r#"{"prefix": "health", "format": "json"}"#, Bytes::new())?;
+        let health = serde_json::from_slice::<serde_json::Value>(&h.outbl)
+            .ok()
+            .and_then(|v| v["status"].as_str().map(str::to_string))
+            .unwrap_or_else(|| "unknown".into());
         self.osd_map()?;
         let monc = &mut self.monc;
         monc.run_until(self.timeout, "waiting for the monmap", |c| {
@@ -258,6 +265,7 @@ impl Cluster {
         let exists: Vec<i32> = (0..m.max_osd).filter(|&o| m.exists(o)).collect();
         Ok(Status {
             fsid: ceph_msgs::uuid_to_string(&monmap.fsid),
+            health,
             monmap_epoch: monmap.epoch,
             mons: monmap
                 .mons

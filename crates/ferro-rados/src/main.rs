@@ -120,6 +120,7 @@ fn run(cluster: &mut Cluster, cmd: Cmd) -> Result<ExitCode, Error> {
             if format.starts_with("json") {
                 let v = serde_json::json!({
                     "fsid": s.fsid,
+                    "health": s.health,
                     "monmap": {"epoch": s.monmap_epoch, "mons": s.mons.iter().map(|(n, a)| serde_json::json!({"name": n, "addr": format!("v2:{a}")})).collect::<Vec<_>>()},
                     "session_mon": s.mon,
                     "osdmap": {"epoch": s.osdmap_epoch, "num_osds": s.num_osds, "num_up_osds": s.num_up_osds, "num_in_osds": s.num_in_osds},
@@ -127,7 +128,12 @@ fn run(cluster: &mut Cluster, cmd: Cmd) -> Result<ExitCode, Error> {
                 });
                 writeln!(out, "{v}").map_err(io)?;
             } else {
-                writeln!(out, "  cluster:\n    id:     {}", s.fsid).map_err(io)?;
+                writeln!(
+                    out,
+                    "  cluster:\n    id:     {}\n    health: {}",
+                    s.fsid, s.health
+                )
+                .map_err(io)?;
                 let mons: Vec<String> = s.mons.iter().map(|(n, a)| format!("{n}=v2:{a}")).collect();
                 writeln!(
                     out,
