@@ -89,7 +89,20 @@ fn pump(
     rng: &mut Rng,
     budget: &mut Option<usize>,
 ) -> (Vec<u8>, bool) {
+    pump_with(a, b, now, rng, budget, None)
+}
+
+/// Like [`pump`]; `corrupt_at` flips one bit of the byte delivered at that offset (either direction).
+fn pump_with(
+    a: &mut Connection,
+    b: &mut Connection,
+    now: Instant,
+    rng: &mut Rng,
+    budget: &mut Option<usize>,
+    mut corrupt_at: Option<usize>,
+) -> (Vec<u8>, bool) {
     let mut wire_ab = Vec::new();
+    let mut delivered = 0usize;
     for _ in 0..100_000 {
         let mut moved = false;
         for dir in 0..2 {
@@ -115,7 +128,15 @@ fn pump(
                     if dir == 0 {
                         wire_ab.extend_from_slice(&buf[at..at + n]);
                     }
-                    if dst.handle_input(now, &buf[at..at + n]).is_err() {
+                    let mut chunk = buf[at..at + n].to_vec();
+                    if let Some(k) = corrupt_at
+                        && k < delivered + n
+                    {
+                        chunk[k - delivered] ^= 1 << (k % 8);
+                        corrupt_at = None;
+                    }
+                    delivered += n;
+                    if dst.handle_input(now, &chunk).is_err() {
                         src.handle_transport_closed();
                         return (wire_ab, true);
                     }
@@ -323,8 +344,14 @@ fn reconnect_run(mode: Mode, seed: u64) -> (usize, u64, u64) {
         } else {
             None
         };
+        // Sometimes a bit flips in transit instead: crc or GCM must catch it and the session must recover.
+        let corrupt = if budget.is_none() && rng.below(4) == 0 {
+            Some(rng.below(30_000) as usize)
+        } else {
+            None
+        };
         let end = sock.as_mut().unwrap_or(&mut srv);
-        let (_, broke) = pump(&mut c, end, now, &mut rng, &mut budget);
+        let (_, broke) = pump_with(&mut c, end, now, &mut rng, &mut budget, corrupt);
         // The acceptor owner's decisions.
         if let Some(mut new) = sock.take() {
             let mut keep = Some(new);
@@ -407,7 +434,7 @@ fn reconnect_run(mode: Mode, seed: u64) -> (usize, u64, u64) {
 
 #[test]
 fn reconnect_replays_without_loss_or_duplicates_crc() {
-    let runs: Vec<_> = (1..=12)
+    let runs: Vec<_> = (1..=40)
         .map(|seed| reconnect_run(Mode::CrcNone, seed * 7919))
         .collect();
     let breaks: usize = runs.iter().map(|r| r.0).sum();
@@ -423,7 +450,7 @@ fn reconnect_replays_without_loss_or_duplicates_crc() {
 
 #[test]
 fn reconnect_replays_without_loss_or_duplicates_secure() {
-    let runs: Vec<_> = (1..=12)
+    let runs: Vec<_> = (1..=40)
         .map(|seed| reconnect_run(Mode::Secure, seed * 104_729))
         .collect();
     let breaks: usize = runs.iter().map(|r| r.0).sum();
