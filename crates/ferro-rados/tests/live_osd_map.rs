@@ -314,6 +314,7 @@ fn run(mode: &str, expect_con_mode: u32, full: bool) {
     let before = tc.ceph_json(&["osd", "dump"]).unwrap()["epoch"].as_u64().unwrap();
     let st = client.status().unwrap();
     assert_eq!(st.fsid, tc.fsid());
+    assert!(st.health.starts_with("HEALTH_"), "{}", st.health);
     assert_eq!((st.num_osds, st.num_up_osds, st.num_in_osds), (3, 3, 3));
     // The map may move on (the mgr works in the background): ours is at least as new as ceph's was before.
     assert!(
