@@ -983,6 +983,10 @@ fn watch_notify_ack_and_timeouts() {
 }
 
 fn lock_op(name: &str, ty: u8, cookie: &str, tag: &str, flags: u8) -> Bytes {
+    lock_op_for(name, ty, cookie, tag, flags, Utime::default())
+}
+
+fn lock_op_for(name: &str, ty: u8, cookie: &str, tag: &str, flags: u8, duration: Utime) -> Bytes {
     let mut e = Encoder::new(0);
     e.versioned(1, 1, |e| {
         e.string(name);
@@ -990,7 +994,7 @@ fn lock_op(name: &str, ty: u8, cookie: &str, tag: &str, flags: u8) -> Bytes {
         e.string(cookie);
         e.string(tag);
         e.string("desc");
-        e.encode(&Utime::default());
+        e.encode(&duration);
         e.u8(flags);
     });
     e.into_bytes()
@@ -1591,4 +1595,59 @@ mod random {
             prop_assert_eq!(h.pg.stats().num_bytes, bytes);
         }
     }
+}
+
+#[test]
+fn cls_lock_expiry_renewal_and_ephemeral() {
+    let mut h = H::new();
+    let ten = Utime::new(10, 0);
+    let m = h.msg(
+        "x",
+        "",
+        vec![call("lock", "lock", lock_op_for("L", 1, "c", "", 0, ten))],
+    );
+    assert_eq!(h.send_as(m, 1, 1).result, 0);
+    // renewing needs MAY_RENEW; MUST_RENEW on a lock not held is ENOENT; both flags together EINVAL
+    let m = h.msg(
+        "x",
+        "",
+        vec![call("lock", "lock", lock_op_for("L", 1, "c", "", 1, ten))],
+    );
+    assert_eq!(h.send_as(m, 1, 1).result, 0);
+    let m = h.msg(
+        "x",
+        "",
+        vec![call("lock", "lock", lock_op_for("L", 1, "other", "", 2, ten))],
+    );
+    assert_eq!(h.send_as(m, 1, 1).result, ENOENT);
+    let m = h.msg(
+        "x",
+        "",
+        vec![call("lock", "lock", lock_op_for("L", 1, "c", "", 3, ten))],
+    );
+    assert_eq!(h.send_as(m, 1, 1).result, -22);
+    // another client waits until the lock expires
+    let m = h.msg("x", "", vec![call("lock", "lock", lock_op("L", 1, "d", "", 0))]);
+    assert_eq!(h.send_as(m, 2, 2).result, -16);
+    h.now = Utime::new(h.now.sec + 11, 0);
+    let m = h.msg("x", "", vec![call("lock", "lock", lock_op("L", 1, "d", "", 0))]);
+    assert_eq!(h.send_as(m, 2, 2).result, 0);
+    // an ephemeral exclusive lock creates the object and its unlock removes the object
+    let m = h.msg("eph", "", vec![call("lock", "lock", lock_op("E", 3, "c", "", 0))]);
+    assert_eq!(h.send_as(m, 1, 1).result, 0);
+    assert_eq!(h.run("eph", vec![OSDOp::new(op::STAT)]).result, 0);
+    let mut e = Encoder::new(0);
+    e.versioned(1, 1, |e| {
+        e.string("E");
+        e.string("c");
+    });
+    let m = h.msg("eph", "", vec![call("lock", "unlock", e.into_bytes())]);
+    assert_eq!(h.send_as(m, 1, 1).result, 0);
+    assert_eq!(h.run("eph", vec![OSDOp::new(op::STAT)]).result, ENOENT);
+    // bad input
+    assert_eq!(
+        h.run("x", vec![call("lock", "lock", Bytes::from_static(b"\x01"))])
+            .result,
+        -22
+    );
 }
