@@ -547,7 +547,15 @@ impl Connection {
     }
 
     fn start_transport(&mut self, now: Instant, role: Role) {
-        self.t = Transport::new(self.cfg.limits, State::Banner, role);
+        let pre_auth = FrameLimits {
+            max_segment_len: FrameLimits::PRE_AUTH
+                .max_segment_len
+                .min(self.cfg.limits.max_segment_len),
+            max_frame_len: FrameLimits::PRE_AUTH
+                .max_frame_len
+                .min(self.cfg.limits.max_frame_len),
+        };
+        self.t = Transport::new(pre_auth, State::Banner, role);
         self.t.last_rx = Some(now);
         self.keepalive_due = None;
         let banner = Banner {
@@ -1285,6 +1293,8 @@ impl Connection {
     }
 
     fn switch_mode(&mut self, secret: &Bytes) -> R {
+        // Authenticated from here on: the session's frame limits apply.
+        self.t.decoder.set_limits(self.cfg.limits);
         match self.t.con_mode {
             CON_MODE_CRC => Ok(()),
             CON_MODE_SECURE => {

@@ -31,6 +31,8 @@ pub const CRC_EPILOGUE_LEN: usize = 1 + 3 * 4;
 /// rev1 secure-mode epilogue (before the tag): late_status + padding to one cipher block.
 pub const SECURE_EPILOGUE_LEN: usize = 16;
 const CIPHER_BLOCK: usize = 16;
+/// The most the decoder reserves for a frame before its bytes have arrived.
+const RESERVE_AHEAD: usize = 4 << 20;
 
 /// Epilogue late_status: the frame is complete (low nibble 0xE); 0x1 means the sender aborted it.
 pub const LATE_STATUS_COMPLETE: u8 = 0x0E;
@@ -136,6 +138,15 @@ pub enum FrameError {
 pub struct FrameLimits {
     pub max_segment_len: u32,
     pub max_frame_len: u64,
+}
+
+impl FrameLimits {
+    /// Limits before authentication completes: auth frames are small (cephx's are a few KiB), so an
+    /// unauthenticated peer cannot make us buffer large frames.
+    pub const PRE_AUTH: FrameLimits = FrameLimits {
+        max_segment_len: 1 << 20,
+        max_frame_len: 1 << 20,
+    };
 }
 
 impl Default for FrameLimits {
@@ -528,6 +539,11 @@ impl FrameDecoder {
         self.rx = rx;
     }
 
+    /// Change the limits (they apply from the next preamble on).
+    pub fn set_limits(&mut self, limits: FrameLimits) {
+        self.limits = limits;
+    }
+
     pub fn is_secure(&self) -> bool {
         self.rx.is_some()
     }
@@ -592,8 +608,9 @@ impl FrameDecoder {
             total += (1..n).map(|i| p.seg_len(i)).sum::<usize>() + CRC_EPILOGUE_LEN;
         }
         if self.buf.len() < total {
-            // Reserve what the (validated) frame needs, so large frames are not regrown many times.
-            self.buf.reserve(total - self.buf.len());
+            // Reserve ahead for the (validated) frame so large frames are not regrown many times, but never more
+            // than RESERVE_AHEAD before the bytes actually arrive.
+            self.buf.reserve((total - self.buf.len()).min(RESERVE_AHEAD));
             return Ok(None);
         }
         let raw = self.buf.split_to(total).freeze();
@@ -681,7 +698,7 @@ impl FrameDecoder {
         };
         let (p, rest_len) = (*p, *rest_len);
         if self.buf.len() < rest_len {
-            self.buf.reserve(rest_len - self.buf.len());
+            self.buf.reserve((rest_len - self.buf.len()).min(RESERVE_AHEAD));
             return Ok(None);
         }
         let head = head.clone();

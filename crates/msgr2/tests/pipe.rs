@@ -1060,3 +1060,29 @@ fn connection_race_converges_on_one_connection() {
         "B's queued message survived its abandoned attempt"
     );
 }
+
+/// Before auth completes, an unauthenticated peer cannot announce large frames.
+#[test]
+fn large_frames_are_refused_before_auth() {
+    let now = Instant::now();
+    let mut s = server(Mode::CrcNone, true, now);
+    let mut c = client(Mode::CrcNone, false, now);
+    let banner = c.poll_output().unwrap();
+    s.handle_input(now, &banner).unwrap();
+    let mut p = msgr2::frame::Preamble {
+        tag: msgr2::frame::Tag::AuthRequest as u8,
+        num_segments: 1,
+        segments: Default::default(),
+    };
+    p.segments[0].len = 2 << 20;
+    p.segments[0].align = 8;
+    let e = s.handle_input(now, &p.encode()).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            ConnError::Frame(msgr2::frame::FrameError::SegmentTooLong { .. })
+        ),
+        "{e}"
+    );
+    assert!(s.is_closed());
+}
