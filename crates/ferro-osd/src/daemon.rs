@@ -17,7 +17,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use bytes::Bytes;
 use ceph_msgs::osd::{
     MMgrConfigure, MMgrOpen, MMgrReport, MOSDAlive, MOSDBeacon, MOSDBoot, MOSDMarkMeDown, MOSDPGCreated,
-    MPGStats, osd_msg,
+    MOSDPing, MPGStats, SignedSpan, osd_msg, ping_op,
 };
 use ceph_msgs::osd_op::{MOSDOp, osd_msg_type};
 use ceph_msgs::{CephMessage, MAuth, MAuthReply, PaxosHeader};
@@ -182,6 +182,8 @@ pub struct Daemon {
     crush_done: bool,
     metadata: BTreeMap<String, String>,
     ops_total: u64,
+    /// Origin of our monotonic heartbeat stamps.
+    mono_base: Instant,
 }
 
 impl Daemon {
@@ -296,6 +298,7 @@ impl Daemon {
             crush_done: false,
             metadata: BTreeMap::new(),
             ops_total: 0,
+            mono_base: now,
             opts,
             dd,
         };
@@ -1285,7 +1288,26 @@ impl Daemon {
                 Err(e) => self.log(&format!("undecodable MOSDOp: {e}")),
             }
         }
-        // Heartbeats (MOSDPing) and other peer traffic are not answered yet.
+        if m.msg_type == osd_msg::OSD_PING
+            && let Ok(p) = MOSDPing::from_message(&m)
+            && p.op == ping_op::PING
+        {
+            // Answer as ceph-osd does: echo the sender's stamps, add our monotonic send time and up_from.
+            let reply = MOSDPing {
+                fsid: Uuid(self.dd.cluster_fsid),
+                map_epoch: self.map_epoch(),
+                op: ping_op::PING_REPLY,
+                ping_stamp: p.ping_stamp,
+                up_from: self.up_epoch,
+                mono_ping_stamp: p.mono_ping_stamp,
+                mono_send_stamp: SignedSpan::from_nanos(self.mono_base.elapsed().as_nanos() as i64),
+                delta_ub: None,
+                padding: 0,
+            };
+            let features = self.slots.get(&id).map_or(PACIFIC_FEATURES, |s| s.features);
+            self.send_raw(id, reply.to_message(features));
+        }
+        // Other peer traffic (replication, peering) is not served: size-1 pools only.
     }
 
     fn dispatch_op(&mut self, conn: ConnId, op: MOSDOp) {

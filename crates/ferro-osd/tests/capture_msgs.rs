@@ -88,6 +88,10 @@ fn osd_daemon_messages_reencode_identically() {
                 }
                 *counts.entry("pg_stats").or_default() += 1;
             }
+            osd_msg::OSD_PING => {
+                roundtrip::<ceph_msgs::osd::MOSDPing>(m);
+                *counts.entry("ping").or_default() += 1;
+            }
             osd_msg::MGR_OPEN => {
                 roundtrip::<MMgrOpen>(m);
                 *counts.entry("mgr_open").or_default() += 1;

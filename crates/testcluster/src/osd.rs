@@ -84,6 +84,9 @@ pub struct FerroOsd {
     pub device_size_bytes: u64,
     /// ferrostore shards (worker threads); 0 = one per core.
     pub shards: u32,
+    /// CRUSH device class set at start (`crush_device_class`); `ferro` by default so that pools can be placed
+    /// on ferro-osd OSDs only with a class rule.
+    pub device_class: String,
     /// Extra command-line arguments for the daemon (e.g. `--debug-ms 1`).
     pub extra_args: Vec<String>,
 }
@@ -95,6 +98,7 @@ impl FerroOsd {
             binary: binary.into(),
             device_size_bytes: 2 << 30,
             shards: 2,
+            device_class: "ferro".into(),
             extra_args: Vec::new(),
         }
     }
@@ -126,6 +130,7 @@ impl FerroOsd {
             .arg(&ctx.keyring)
             .args(["--ferro-osd-shards", &self.shards.to_string()])
             .args(["--ferro-osd-device-size", &self.device_size_bytes.to_string()])
+            .args(["--crush-device-class", &self.device_class])
             .arg("--log-file")
             .arg(&ctx.log_file);
         cmd
