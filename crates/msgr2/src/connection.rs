@@ -76,6 +76,8 @@ pub struct Config {
     /// SESSION_RESET, without asking the owner. Owners that track sessions set this to false and answer
     /// [`Event::AcceptRequest`].
     pub auto_accept: bool,
+    /// Our address nonce (Ceph: the pid for daemons, random for clients), used when `my_addrs` is empty.
+    pub nonce: u32,
     /// Ceph's `Policy::server`: we never initiate connections to this kind of peer (e.g. an OSD's client-facing
     /// side). Decides connection races in the peer's favour never, in ours always.
     pub server: bool,
@@ -101,6 +103,7 @@ impl Config {
             global_seq: 1,
             auto_accept: true,
             server: false,
+            nonce: 0,
         }
     }
 }
@@ -477,6 +480,8 @@ pub struct Connection {
     epoch: Instant,
     last_keepalive_ack: Option<Instant>,
     stats: Stats,
+    /// Our address as the peer sees it (its HELLO).
+    learned_addr: Option<EntityAddr>,
 }
 
 impl std::fmt::Debug for Connection {
@@ -543,6 +548,7 @@ impl Connection {
             epoch: now,
             last_keepalive_ack: None,
             stats: Stats::default(),
+            learned_addr: None,
         }
     }
 
@@ -632,6 +638,39 @@ impl Connection {
     /// The client cookie of this session (acceptor: the one the connector presented; 0 for lossy sessions).
     pub fn client_cookie(&self) -> u64 {
         self.s.client_cookie
+    }
+
+    /// The addresses we advertise: `Config::my_addrs`, with blank IPs filled from what the peer told us in its
+    /// HELLO (Ceph's `learned_addr`). With none configured, a connector advertises the learned IP with port 0 and
+    /// type ANY (what Ceph clients do; acceptors refuse an empty address), and an acceptor the address it was
+    /// reached at (which the connector checks).
+    pub fn my_addrs(&self) -> AddrVec {
+        let learned = self.learned_addr.and_then(|a| a.addr);
+        if self.cfg.my_addrs.0.is_empty() {
+            return match (learned, self.t.role) {
+                (Some(ip), Role::Connector) => AddrVec::one(EntityAddr {
+                    ty: crate::addr::ADDR_TYPE_ANY,
+                    nonce: self.cfg.nonce,
+                    addr: Some(std::net::SocketAddr::new(ip.ip(), 0)),
+                }),
+                (Some(_), Role::Acceptor) => AddrVec::one(EntityAddr {
+                    nonce: self.cfg.nonce,
+                    ..self.learned_addr.unwrap_or_default()
+                }),
+                (None, _) => AddrVec::default(),
+            };
+        }
+        let mut v = self.cfg.my_addrs.clone();
+        if let Some(l) = learned {
+            for a in &mut v.0 {
+                if let Some(sa) = a.addr.as_mut()
+                    && sa.ip().is_unspecified()
+                {
+                    sa.set_ip(l.ip());
+                }
+            }
+        }
+        v
     }
 
     fn new_cookie(&mut self) -> u64 {
@@ -1065,6 +1104,7 @@ impl Connection {
             ) => {
                 self.t.peer_type = entity_type;
                 if peer_addr.addr.is_some() {
+                    self.learned_addr = Some(peer_addr);
                     self.events.push_back(Event::MyAddr(peer_addr));
                 }
                 match self.t.role {
@@ -1338,7 +1378,7 @@ impl Connection {
         }
         self.t.state = State::SessionConnecting;
         let ci = ClientIdent {
-            addrs: self.cfg.my_addrs.clone(),
+            addrs: self.my_addrs(),
             target_addr: self.target_addr,
             gid: self.cfg.entity_num,
             global_seq: self.cfg.global_seq,
@@ -1353,7 +1393,7 @@ impl Connection {
     fn send_reconnect(&mut self) -> R {
         self.t.state = State::SessionReconnecting;
         let r = SessionReconnect {
-            addrs: self.cfg.my_addrs.clone(),
+            addrs: self.my_addrs(),
             client_cookie: self.s.client_cookie,
             server_cookie: self.s.server_cookie,
             global_seq: self.cfg.global_seq,
@@ -1439,7 +1479,7 @@ impl Connection {
             self.s.server_cookie = self.new_cookie();
         }
         let si = ServerIdent {
-            addrs: self.cfg.my_addrs.clone(),
+            addrs: self.my_addrs(),
             gid: self.cfg.entity_num,
             global_seq: self.cfg.global_seq,
             supported_features: self.cfg.features_supported,

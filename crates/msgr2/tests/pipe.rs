@@ -1086,3 +1086,42 @@ fn large_frames_are_refused_before_auth() {
     );
     assert!(s.is_closed());
 }
+
+/// With no configured addresses, both sides advertise what they learned from the peer's HELLO, as Ceph does
+/// (Ceph acceptors refuse a CLIENT_IDENT without an address; connectors check SERVER_IDENT holds the target).
+#[test]
+fn addresses_are_learned_from_hello() {
+    let now = Instant::now();
+    let mut ccfg = Config::new(ENTITY_TYPE_CLIENT, 7);
+    ccfg.nonce = 4242;
+    let auth = Box::new(AuthNone::new(EntityName::new(ENTITY_TYPE_CLIENT, "admin"), 0));
+    let mut c = Connection::connector(ccfg, auth, server_addr(), ENTITY_TYPE_OSD, now);
+    let mut s = Connection::acceptor(
+        Config::new(ENTITY_TYPE_OSD, 3),
+        Box::new(AuthNoneServer::default()),
+        now,
+    );
+    s.set_peer_socket_addr("10.0.0.9:51234".parse().unwrap());
+    let mut rng = Rng(31);
+    pump(&mut c, &mut s, now, &mut rng, &mut None);
+    assert!(
+        c.is_ready() && s.is_ready(),
+        "{} {}",
+        c.state_name(),
+        s.state_name()
+    );
+    let ce = events(&mut c);
+    assert!(
+        ce.iter()
+            .any(|e| matches!(e, Event::MyAddr(a) if a.addr == Some("10.0.0.9:51234".parse().unwrap())))
+    );
+    let seen_by_server = &s.peer().unwrap().peer_addrs;
+    assert_eq!(seen_by_server.to_string(), "[any:10.0.0.9:0/4242]");
+    let advertised = c.peer().unwrap().peer_addrs.0[0];
+    assert_eq!(
+        (advertised.ty, advertised.addr),
+        (server_addr().ty, server_addr().addr),
+        "where it was reached"
+    );
+    assert_eq!(advertised.nonce, 0, "with its own nonce");
+}
