@@ -467,6 +467,9 @@ impl<M: OsdMapLike> BlockingMonClient<M> {
                     }
                 };
                 let _ = stream.set_nodelay(true);
+            // Writes happen on the driver thread: a monitor that stops reading must not block it forever
+            // (a timed-out write counts as a dead connection).
+            let _ = stream.set_write_timeout(Some(timeout.max(Duration::from_secs(1))));
                 let Ok(mut reader) = stream.try_clone() else {
                     let _ = tx.send(Net::ConnectFailed(id, "socket clone failed".into()));
                     return;
