@@ -132,6 +132,35 @@ fn ferro_osd_serves_unmodified_clients() {
     rados(&["truncate", "obj1", "5"]);
     rados(&["get", "obj1", &p(&out)]);
     assert_eq!(std::fs::read(&out).unwrap(), b"hello");
+
+    // cephx caps are enforced: a read-only client reads but gets EPERM on writes.
+    let ro_keyring = dir.join("ro.keyring");
+    c.ceph(&[
+        "auth",
+        "get-or-create",
+        "client.ro",
+        "mon",
+        "allow r",
+        "osd",
+        "allow r pool=fp",
+        "-o",
+        &p(&ro_keyring),
+    ])
+    .unwrap();
+    let ro = |args: &[&str]| {
+        env_cmd(&c, "rados")
+            .args(["--id", "ro", "--keyring", &p(&ro_keyring), "-p", "fp"])
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let o = ro(&["stat", "obj1"]);
+    assert!(o.status.success(), "read-only client can stat: {o:?}");
+    let o = ro(&["put", "obj2", &p(&src)]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr).to_string();
+    assert!(err.contains("Operation not permitted"), "{err}");
+
     rados(&["rm", "obj1"]);
     assert!(c.rados(&["-p", "fp", "stat", "obj1"], t).is_err());
 
@@ -357,7 +386,12 @@ fn differential_against_bluestore_in_the_same_cluster() {
         Command::new("/usr/bin/python3")
             .arg(script("diff_ops.py"))
             .arg(c.conf_path())
-            .args(["bs", "fs", &seed.to_string(), "400"]),
+            .args([
+                "bs",
+                "fs",
+                &seed.to_string(),
+                &std::env::var("FERRO_DIFF_OPS").unwrap_or_else(|_| "400".into()),
+            ]),
         Duration::from_secs(90),
     );
     eprintln!("{}", o.trim());
