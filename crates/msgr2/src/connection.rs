@@ -673,6 +673,21 @@ impl Connection {
         v
     }
 
+    /// Whether `a` names us: same port and nonce as one of our addresses, and the same IP unless we are bound
+    /// to the unspecified address. Without configured addresses anything matches.
+    fn is_my_addr(&self, a: &EntityAddr) -> bool {
+        if self.cfg.my_addrs.0.is_empty() {
+            return true;
+        }
+        let Some(t) = a.addr else { return false };
+        self.cfg.my_addrs.0.iter().any(|m| {
+            m.nonce == a.nonce
+                && m.addr.is_some_and(|ma| {
+                    ma.port() == t.port() && (ma.ip() == t.ip() || ma.ip().is_unspecified())
+                })
+        })
+    }
+
     fn new_cookie(&mut self) -> u64 {
         loop {
             self.cookie_counter += 1;
@@ -1428,6 +1443,20 @@ impl Connection {
     }
 
     fn handle_client_ident(&mut self, now: Instant, ci: ClientIdent) -> R {
+        // Ceph refuses an ident without an address, and one aimed at another incarnation of us (a stale nonce in
+        // the peer's map after we restarted): the peer then refreshes its maps.
+        if ci.addrs.0.is_empty() || ci.addrs.0[0] == EntityAddr::default() {
+            return Err(ConnError::WrongPeer {
+                peer: "a peer with no address".into(),
+                target: ci.target_addr.to_string(),
+            });
+        }
+        if !self.is_my_addr(&ci.target_addr) {
+            return Err(ConnError::WrongPeer {
+                peer: format!("a peer dialling {}", ci.target_addr),
+                target: self.my_addrs().to_string(),
+            });
+        }
         let missing = self.cfg.features_required & !ci.supported_features;
         if missing != 0 {
             self.send_control(&Control::IdentMissingFeatures { features: missing })?;

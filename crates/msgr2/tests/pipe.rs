@@ -1125,3 +1125,26 @@ fn addresses_are_learned_from_hello() {
     );
     assert_eq!(advertised.nonce, 0, "with its own nonce");
 }
+
+/// An acceptor refuses a connector aiming at another incarnation of it (stale nonce), as Ceph does.
+#[test]
+fn idents_for_another_incarnation_are_refused() {
+    let now = Instant::now();
+    let auth = Box::new(AuthNone::new(EntityName::new(ENTITY_TYPE_CLIENT, "admin"), 0));
+    let stale = EntityAddr::msgr2("127.0.0.1:6800".parse().unwrap(), 1); // the server's nonce is 1234
+    let mut c = Connection::connector(client_cfg(false), auth, stale, ENTITY_TYPE_OSD, now);
+    let mut s = server(Mode::CrcNone, true, now);
+    let mut rng = Rng(41);
+    pump(&mut c, &mut s, now, &mut rng, &mut None);
+    let se = events(&mut s);
+    assert!(
+        matches!(
+            se.last(),
+            Some(Event::Closed {
+                error: ConnError::WrongPeer { .. }
+            })
+        ),
+        "{se:?}"
+    );
+    assert!(!c.is_ready());
+}
