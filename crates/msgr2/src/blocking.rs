@@ -57,7 +57,8 @@ impl std::fmt::Debug for BlockingConnection {
 
 impl BlockingConnection {
     /// Connect to `addr` (TCP connect bounded by `timeout`), run the msgr2 handshake (bounded by `timeout` too)
-    /// and return once the session is ready.
+    /// and return once the session is ready. The target is `v2:addr/0`, as for a monitor from ceph.conf; use
+    /// [`BlockingConnection::connect_to`] for a daemon whose address carries a nonce.
     pub fn connect(
         addr: SocketAddr,
         cfg: Config,
@@ -65,10 +66,24 @@ impl BlockingConnection {
         target_type: u8,
         timeout: Duration,
     ) -> Result<Self, BlockingError> {
+        Self::connect_to(EntityAddr::msgr2(addr, 0), cfg, auth, target_type, timeout)
+    }
+
+    /// Like [`BlockingConnection::connect`], to a full msgr2 address (the acceptor checks the nonce).
+    pub fn connect_to(
+        target: EntityAddr,
+        cfg: Config,
+        auth: Box<dyn ClientAuth + Send>,
+        target_type: u8,
+        timeout: Duration,
+    ) -> Result<Self, BlockingError> {
         let start = Instant::now();
+        let addr = target
+            .addr
+            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "target address has no IP"))?;
         let stream = TcpStream::connect_timeout(&addr, timeout)?;
         stream.set_nodelay(true)?;
-        let conn = Connection::connector(cfg, auth, EntityAddr::msgr2(addr, 0), target_type, Instant::now());
+        let conn = Connection::connector(cfg, auth, target, target_type, Instant::now());
         let mut c = BlockingConnection::new(conn, stream);
         c.wait_ready(start + timeout)?;
         Ok(c)

@@ -19,7 +19,7 @@ fn echo_server(secure: bool) -> (std::net::SocketAddr, std::thread::JoinHandle<u
     let addr = l.local_addr().unwrap();
     let h = std::thread::spawn(move || {
         let mut cfg = Config::new(ENTITY_TYPE_OSD, 0);
-        cfg.my_addrs = AddrVec::one(EntityAddr::msgr2(addr, 1));
+        cfg.my_addrs = AddrVec::one(EntityAddr::msgr2(addr, 77));
         let auth: Box<dyn msgr2::auth::ServerAuth + Send> = if secure {
             Box::new(TestServerAuth::new(vec![CON_MODE_SECURE], b"k", &[7u8; 64]))
         } else {
@@ -52,9 +52,14 @@ fn run_echo(secure: bool) {
     } else {
         Box::new(AuthNone::new(EntityName::new(ENTITY_TYPE_CLIENT, "t"), 0))
     };
-    let mut c =
-        BlockingConnection::connect(addr, Config::new(ENTITY_TYPE_CLIENT, 1), auth, ENTITY_TYPE_OSD, T)
-            .unwrap();
+    let mut c = BlockingConnection::connect_to(
+        EntityAddr::msgr2(addr, 77),
+        Config::new(ENTITY_TYPE_CLIENT, 1),
+        auth,
+        ENTITY_TYPE_OSD,
+        T,
+    )
+    .unwrap();
     let mode = c.peer().unwrap().con_mode;
     assert_eq!(mode, if secure { CON_MODE_SECURE } else { CON_MODE_CRC });
     let start = Instant::now();
@@ -138,12 +143,27 @@ fn handshake_with_a_silent_peer_times_out() {
 fn recv_times_out_without_traffic() {
     let (addr, server) = echo_server(false);
     let auth = Box::new(AuthNone::new(EntityName::new(ENTITY_TYPE_CLIENT, "t"), 0));
-    let mut c =
-        BlockingConnection::connect(addr, Config::new(ENTITY_TYPE_CLIENT, 1), auth, ENTITY_TYPE_OSD, T)
-            .unwrap();
+    let mut c = BlockingConnection::connect_to(
+        EntityAddr::msgr2(addr, 77),
+        Config::new(ENTITY_TYPE_CLIENT, 1),
+        auth,
+        ENTITY_TYPE_OSD,
+        T,
+    )
+    .unwrap();
     let start = Instant::now();
     assert!(c.recv_message(Duration::from_millis(200)).unwrap().is_none());
     assert!(start.elapsed() >= Duration::from_millis(190));
     c.close();
     assert_eq!(server.join().unwrap(), 0);
+}
+
+#[test]
+fn a_stale_nonce_is_refused_by_the_acceptor() {
+    let (addr, server) = echo_server(false);
+    let auth = Box::new(AuthNone::new(EntityName::new(ENTITY_TYPE_CLIENT, "t"), 0));
+    // The server's nonce is 77: dialling nonce 0 is dialling another incarnation.
+    let r = BlockingConnection::connect(addr, Config::new(ENTITY_TYPE_CLIENT, 1), auth, ENTITY_TYPE_OSD, T);
+    assert!(r.is_err(), "{r:?}");
+    assert!(server.join().is_err(), "the server side refused the ident");
 }
