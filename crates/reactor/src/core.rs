@@ -92,6 +92,17 @@ pub enum CloseReason {
     Shutdown,
 }
 
+/// Why [`CoreCtx::hand_off`] refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum HandOffError {
+    #[error("no such core (or this core)")]
+    BadCore,
+    #[error("no such connection")]
+    NotConnected,
+    #[error("only a connection just accepted, with nothing sent or received, can move")]
+    NotFresh,
+}
+
 /// Refused sends hand the data back.
 #[derive(Debug)]
 pub enum SendError<T> {
@@ -128,6 +139,8 @@ pub trait Service: 'static {
         peer: SocketAddr,
     ) {
     }
+    /// A connection another core handed to this one ([`CoreCtx::hand_off`]); `conn` is its id here.
+    fn on_handoff(&mut self, ctx: &mut CoreCtx<Self::Msg>, conn: ConnId, peer: SocketAddr, from: CoreId) {}
     /// Raw: the TCP connect completed (`peer` is None). msgr2: the session is ready (both roles).
     fn on_connected(&mut self, ctx: &mut CoreCtx<Self::Msg>, conn: ConnId, peer: Option<&PeerInfo>) {}
     /// A msgr2 message, in order, exactly once per session.
@@ -260,6 +273,8 @@ struct Conn {
     dirty: bool,
     reported: bool,
     close_when_flushed: bool,
+    /// Accepted and untouched: how to rebuild it on another core (`hand_off`).
+    origin: Option<ListenProto>,
 }
 
 struct ConnSlot {
@@ -311,6 +326,20 @@ enum Op {
 /// user_data of linked timeouts (their completions carry nothing we need).
 const UD_IGNORE: u64 = u64::MAX;
 
+/// What travels on the mesh: the service's messages and the reactor's own socket hand-offs.
+pub(crate) enum Envelope<M> {
+    User(M),
+    /// A freshly accepted socket moving to another core (boxed: rare, and keeps ring slots small).
+    Adopt(Box<Adopt>),
+}
+
+/// A socket on its way to another core: nothing was ever submitted on it.
+pub(crate) struct Adopt {
+    fd: RawFd,
+    peer: Option<SocketAddr>,
+    proto: ListenProto,
+}
+
 enum TimerKind {
     User(u64),
     Conn(ConnId),
@@ -339,11 +368,13 @@ pub struct CoreCtx<M: Send + 'static> {
     timers: BTreeMap<TimerId, TimerKind>,
     timer_seq: u64,
     pool: RecvPool,
-    tx: Vec<Option<Producer<M>>>,
-    rx: Vec<Option<Consumer<M>>>,
+    tx: Vec<Option<Producer<Envelope<M>>>>,
+    rx: Vec<Option<Consumer<Envelope<M>>>>,
     /// Messages to ourselves, and messages a full ring refused (retried each turn, in order).
     local: VecDeque<M>,
-    overflow: Vec<VecDeque<M>>,
+    overflow: Vec<VecDeque<Envelope<M>>>,
+    /// The service asked for a non-sleeping turn (a polled sibling device has IO in flight).
+    keep_polling: bool,
     ring_doorbell: Vec<bool>,
     shared: Arc<Shared<M>>,
     efd_buf: Box<u64>,
@@ -389,8 +420,8 @@ impl<M: Send + 'static> CoreCtx<M> {
         id: CoreId,
         ncores: usize,
         cfg: CoreConfig,
-        tx: Vec<Option<Producer<M>>>,
-        rx: Vec<Option<Consumer<M>>>,
+        tx: Vec<Option<Producer<Envelope<M>>>>,
+        rx: Vec<Option<Consumer<Envelope<M>>>>,
         shared: Arc<Shared<M>>,
     ) -> io::Result<Self> {
         let (ring, ring_setup) = build_ring(cfg.ring_entries)?;
@@ -420,6 +451,7 @@ impl<M: Send + 'static> CoreCtx<M> {
             rx,
             local: VecDeque::new(),
             overflow: (0..ncores).map(|_| VecDeque::new()).collect(),
+            keep_polling: false,
             ring_doorbell: vec![false; ncores],
             shared,
             efd_buf: Box::new(0),
@@ -657,19 +689,58 @@ impl<M: Send + 'static> CoreCtx<M> {
             self.local.push_back(msg);
             return Ok(());
         }
+        if self.tx[to].is_none() {
+            return Err(msg);
+        }
+        self.send_envelope(to, Envelope::User(msg));
+        Ok(())
+    }
+
+    fn send_envelope(&mut self, to: CoreId, e: Envelope<M>) {
         self.stats.mesh_out += 1;
         if !self.overflow[to].is_empty() {
-            self.overflow[to].push_back(msg);
-            return Ok(());
+            self.overflow[to].push_back(e);
+            return;
         }
-        let Some(p) = self.tx[to].as_mut() else {
-            return Err(msg);
-        };
-        if let Err(m) = p.push(msg) {
-            self.overflow[to].push_back(m);
+        let Some(p) = self.tx[to].as_mut() else { return };
+        if let Err(e) = p.push(e) {
+            self.overflow[to].push_back(e);
         }
         self.ring_doorbell[to] = true;
+    }
+
+    /// Move a connection just accepted (call this from [`Service::on_accept`], before anything was sent or
+    /// received on it) to core `to`, which gets [`Service::on_handoff`] with its new id there. Sessions whose
+    /// owner core is decided by the first bytes (msgr2 ident) cannot move later: their work crosses cores instead.
+    pub fn hand_off(&mut self, conn: ConnId, to: CoreId) -> Result<(), HandOffError> {
+        if to >= self.ncores || to == self.id {
+            return Err(HandOffError::BadCore);
+        }
+        let Some(c) = self.conn_ref(conn) else {
+            return Err(HandOffError::NotConnected);
+        };
+        let Some(proto) = c.origin.clone() else {
+            return Err(HandOffError::NotFresh);
+        };
+        if c.ops != 0 || c.state != ConnState::Open || !c.out.is_empty() || c.recv_armed {
+            return Err(HandOffError::NotFresh);
+        }
+        let (fd, peer) = (c.fd, c.peer);
+        // Free the slot without closing the socket: it lives on at the target.
+        if let Some(s) = self.conns.get_mut(conn.idx as usize)
+            && let Some(c) = s.conn.take()
+        {
+            self.pool.give(c.rbuf);
+            self.free_conns.push(conn.idx);
+        }
+        self.send_envelope(to, Envelope::Adopt(Box::new(Adopt { fd, peer, proto })));
         Ok(())
+    }
+
+    /// Do not sleep at the end of this turn: a sibling device polled in [`Service::on_poll`] has IO in flight
+    /// and no fd to wake us (busy polling, as for NVMe poll queues).
+    pub fn keep_polling(&mut self) {
+        self.keep_polling = true;
     }
 
     /// Messages waiting in the local overflow queue towards `to` (a full ring): the caller's backpressure signal.
@@ -727,6 +798,7 @@ impl<M: Send + 'static> CoreCtx<M> {
             dirty: false,
             reported: false,
             close_when_flushed: false,
+            origin: None,
         };
         let idx = match self.free_conns.pop() {
             Some(i) => i,
@@ -1135,9 +1207,17 @@ impl<M: Send + 'static> CoreCtx<M> {
         let fd = res;
         let _ = sys::set_nodelay(fd);
         let peer = sys::peer_addr(fd);
-        let p = match proto {
+        self.stats.accepted += 1;
+        let id = self.adopt(fd, peer, proto);
+        let pa = peer.unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0)));
+        svc.on_accept(self, ListenerId(li), id, pa);
+    }
+
+    fn adopt(&mut self, fd: RawFd, peer: Option<SocketAddr>, proto: ListenProto) -> ConnId {
+        let p = match &proto {
             ListenProto::Raw => Proto::Raw,
-            ListenProto::Msgr2 { mut cfg, auth } => {
+            ListenProto::Msgr2 { cfg, auth } => {
+                let mut cfg = cfg.clone();
                 cfg.auto_accept = true;
                 let mut m = Connection::acceptor(cfg, auth(), self.now);
                 if let Some(pa) = peer {
@@ -1146,11 +1226,12 @@ impl<M: Send + 'static> CoreCtx<M> {
                 Proto::Msgr2(Box::new(m))
             }
         };
-        self.stats.accepted += 1;
         let id = self.new_conn(fd, p, ConnState::Open, peer);
+        if let Some(c) = self.conn_mut(id) {
+            c.origin = Some(proto);
+        }
         self.mark_dirty(id);
-        let pa = peer.unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0)));
-        svc.on_accept(self, ListenerId(li), id, pa);
+        id
     }
 
     // -----------------------------------------------------------------------------------------------------------
@@ -1162,6 +1243,7 @@ impl<M: Send + 'static> CoreCtx<M> {
         let now = self.now;
         let Some(c) = self.conn_mut(id) else { return };
         c.dirty = false;
+        c.origin = None;
         if c.state == ConnState::Closing {
             return;
         }
@@ -1268,7 +1350,19 @@ impl<M: Send + 'static> CoreCtx<M> {
             got += msgs.len();
             self.stats.mesh_in += msgs.len() as u64;
             for m in msgs {
-                svc.on_cross_core(self, from, m);
+                match m {
+                    Envelope::User(m) => svc.on_cross_core(self, from, m),
+                    Envelope::Adopt(a) => {
+                        let Adopt { fd, peer, proto } = *a;
+                        if self.stopping {
+                            sys::close(fd);
+                            continue;
+                        }
+                        let id = self.adopt(fd, peer, proto);
+                        let pa = peer.unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0)));
+                        svc.on_handoff(self, id, pa, from);
+                    }
+                }
             }
         }
         let n = self.local.len().min(batch);
@@ -1396,8 +1490,11 @@ impl<M: Send + 'static> CoreCtx<M> {
             }
         }
         self.flush_mesh();
-        let more =
-            !self.dirty.is_empty() || !self.local.is_empty() || self.overflow.iter().any(|q| !q.is_empty());
+        let polling = std::mem::take(&mut self.keep_polling);
+        let more = polling
+            || !self.dirty.is_empty()
+            || !self.local.is_empty()
+            || self.overflow.iter().any(|q| !q.is_empty());
         let timer_due = self
             .timers
             .first_key_value()

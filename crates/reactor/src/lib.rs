@@ -12,8 +12,8 @@ pub mod spsc;
 mod sys;
 
 pub use crate::core::{
-    CloseReason, ConnId, ConnectProto, CoreConfig, CoreCtx, CoreId, CoreStats, ListenProto, ListenerId,
-    SendError, ServerAuthFactory, Service, TimerId, WatchId,
+    CloseReason, ConnId, ConnectProto, CoreConfig, CoreCtx, CoreId, CoreStats, HandOffError, ListenProto,
+    ListenerId, SendError, ServerAuthFactory, Service, TimerId, WatchId,
 };
 pub use crate::runtime::{Runtime, RuntimeConfig};
 pub use msgr2;

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
 use std::thread::JoinHandle;
 
-use crate::core::{CoreConfig, CoreCtx, CoreId, CoreStats, Service};
+use crate::core::{CoreConfig, CoreCtx, CoreId, CoreStats, Envelope, Service};
 use crate::spsc;
 use crate::sys;
 
@@ -130,9 +130,9 @@ impl<M: Send + 'static> Runtime<M> {
             stop: AtomicBool::new(false),
         });
         // The mesh: tx[i][j] sends from core i to core j; rx[j][i] receives it.
-        let mut tx: Vec<Vec<Option<spsc::Producer<M>>>> =
+        let mut tx: Vec<Vec<Option<spsc::Producer<Envelope<M>>>>> =
             (0..n).map(|_| (0..n).map(|_| None).collect()).collect();
-        let mut rx: Vec<Vec<Option<spsc::Consumer<M>>>> =
+        let mut rx: Vec<Vec<Option<spsc::Consumer<Envelope<M>>>>> =
             (0..n).map(|_| (0..n).map(|_| None).collect()).collect();
         for (i, txi) in tx.iter_mut().enumerate() {
             for (j, slot) in txi.iter_mut().enumerate() {
