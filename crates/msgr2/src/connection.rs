@@ -10,7 +10,7 @@
 //! * when the socket dies, [`Connection::handle_transport_closed`]; a lossless connector then calls
 //!   [`Connection::reconnect`] on a fresh socket, and the session resumes with no loss and no duplicates.
 //!
-//! The state is split in two: the [`Session`] (cookies, sequence numbers, queues: it outlives sockets) and the
+//! The state is split in two: the session (cookies, sequence numbers, queues: it outlives sockets) and the
 //! transport (banner, auth, frame codec: one per socket). An acceptor that sees a SESSION_RECONNECT asks its owner
 //! which existing connection it belongs to; [`Connection::take_over`] then moves the new socket's transport into
 //! the existing connection, as Ceph's `reuse_connection` does, so the object upper layers hold stays the same.
