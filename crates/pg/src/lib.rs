@@ -76,11 +76,14 @@ pub struct PgConfig {
     pub osd_max_omap_entries_per_request: u64,
     /// `osd_max_omap_bytes_per_request` (1 GiB).
     pub osd_max_omap_bytes_per_request: u64,
-    /// `osd_min_pg_log_entries` / `osd_max_pg_log_entries`: log entries kept (trimmed beyond max to min).
+    /// `osd_min_pg_log_entries` / `osd_max_pg_log_entries`: the log's target length and its hard limit (Ceph
+    /// derives the target from `osd_target_pg_log_entries_per_osd` / PGs, within these bounds).
     pub osd_min_pg_log_entries: usize,
     pub osd_max_pg_log_entries: usize,
     /// `osd_pg_log_dups_tracked` (3000): reqids remembered after their entries are trimmed.
     pub osd_pg_log_dups_tracked: usize,
+    /// `osd_pg_log_trim_min` (100): the log is trimmed in batches of at least this many entries.
+    pub osd_pg_log_trim_min: usize,
     /// `osd_client_watch_timeout` seconds (30): a watch's timeout when the client gives 0.
     pub osd_client_watch_timeout: u32,
     /// `osd_default_notify_timeout` seconds (30).
@@ -101,6 +104,7 @@ impl Default for PgConfig {
             osd_min_pg_log_entries: 250,
             osd_max_pg_log_entries: 10_000,
             osd_pg_log_dups_tracked: 3000,
+            osd_pg_log_trim_min: 100,
             osd_client_watch_timeout: 30,
             osd_default_notify_timeout: 30,
         }

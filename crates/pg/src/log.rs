@@ -42,7 +42,11 @@ pub(crate) struct PgLog {
     min_entries: usize,
     max_entries: usize,
     max_dups: usize,
+    trim_min: usize,
 }
+
+/// `osd_pg_log_trim_max`: at most this many entries are trimmed by one write.
+const OSD_PG_LOG_TRIM_MAX: usize = 10_000;
 
 fn is_entry_key(k: &[u8]) -> bool {
     k.len() == 31 && k[10] == b'.' && k.iter().enumerate().all(|(i, c)| i == 10 || c.is_ascii_digit())
@@ -54,6 +58,7 @@ impl PgLog {
             min_entries: cfg.osd_min_pg_log_entries.max(1),
             max_entries: cfg.osd_max_pg_log_entries.max(cfg.osd_min_pg_log_entries.max(1)),
             max_dups: cfg.osd_pg_log_dups_tracked,
+            trim_min: cfg.osd_pg_log_trim_min,
             ..Default::default()
         }
     }
@@ -178,19 +183,23 @@ impl PgLog {
             }
         }
         // dups beyond the tracked number go, oldest first (possibly ones added just now)
-        let old_dups: Vec<Eversion> = self.dups.iter().map(|d| d.version).collect();
-        let new_dup_versions: Vec<Eversion> = self
-            .entries
-            .iter()
-            .take(trim)
-            .filter(|o| o.reqid != OsdReqId::default() && self.max_dups > 0)
-            .map(|o| o.version)
-            .collect();
-        let all: Vec<Eversion> = old_dups.into_iter().chain(new_dup_versions).collect();
-        for v in all.iter().take(dup_trim) {
-            let k = Bytes::from(dup_key(*v));
-            kvs.retain(|(x, _)| *x != k);
-            rm.push(k);
+        if dup_trim > 0 {
+            let new_dups = self
+                .entries
+                .iter()
+                .take(trim)
+                .filter(|o| o.reqid != OsdReqId::default() && self.max_dups > 0)
+                .map(|o| o.version);
+            let gone: std::collections::HashSet<Bytes> = self
+                .dups
+                .iter()
+                .map(|d| d.version)
+                .chain(new_dups)
+                .take(dup_trim)
+                .map(|v| Bytes::from(dup_key(v)))
+                .collect();
+            kvs.retain(|(x, _)| !gone.contains(x));
+            rm.extend(gone);
         }
         t.push(Op::OmapSetKeys {
             cid: cid.clone(),
