@@ -158,9 +158,9 @@ pub trait ServerAuth {
 /// Auth method "none" (CEPH_AUTH_NONE) for both roles: the connector states its name and global id and is
 /// believed. No session key, so only crc mode is possible.
 ///
-/// The AUTH_REQUEST payload follows what Ceph's clients send for auth none: to a monitor
-/// `u8 1 (struct_v), u32 auth_mode (AUTH_MODE_MON = 10), EntityName, u64 global_id`; to other daemons the
-/// AuthNone authorizer `u8 1, EntityName, u64 global_id`.
+/// The AUTH_REQUEST payload follows what Ceph's clients send: to a monitor `u8 auth_mode (AUTH_MODE_MON = 10),
+/// EntityName, u64 global_id` (the same prefix cephx uses, as seen in real captures); to other daemons the
+/// AuthNone authorizer `u8 1 (struct_v), EntityName, u64 global_id`.
 #[derive(Debug, Clone)]
 pub struct AuthNone {
     pub name: EntityName,
@@ -177,9 +177,10 @@ impl AuthNone {
 
     fn payload(&self, peer_type: u8) -> Bytes {
         let mut e = denc::Encoder::default();
-        e.u8(1);
         if peer_type == crate::types::ENTITY_TYPE_MON {
-            e.u32(AUTH_MODE_MON);
+            e.u8(AUTH_MODE_MON as u8);
+        } else {
+            e.u8(1);
         }
         self.name.encode_to(&mut e);
         e.u64(self.global_id);
@@ -257,11 +258,15 @@ impl ServerAuth for AuthNoneServer {
         let mut d = denc::Decoder::new(payload);
         let malformed = |e: denc::DecodeError| AuthError::Malformed(e.to_string());
         let v = d.u8().map_err(malformed)?;
-        if v != 1 {
-            return Err(AuthError::Malformed(format!("auth none payload version {v}")));
-        }
-        if ctx.local_type == crate::types::ENTITY_TYPE_MON {
-            let _mode = d.u32().map_err(malformed)?;
+        let want = if ctx.local_type == crate::types::ENTITY_TYPE_MON {
+            AUTH_MODE_MON as u8
+        } else {
+            1
+        };
+        if v != want {
+            return Err(AuthError::Malformed(format!(
+                "auth none payload starts with {v}, expected {want}"
+            )));
         }
         let peer_name = EntityName::decode_from(&mut d).map_err(malformed)?;
         let mut global_id = d.u64().map_err(malformed)?;
