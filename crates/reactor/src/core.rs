@@ -179,6 +179,8 @@ pub struct CoreConfig {
     pub recv_pool_buffers: usize,
     /// Cross-core messages taken from one peer per turn (batch bound: fairness between rings and sockets).
     pub mesh_batch: usize,
+    /// Connections this core holds at most; accepts beyond it are closed at once (`CoreStats::refused`).
+    pub max_connections: usize,
 }
 
 impl Default for CoreConfig {
@@ -189,6 +191,7 @@ impl Default for CoreConfig {
             max_out_bytes: 4 << 20,
             recv_pool_buffers: 256,
             mesh_batch: 256,
+            max_connections: 16384,
         }
     }
 }
@@ -206,6 +209,10 @@ pub struct CoreStats {
     pub mesh_out: u64,
     pub doorbells_rung: u64,
     pub accepted: u64,
+    /// Accepted sockets closed at once because the core was at `max_connections`.
+    pub refused: u64,
+    /// Connections open now.
+    pub connections: u64,
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -483,7 +490,14 @@ impl<M: Send + 'static> CoreCtx<M> {
     }
 
     pub fn stats(&self) -> CoreStats {
-        self.stats
+        let mut s = self.stats;
+        s.connections = (self.conns.len() - self.free_conns.len()) as u64;
+        s
+    }
+
+    /// The CPUs this core's thread may run on (one CPU when pinned).
+    pub fn cpus(&self) -> Vec<usize> {
+        sys::allowed_cpus()
     }
 
     /// Which ring set-up this kernel accepted: "single_issuer+defer_taskrun+coop_taskrun", "coop_taskrun" or
@@ -1205,6 +1219,11 @@ impl<M: Send + 'static> CoreCtx<M> {
             self.arm_accept(li);
         }
         let fd = res;
+        if self.conns.len() - self.free_conns.len() >= self.cfg.max_connections {
+            self.stats.refused += 1;
+            sys::close(fd);
+            return;
+        }
         let _ = sys::set_nodelay(fd);
         let peer = sys::peer_addr(fd);
         self.stats.accepted += 1;

@@ -105,9 +105,11 @@ impl Service for Echo {
     }
 }
 
+/// Unpinned: the test machines are shared, and a pinned core waits behind whatever else runs on its CPU.
 fn cfg(cores: usize) -> RuntimeConfig {
     let mut c = RuntimeConfig {
         cores,
+        pin: false,
         ..Default::default()
     };
     c.core.recv_buf_bytes = 16 * 1024;
@@ -292,14 +294,15 @@ fn full_listener() -> (SocketAddr, Vec<TcpStream>) {
 // ---------------------------------------------------------------------------------------------------------------
 
 struct Timers {
+    outside: Option<String>,
     fired: Vec<u64>,
     done: mpsc::Sender<Vec<u64>>,
     cancel: Option<TimerId>,
 }
 
 impl Service for Timers {
-    type Msg = ();
-    fn on_start(&mut self, ctx: &mut CoreCtx<()>) {
+    type Msg = String;
+    fn on_start(&mut self, ctx: &mut CoreCtx<String>) {
         let base = ctx.now() + Duration::from_millis(30);
         // Same deadline: creation order. Different deadlines: deadline order, whatever the creation order.
         for (token, ms) in [(5u64, 20u64), (1, 0), (2, 0), (3, 0), (4, 10), (6, 20), (99, 15)] {
@@ -312,8 +315,13 @@ impl Service for Timers {
         assert!(!ctx.cancel_timer(self.cancel.unwrap()));
         ctx.set_timer(Duration::from_millis(200), 1000);
     }
-    fn on_timer(&mut self, ctx: &mut CoreCtx<()>, _id: TimerId, token: u64) {
+    fn on_cross_core(&mut self, _ctx: &mut CoreCtx<String>, from: CoreId, msg: String) {
+        assert_eq!(from, usize::MAX);
+        self.outside = Some(msg);
+    }
+    fn on_timer(&mut self, ctx: &mut CoreCtx<String>, _id: TimerId, token: u64) {
         if token == 1000 {
+            assert_eq!(self.outside.as_deref(), Some("from outside"));
             self.done.send(std::mem::take(&mut self.fired)).unwrap();
             ctx.stop_all();
         } else {
@@ -328,13 +336,98 @@ fn timers_fire_in_deadline_then_creation_order() {
     let (tx, rx) = mpsc::channel();
     let start = Instant::now();
     let rt = Runtime::start(cfg(1), move |_| Timers {
+        outside: None,
         fired: Vec::new(),
         done: tx.clone(),
         cancel: None,
     })
     .unwrap();
+    rt.post(0, "from outside".to_string()).unwrap();
+    assert!(rt.post(5, "no such core".to_string()).is_err());
     let fired = rx.recv_timeout(Duration::from_secs(10)).unwrap();
     assert_eq!(fired, vec![1, 2, 3, 4, 5, 6]);
     assert!(start.elapsed() >= Duration::from_millis(200));
     rt.join();
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+
+struct Where(mpsc::Sender<(CoreId, Vec<usize>, &'static str)>);
+
+impl Service for Where {
+    type Msg = ();
+    fn on_start(&mut self, ctx: &mut CoreCtx<()>) {
+        self.0
+            .send((ctx.core_id(), ctx.cpus(), ctx.ring_setup()))
+            .unwrap();
+    }
+}
+
+#[test]
+fn cores_are_pinned_when_asked() {
+    let (tx, rx) = mpsc::channel();
+    let rt = Runtime::start(
+        RuntimeConfig {
+            cores: 2,
+            pin: true,
+            ..Default::default()
+        },
+        move |_| Where(tx.clone()),
+    )
+    .unwrap();
+    let mut seen: Vec<_> = (0..2)
+        .map(|_| rx.recv_timeout(Duration::from_secs(10)).unwrap())
+        .collect();
+    seen.sort();
+    let allowed = std::thread::available_parallelism().map_or(1, |n| n.get());
+    for (core, cpus, setup) in &seen {
+        eprintln!("core {core}: cpus {cpus:?}, ring {setup}");
+        assert_eq!(cpus.len(), 1, "pinned to one CPU");
+        assert_eq!(
+            *setup, "single_issuer+defer_taskrun+coop_taskrun",
+            "this kernel (6.x) takes every flag"
+        );
+    }
+    if allowed >= 2 {
+        assert_ne!(seen[0].1, seen[1].1, "two cores, two CPUs");
+    }
+    rt.stop();
+    rt.join();
+}
+
+struct Bounded(mpsc::Sender<SocketAddr>);
+
+impl Service for Bounded {
+    type Msg = ();
+    fn on_start(&mut self, ctx: &mut CoreCtx<()>) {
+        let (_, a) = ctx
+            .listen("127.0.0.1:0".parse().unwrap(), ListenProto::Raw)
+            .unwrap();
+        self.0.send(a).unwrap();
+    }
+    fn on_data(&mut self, ctx: &mut CoreCtx<()>, conn: ConnId, data: Bytes) {
+        ctx.send_bytes(conn, vec![data]).unwrap();
+    }
+}
+
+#[test]
+fn accepts_beyond_max_connections_are_refused() {
+    let (tx, rx) = mpsc::channel();
+    let mut c = cfg(1);
+    c.core.max_connections = 1;
+    let rt = Runtime::start(c, move |_| Bounded(tx.clone())).unwrap();
+    let addr = rx.recv_timeout(Duration::from_secs(10)).unwrap();
+    let mut a = TcpStream::connect(addr).unwrap();
+    a.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    a.write_all(b"x").unwrap();
+    let mut one = [0u8; 1];
+    a.read_exact(&mut one).unwrap();
+    let mut b = TcpStream::connect(addr).unwrap();
+    b.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let _ = b.write_all(b"y");
+    let n = b.read(&mut one).unwrap_or(0);
+    assert_eq!(n, 0, "the second connection is closed unanswered");
+    rt.stop();
+    let st = rt.join();
+    assert_eq!((st[0].accepted, st[0].refused), (1, 1));
 }

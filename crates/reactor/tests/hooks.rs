@@ -72,6 +72,7 @@ fn accepted_sockets_move_to_another_core() {
     let rt = Runtime::start(
         RuntimeConfig {
             cores: 2,
+            pin: false,
             ..Default::default()
         },
         move |_| Mover {

@@ -179,6 +179,7 @@ fn run(secure: bool) {
     let rt = Runtime::start(
         RuntimeConfig {
             cores: 2,
+            pin: false,
             ..Default::default()
         },
         move |_| Node {
