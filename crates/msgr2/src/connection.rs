@@ -1008,6 +1008,15 @@ impl Connection {
         self.t.last_rx = Some(now);
         self.stats.bytes_in += data.len() as u64;
         self.t.decoder.push(data);
+        // While the owner decides on an AcceptRequest the peer should be waiting for our answer; do not let it
+        // pile up input meanwhile.
+        if self.t.state == State::AcceptPending
+            && self.t.decoder.buffered() > FrameLimits::PRE_AUTH.max_frame_len as usize
+        {
+            let e = ConnError::InvalidState("peer kept sending while its ident awaited an answer");
+            self.fault(e.clone());
+            return Err(e);
+        }
         match self.process(now) {
             Ok(()) => Ok(()),
             Err(e) => {
