@@ -32,7 +32,13 @@ fn fresh(seed: u64, size: usize, cfg: StoreConfig) -> Store<SimDevice> {
 
 #[test]
 fn random_streams_match_model_across_remounts() {
-    let seeds = env_u64("FERRO_SEED").map(|s| s..s + 1).unwrap_or(0..12);
+    // FERRO_SEED=n: one seed; FERRO_SEED_FROM=a FERRO_SEED_COUNT=n: a range.
+    let from = env_u64("FERRO_SEED_FROM").unwrap_or(0);
+    let seeds = match (env_u64("FERRO_SEED"), env_u64("FERRO_SEED_COUNT")) {
+        (Some(s), _) => s..s + 1,
+        (None, Some(n)) => from..from + n,
+        _ => 0..12,
+    };
     for seed in seeds {
         let cfg = StoreConfig {
             node_cache_nodes: 16,
