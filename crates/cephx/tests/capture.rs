@@ -10,123 +10,23 @@
 //!   side answers the real OSD challenge exactly as the real client did, verifies the OSD's reply (nonce + 1) and
 //!   extracts the connection secret, with which the client's MOSDOp decrypts to the known `hello ferro\n`.
 //!
-//! A tiny pcap + TCP reassembly + msgr2 (rev1) frame reader lives here; AES-128-GCM for secure frames comes
-//! from aws-lc-rs.
+//! Streams come from `ceph-capture` (pcap + TCP reassembly), frames from msgr2's own `FrameDecoder` (crc and
+//! secure mode, CRCs and GCM tags checked).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 use std::sync::Arc;
 
 use bytes::Bytes;
+use ceph_capture::{Connection, msgr2_frames_start};
 use cephx::client::MonAuthClient;
 use cephx::crypto::{decode_decrypt, decrypt_enc_bl};
 use cephx::service::{ServiceAuthorizerVerifier, ServiceKeys, ServiceStep};
 use cephx::*;
 use denc::{Decode, Decoder};
-
-// ---------------------------------------------------------------------------------------------------------------
-// pcap + TCP reassembly
-
-type FlowKey = ([u8; 4], u16, [u8; 4], u16);
-
-#[derive(Default)]
-struct Flow {
-    isn: Option<u32>,
-    segments: BTreeMap<u32, Vec<u8>>,
-    first_packet: usize,
-}
-
-impl Flow {
-    fn stream(&self) -> Vec<u8> {
-        let Some(isn) = self.isn else {
-            return Vec::new();
-        };
-        let mut out = Vec::new();
-        let next = isn.wrapping_add(1);
-        let mut pending: Vec<(u32, &Vec<u8>)> = self
-            .segments
-            .iter()
-            .map(|(s, d)| (s.wrapping_sub(next), d))
-            .collect();
-        pending.sort_by_key(|(rel, _)| *rel);
-        for (rel, data) in pending {
-            let have = out.len() as u32;
-            if rel > have {
-                break; // a gap: stop at the contiguous prefix
-            }
-            let skip = (have - rel) as usize;
-            if skip < data.len() {
-                out.extend_from_slice(&data[skip..]);
-            }
-        }
-        out
-    }
-}
-
-fn read_pcap(bytes: &[u8]) -> Vec<(FlowKey, Flow)> {
-    let le = bytes[..4] == [0xd4, 0xc3, 0xb2, 0xa1] || bytes[..4] == [0x4d, 0x3c, 0xb2, 0xa1];
-    assert!(le, "little-endian pcap expected");
-    let u32le = |b: &[u8]| u32::from_le_bytes(b[..4].try_into().unwrap());
-    let linktype = u32le(&bytes[20..]);
-    let l2 = match linktype {
-        1 => 14,
-        0 => 4,
-        113 => 16,
-        276 => 20,
-        t => panic!("unsupported linktype {t}"),
-    };
-    let mut flows: Vec<(FlowKey, Flow)> = Vec::new();
-    let mut current: BTreeMap<FlowKey, usize> = BTreeMap::new();
-    let mut pos = 24;
-    let mut n = 0;
-    while pos + 16 <= bytes.len() {
-        let incl = u32le(&bytes[pos + 8..]) as usize;
-        let pkt = &bytes[pos + 16..(pos + 16 + incl).min(bytes.len())];
-        pos += 16 + incl;
-        n += 1;
-        if pkt.len() < l2 + 20 {
-            continue;
-        }
-        let ip = &pkt[l2..];
-        if ip[0] >> 4 != 4 || ip[9] != 6 {
-            continue;
-        }
-        let ihl = usize::from(ip[0] & 15) * 4;
-        let total = usize::from(u16::from_be_bytes([ip[2], ip[3]])).min(ip.len());
-        let tcp = &ip[ihl..total];
-        let src: [u8; 4] = ip[12..16].try_into().unwrap();
-        let dst: [u8; 4] = ip[16..20].try_into().unwrap();
-        let sport = u16::from_be_bytes([tcp[0], tcp[1]]);
-        let dport = u16::from_be_bytes([tcp[2], tcp[3]]);
-        let seq = u32::from_be_bytes(tcp[4..8].try_into().unwrap());
-        let doff = usize::from(tcp[12] >> 4) * 4;
-        let syn = tcp[13] & 0x02 != 0;
-        let key = (src, sport, dst, dport);
-        if syn {
-            flows.push((
-                key,
-                Flow {
-                    isn: Some(seq),
-                    first_packet: n,
-                    ..Default::default()
-                },
-            ));
-            current.insert(key, flows.len() - 1);
-            continue;
-        }
-        let payload = &tcp[doff.min(tcp.len())..];
-        if payload.is_empty() {
-            continue;
-        }
-        if let Some(&i) = current.get(&key) {
-            flows[i].1.segments.entry(seq).or_insert_with(|| payload.to_vec());
-        }
-    }
-    flows
-}
+use msgr2::frame::{Frame, FrameDecoder, FrameLimits, Role, SecureRx};
 
 // ---------------------------------------------------------------------------------------------------------------
 // msgr2 rev1 frames
@@ -138,198 +38,60 @@ const TAG_AUTH_DONE: u8 = 6;
 const TAG_AUTH_SIGNATURE: u8 = 7;
 const TAG_MESSAGE: u8 = 17;
 
-#[derive(Debug, Clone)]
-struct Frame {
-    tag: u8,
-    segments: Vec<Bytes>,
-    /// Where the frame ends in the stream.
-    end: usize,
-}
-
-fn preamble_segments(p: &[u8]) -> (u8, Vec<usize>) {
-    let nseg = usize::from(p[1]);
-    let lens = (0..nseg.min(4))
-        .map(|i| u32::from_le_bytes(p[2 + i * 6..6 + i * 6].try_into().unwrap()) as usize)
-        .collect();
-    (p[0], lens)
-}
-
-/// One crc-mode (rev1) frame at `pos`.
-fn plain_frame(s: &[u8], pos: usize) -> Option<Frame> {
-    let p = s.get(pos..pos + 32)?;
-    let (tag, lens) = preamble_segments(p);
-    let mut at = pos + 32;
-    let mut segments = Vec::new();
-    let l0 = *lens.first()?;
-    segments.push(Bytes::copy_from_slice(s.get(at..at + l0)?));
-    at += l0 + 4;
-    if lens.len() > 1 {
-        for &l in &lens[1..] {
-            segments.push(Bytes::copy_from_slice(s.get(at..at + l)?));
-            at += l;
-        }
-        at += 13;
-    }
-    (at <= s.len()).then_some(Frame {
-        tag,
-        segments,
-        end: at,
-    })
-}
-
-/// AES-128-GCM receive state of one direction (rev1 nonce: le32 fixed, le64 counter, +1 per GCM message).
-struct SecureRx {
-    key: aws_lc_rs::aead::LessSafeKey,
-    fixed: [u8; 4],
-    counter: u64,
-}
-
-impl SecureRx {
-    fn new(key: &[u8], nonce: &[u8]) -> Self {
-        let k = aws_lc_rs::aead::UnboundKey::new(&aws_lc_rs::aead::AES_128_GCM, key).unwrap();
-        SecureRx {
-            key: aws_lc_rs::aead::LessSafeKey::new(k),
-            fixed: nonce[..4].try_into().unwrap(),
-            counter: u64::from_le_bytes(nonce[4..12].try_into().unwrap()),
-        }
-    }
-    fn open(&mut self, ct: &[u8]) -> Option<Vec<u8>> {
-        let mut n = [0u8; 12];
-        n[..4].copy_from_slice(&self.fixed);
-        n[4..].copy_from_slice(&self.counter.to_le_bytes());
-        self.counter = self.counter.wrapping_add(1);
-        let mut buf = ct.to_vec();
-        let pt = self
-            .key
-            .open_in_place(
-                aws_lc_rs::aead::Nonce::assume_unique_for_key(n),
-                aws_lc_rs::aead::Aad::empty(),
-                &mut buf,
-            )
-            .ok()?;
-        Some(pt.to_vec())
-    }
-}
-
-fn pad16(n: usize) -> usize {
-    n.div_ceil(16) * 16
-}
-
-/// One secure-mode (rev1) frame at `pos`.
-fn secure_frame(s: &[u8], pos: usize, rx: &mut SecureRx) -> Option<Frame> {
-    let head = rx.open(s.get(pos..pos + 96)?)?;
-    let (tag, lens) = preamble_segments(&head[..32]);
-    let mut at = pos + 96;
-    let l0 = *lens.first()?;
-    let mut seg0 = head[32..32 + l0.min(48)].to_vec();
-    if l0 > 48 {
-        let rest = pad16(l0 - 48);
-        let pt = rx.open(s.get(at..at + rest + 16)?)?;
-        seg0.extend_from_slice(&pt[..l0 - 48]);
-        at += rest + 16;
-    }
-    let mut segments = vec![Bytes::from(seg0)];
-    if lens.len() > 1 {
-        let body: usize = lens[1..].iter().map(|&l| pad16(l)).sum::<usize>() + 16;
-        let pt = rx.open(s.get(at..at + body + 16)?)?;
-        let mut off = 0;
-        for &l in &lens[1..] {
-            segments.push(Bytes::copy_from_slice(&pt[off..off + l]));
-            off += pad16(l);
-        }
-        at += body + 16;
-    }
-    Some(Frame {
-        tag,
-        segments,
-        end: at,
-    })
-}
-
 /// The plain (pre-auth) part of a stream: banner then frames up to and including the last auth frame of this
 /// direction. Returns the frames and the offset where encrypted frames start.
 fn plain_part(s: &[u8], last_tags: &[u8]) -> (Vec<Frame>, usize) {
-    assert!(s.starts_with(b"ceph v2\n"), "not an msgr2 stream");
-    let mut pos = 8 + 2 + 16;
+    let start = msgr2_frames_start(s).expect("an msgr2 stream");
+    let mut dec = FrameDecoder::new(FrameLimits::default());
+    dec.push(&s[start..]);
     let mut frames = Vec::new();
-    while let Some(f) = plain_frame(s, pos) {
-        pos = f.end;
+    while let Ok(Some(f)) = dec.next_frame() {
         let done = last_tags.contains(&f.tag);
         frames.push(f);
         if done {
             break;
         }
     }
-    (frames, pos)
+    (frames, s.len() - dec.buffered())
 }
 
-fn secure_frames(s: &[u8], mut pos: usize, rx: &mut SecureRx, max: usize) -> Vec<Frame> {
+/// Up to `max` secure-mode frames from `pos`, decrypted with the connection secret; `receiver` is the side that
+/// received this direction.
+fn secure_frames(s: &[u8], pos: usize, secret: &[u8], receiver: Role, max: usize) -> Vec<Frame> {
+    let rx = SecureRx::new(&msgr2::crypto::AwsLc, secret, receiver).unwrap();
+    let mut dec = FrameDecoder::new(FrameLimits::default());
+    dec.set_secure(Some(rx));
+    dec.push(&s[pos..]);
     let mut out = Vec::new();
     while out.len() < max {
-        match secure_frame(s, pos, rx) {
-            Some(f) => {
-                pos = f.end;
-                out.push(f);
-            }
-            None => break,
+        match dec.next_frame() {
+            Ok(Some(f)) => out.push(f),
+            _ => break,
         }
+    }
+    out
+}
+
+/// Every crc-mode frame of a stream (empty for a stream that is not msgr2).
+fn all_plain_frames(s: &[u8]) -> Vec<Frame> {
+    let Some(start) = msgr2_frames_start(s) else {
+        return Vec::new();
+    };
+    let mut dec = FrameDecoder::new(FrameLimits::default());
+    dec.push(&s[start..]);
+    let mut out = Vec::new();
+    while let Ok(Some(f)) = dec.next_frame() {
+        out.push(f);
     }
     out
 }
 
 // ---------------------------------------------------------------------------------------------------------------
 
-fn capture_dir() -> Option<PathBuf> {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/captures/secure");
-    p.is_dir().then_some(p)
-}
-
 fn keyring_key(path: &Path, name: &str) -> CryptoKey {
     let text = std::fs::read_to_string(path).unwrap();
     let keyring = ceph_config::Keyring::parse(&text, &path.display().to_string()).unwrap();
     CryptoKey::from_base64(keyring.key_of(name).unwrap()).unwrap()
-}
-
-struct Conn {
-    to_server: Vec<u8>,
-    to_client: Vec<u8>,
-    server_port: u16,
-    first_packet: usize,
-}
-
-fn connections(pcap: &[u8]) -> Vec<Conn> {
-    let flows = read_pcap(pcap);
-    let mut by_key: BTreeMap<FlowKey, Vec<&Flow>> = BTreeMap::new();
-    for (k, f) in &flows {
-        by_key.entry(*k).or_default().push(f);
-    }
-    let mut out = Vec::new();
-    for (k, f) in &flows {
-        // A SYN from the client side: the reverse flow is the SYN-ACK with the lowest packet index after it.
-        let rev = (k.2, k.3, k.0, k.1);
-        let Some(back) = by_key.get(&rev).and_then(|v| {
-            v.iter()
-                .filter(|b| b.first_packet > f.first_packet)
-                .min_by_key(|b| b.first_packet)
-        }) else {
-            continue;
-        };
-        // Only the connector's flow starts first.
-        if by_key.get(&rev).is_some_and(|v| {
-            v.iter()
-                .any(|b| b.first_packet < f.first_packet && b.first_packet + 2 > f.first_packet)
-        }) {
-            continue;
-        }
-        out.push(Conn {
-            to_server: f.stream(),
-            to_client: back.stream(),
-            server_port: k.3,
-            first_packet: f.first_packet,
-        });
-    }
-    out.sort_by_key(|c| c.first_packet);
-    out
 }
 
 fn bl(frame: &Frame, skip: usize) -> Bytes {
@@ -345,20 +107,10 @@ struct MonAuthResult {
 
 #[test]
 fn secure_capture_cephx_end_to_end() {
-    let Some(dir) = capture_dir() else {
-        eprintln!("skipping: ../shared/captures/secure not found");
+    let (Some(dir), Some(cap)) = (ceph_capture::capture_dir("secure"), ceph_capture::load("secure")) else {
         return;
     };
-    let Ok(out) = Command::new("xz")
-        .arg("-dc")
-        .arg(dir.join("secure.pcap.xz"))
-        .output()
-    else {
-        eprintln!("skipping: xz not installed");
-        return;
-    };
-    assert!(out.status.success());
-    let conns = connections(&out.stdout);
+    let conns: Vec<&Connection> = cap.connections().iter().collect();
     let p: Arc<dyn CryptoProvider> = Arc::new(AwsLcProvider);
     let keys: BTreeMap<String, CryptoKey> = [
         ("client.admin", "keyring.admin-and-mon"),
@@ -374,9 +126,9 @@ fn secure_capture_cephx_end_to_end() {
     let mut rotating: Option<RotatingSecrets> = None;
     let mut signatures = 0;
     let mut reconnects = 0;
-    for c in conns.iter().filter(|c| c.server_port == 3800) {
-        let (cf, c_secure_at) = plain_part(&c.to_server, &[TAG_AUTH_REQUEST_MORE]);
-        let (sf, s_secure_at) = plain_part(&c.to_client, &[TAG_AUTH_DONE]);
+    for c in conns.iter().filter(|c| c.server.port() == 3800) {
+        let (cf, c_secure_at) = plain_part(c.to_server.bytes(), &[TAG_AUTH_REQUEST_MORE]);
+        let (sf, s_secure_at) = plain_part(c.to_client.bytes(), &[TAG_AUTH_DONE]);
         let Some(req) = cf.iter().find(|f| f.tag == TAG_AUTH_REQUEST) else {
             continue;
         };
@@ -454,10 +206,8 @@ fn secure_capture_cephx_end_to_end() {
 
         // 3. The secure streams: first frame each way is AUTH_SIGNATURE = HMAC(session key, what that side received).
         let cs = &session.connection_secret;
-        let mut c_rx = SecureRx::new(&cs[..16], &cs[28..40]);
-        let mut s_rx = SecureRx::new(&cs[..16], &cs[16..28]);
-        let c_frames = secure_frames(&c.to_server, c_secure_at, &mut c_rx, 200);
-        let s_frames = secure_frames(&c.to_client, s_secure_at, &mut s_rx, 200);
+        let c_frames = secure_frames(c.to_server.bytes(), c_secure_at, cs, Role::Acceptor, 200);
+        let s_frames = secure_frames(c.to_client.bytes(), s_secure_at, cs, Role::Connector, 200);
         assert_eq!(
             c_frames.first().map(|f| f.tag),
             Some(TAG_AUTH_SIGNATURE),
@@ -467,11 +217,11 @@ fn secure_capture_cephx_end_to_end() {
         let hmac = |data: &[u8]| p.hmac_sha256(&session.session_key.secret, data);
         assert_eq!(
             &c_frames[0].segments[0][..32],
-            &hmac(&c.to_client[..s_secure_at])[..]
+            &hmac(&c.to_client.bytes()[..s_secure_at])[..]
         );
         assert_eq!(
             &s_frames[0].segments[0][..32],
-            &hmac(&c.to_server[..c_secure_at])[..]
+            &hmac(&c.to_server.bytes()[..c_secure_at])[..]
         );
         signatures += 2;
 
@@ -520,9 +270,9 @@ fn secure_capture_cephx_end_to_end() {
     };
     let mut found_plaintext = 0;
     let mut authorizers = 0;
-    for c in conns.iter().filter(|c| c.server_port == 6801) {
-        let (cf, c_secure_at) = plain_part(&c.to_server, &[TAG_AUTH_REQUEST_MORE]);
-        let (sf, s_secure_at) = plain_part(&c.to_client, &[TAG_AUTH_DONE]);
+    for c in conns.iter().filter(|c| c.server.port() == 6801) {
+        let (cf, c_secure_at) = plain_part(c.to_server.bytes(), &[TAG_AUTH_REQUEST_MORE]);
+        let (sf, s_secure_at) = plain_part(c.to_client.bytes(), &[TAG_AUTH_DONE]);
         let Some(req) = cf.iter().find(|f| f.tag == TAG_AUTH_REQUEST) else {
             continue;
         };
@@ -606,10 +356,9 @@ fn secure_capture_cephx_end_to_end() {
         assert_eq!(cs.len(), 64);
         authorizers += 1;
 
-        let mut c_rx = SecureRx::new(&cs[..16], &cs[28..40]);
-        let c_frames = secure_frames(&c.to_server, c_secure_at, &mut c_rx, 500);
+        let c_frames = secure_frames(c.to_server.bytes(), c_secure_at, &cs, Role::Acceptor, 500);
         assert_eq!(c_frames.first().map(|f| f.tag), Some(TAG_AUTH_SIGNATURE));
-        let sig = p.hmac_sha256(&ticket.session_key.secret, &c.to_client[..s_secure_at]);
+        let sig = p.hmac_sha256(&ticket.session_key.secret, &c.to_client.bytes()[..s_secure_at]);
         assert_eq!(
             &c_frames[0].segments[0][..32],
             &sig[..],
@@ -633,37 +382,14 @@ fn secure_capture_cephx_end_to_end() {
     assert!(found_plaintext >= 1, "the known plaintext must decrypt");
 }
 
-fn all_plain_frames(s: &[u8]) -> Vec<Frame> {
-    if !s.starts_with(b"ceph v2\n") {
-        return Vec::new();
-    }
-    let mut pos = 8 + 2 + 16;
-    let mut out = Vec::new();
-    while let Some(f) = plain_frame(s, pos) {
-        pos = f.end;
-        out.push(f);
-    }
-    out
-}
-
 /// crc-mode capture (1 mon, 1 mgr, 3 OSDs): every daemon's rotating keys decrypt with its own key, and with them
 /// our service side opens every authorizer a peer OSD, the mgr or a client presented to an OSD or the mgr.
 #[test]
 fn crc_capture_daemon_rotating_keys_and_peer_authorizers() {
-    let Some(dir) = capture_dir().map(|d| d.with_file_name("crc")) else {
-        eprintln!("skipping: ../shared/captures/crc not found");
+    let (Some(dir), Some(cap)) = (ceph_capture::capture_dir("crc"), ceph_capture::load("crc")) else {
         return;
     };
-    let Ok(out) = Command::new("xz")
-        .arg("-dc")
-        .arg(dir.join("crc.pcap.xz"))
-        .output()
-    else {
-        eprintln!("skipping: xz not installed");
-        return;
-    };
-    assert!(out.status.success());
-    let conns = connections(&out.stdout);
+    let conns: Vec<&Connection> = cap.connections().iter().collect();
     let p: Arc<dyn CryptoProvider> = Arc::new(AwsLcProvider);
     let now = UTime::new(1_762_000_000, 0);
     let daemons = [
@@ -674,8 +400,8 @@ fn crc_capture_daemon_rotating_keys_and_peer_authorizers() {
     ];
     let mut rotating: BTreeMap<u32, ServiceKeys> = BTreeMap::new();
     let mut replies = 0;
-    for c in conns.iter().filter(|c| c.server_port == 3700) {
-        let cf = all_plain_frames(&c.to_server);
+    for c in conns.iter().filter(|c| c.server.port() == 3700) {
+        let cf = all_plain_frames(c.to_server.bytes());
         let Some(req) = cf.iter().find(|f| f.tag == TAG_AUTH_REQUEST) else {
             continue;
         };
@@ -689,9 +415,9 @@ fn crc_capture_daemon_rotating_keys_and_peer_authorizers() {
             continue;
         };
         let key = keyring_key(&dir.join(file), &name.to_string());
-        for f in all_plain_frames(&c.to_client)
+        for f in all_plain_frames(c.to_client.bytes())
             .iter()
-            .filter(|f| f.tag == TAG_MESSAGE && f.segments.len() > 1)
+            .filter(|f| f.tag == TAG_MESSAGE && !f.segments[1].is_empty())
         {
             if u16::from_le_bytes(f.segments[0][16..18].try_into().unwrap()) != 18 {
                 continue;
@@ -727,8 +453,8 @@ fn crc_capture_daemon_rotating_keys_and_peer_authorizers() {
     );
     let mut peers: BTreeMap<String, usize> = BTreeMap::new();
     let mut authorizers = 0;
-    for c in conns.iter().filter(|c| (6800..=7300).contains(&c.server_port)) {
-        let cf = all_plain_frames(&c.to_server);
+    for c in conns.iter().filter(|c| (6800..=7300).contains(&c.server.port())) {
+        let cf = all_plain_frames(c.to_server.bytes());
         let Some(req) = cf.iter().find(|f| f.tag == TAG_AUTH_REQUEST) else {
             continue;
         };
