@@ -1,0 +1,268 @@
+// SPDX-License-Identifier: LGPL-3.0-or-later
+//! The command line of `cargo xtask bench compare` (xtask embeds [`CompareArgs`]) and what it writes.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use crate::error::{BenchError, Result, io_err};
+use crate::matrix::select_tests;
+use crate::render::{markdown_table, svg_chart};
+use crate::report::{GroupStatus, Report};
+use crate::runner::{GroupSpec, OsdKind, RunOptions, run};
+
+/// Options of `cargo xtask bench compare`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct CompareArgs {
+    /// Smoke test: tiny data set, 1 s per test; checks that everything runs, never speed (≤ 2 min).
+    #[arg(long)]
+    pub quick: bool,
+    /// Replicas per pool (1 or 3); each kind gets max(pool size, --osds) OSDs.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=3))]
+    pub pool_size: u32,
+    /// OSDs per kind (default: the pool size).
+    #[arg(long)]
+    pub osds: Option<u32>,
+    /// Seconds per test and kind (default 15; 1 in quick mode).
+    #[arg(long)]
+    pub runtime: Option<u32>,
+    /// Only tests whose id starts with one of these, or has it after a `-` (comma-separated), e.g. `4k-rand,omap,qd1`.
+    #[arg(long, value_delimiter = ',')]
+    pub tests: Vec<String>,
+    /// 4 MiB objects per pool (default 256 = 1 GiB; 8 in quick mode).
+    #[arg(long)]
+    pub objects: Option<u32>,
+    /// Size of each OSD's device file in GiB (equal for both kinds).
+    #[arg(long, default_value_t = 4)]
+    pub device_size_gib: u64,
+    /// The two kinds to compare, baseline first: `bluestore`, `ferro` (e.g. `bluestore,bluestore` checks
+    /// the pipeline with two classic groups).
+    #[arg(long, value_delimiter = ',', default_value = "bluestore,ferro")]
+    pub kinds: Vec<String>,
+    /// The ferro-osd binary (default: `cargo build --release -p ferro-osd`).
+    #[arg(long)]
+    pub ferro_osd_bin: Option<PathBuf>,
+    /// Do not build ferro-osd; use --ferro-osd-bin or target/release/ferro-osd.
+    #[arg(long)]
+    pub no_build: bool,
+    /// ferrostore shards (worker threads) per ferro-osd.
+    #[arg(long, default_value_t = 2)]
+    pub ferro_shards: u32,
+    /// Output directory (default target/bench-compare/<date>-<time>).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+}
+
+fn workspace() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn build_ferro_osd(ws: &Path) -> std::result::Result<PathBuf, String> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    eprintln!("bench compare: cargo build --release -p ferro-osd");
+    crate::util::run(
+        Command::new(cargo)
+            .args(["build", "--release", "-p", "ferro-osd"])
+            .current_dir(ws),
+        Duration::from_secs(1800),
+    )
+    .map_err(|e| format!("building ferro-osd failed: {e}"))?;
+    let target = std::env::var("CARGO_TARGET_DIR").map_or_else(|_| ws.join("target"), PathBuf::from);
+    Ok(target.join("release/ferro-osd"))
+}
+
+/// Turns the kinds list into groups (labels get a numeric suffix when a kind repeats).
+fn groups(a: &CompareArgs, ws: &Path) -> Result<Vec<GroupSpec>> {
+    if a.kinds.is_empty() || a.kinds.len() > 2 {
+        return Err(BenchError::Usage(
+            "--kinds takes one or two of bluestore, ferro".into(),
+        ));
+    }
+    let mut out: Vec<GroupSpec> = Vec::new();
+    let mut ferro_bin: Option<std::result::Result<PathBuf, String>> = None;
+    for (i, k) in a.kinds.iter().enumerate() {
+        let label = if a.kinds[..i].contains(k) {
+            format!("{k}{}", i + 1)
+        } else {
+            k.clone()
+        };
+        let (kind, unavailable) = match k.as_str() {
+            "bluestore" => (OsdKind::Classic, None),
+            "ferro" => {
+                let bin = ferro_bin
+                    .get_or_insert_with(|| match (&a.ferro_osd_bin, a.no_build) {
+                        (Some(b), _) => Ok(b.clone()),
+                        (None, true) => Ok(ws.join("target/release/ferro-osd")),
+                        (None, false) => build_ferro_osd(ws),
+                    })
+                    .clone();
+                match bin {
+                    Ok(b) => (
+                        OsdKind::Ferro {
+                            binary: b,
+                            shards: a.ferro_shards,
+                        },
+                        None,
+                    ),
+                    Err(why) => (
+                        OsdKind::Ferro {
+                            binary: PathBuf::new(),
+                            shards: a.ferro_shards,
+                        },
+                        Some(why),
+                    ),
+                }
+            }
+            other => {
+                return Err(BenchError::Usage(format!(
+                    "unknown kind {other:?} (bluestore, ferro)"
+                )));
+            }
+        };
+        out.push(GroupSpec {
+            label,
+            kind,
+            unavailable,
+        });
+    }
+    Ok(out)
+}
+
+/// Options for `args` (quick-mode defaults applied).
+pub fn options(a: &CompareArgs) -> Result<RunOptions> {
+    let ws = workspace();
+    Ok(RunOptions {
+        groups: groups(a, &ws)?,
+        osds_per_group: a.osds.unwrap_or(a.pool_size).max(1),
+        pool_size: a.pool_size,
+        device_size_bytes: a.device_size_gib << 30,
+        pg_num: if a.quick { 8 } else { 32 },
+        objects: a.objects.unwrap_or(if a.quick { 8 } else { 256 }),
+        omap_keys: if a.quick { 64 } else { 1024 },
+        runtime_s: a.runtime.unwrap_or(if a.quick { 1 } else { 15 }),
+        tests: select_tests(&a.tests)?,
+        quick: a.quick,
+        workspace: ws,
+    })
+}
+
+/// Writes `result.json`, `chart.svg` and `table.md` into `dir`.
+pub fn write_outputs(r: &Report, dir: &Path) -> Result<()> {
+    std::fs::create_dir_all(dir).map_err(io_err(format!("creating {}", dir.display())))?;
+    let json = serde_json::to_string_pretty(&r.to_json()).map_err(|e| BenchError::BadOutput {
+        tool: "serde_json".into(),
+        detail: e.to_string(),
+    })?;
+    for (name, text) in [
+        ("result.json", json + "\n"),
+        ("chart.svg", svg_chart(r)),
+        ("table.md", markdown_table(r)),
+    ] {
+        let p = dir.join(name);
+        std::fs::write(&p, text).map_err(io_err(format!("writing {}", p.display())))?;
+    }
+    Ok(())
+}
+
+/// `cargo xtask bench compare`: runs, writes the outputs, prints the table. Fails (after writing) if a test
+/// failed on a group that ran, so CI notices.
+pub fn main_with_args(a: CompareArgs) -> Result<()> {
+    let opts = options(&a)?;
+    let report = run(&opts)?;
+    let dir = a.out.clone().unwrap_or_else(|| {
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        let stamp = crate::util::utc_string(now)
+            .replace([' ', ':'], "")
+            .replace("UTC", "");
+        opts.workspace
+            .join("target/bench-compare")
+            .join(format!("{stamp}{}", if a.quick { "-quick" } else { "" }))
+    });
+    write_outputs(&report, &dir)?;
+    println!("{}", markdown_table(&report));
+    println!(
+        "written: {0}/result.json {0}/chart.svg {0}/table.md",
+        dir.display()
+    );
+    for g in &report.groups {
+        if let GroupStatus::Skipped(why) = &g.status {
+            println!(
+                "NOTE: the {} side was skipped: {}",
+                g.label,
+                why.lines().next().unwrap_or("")
+            );
+        }
+    }
+    let failed: Vec<String> = report
+        .tests
+        .iter()
+        .flat_map(|t| {
+            report
+                .groups
+                .iter()
+                .zip(&t.results)
+                .filter_map(move |(g, r)| match (&g.status, r) {
+                    (GroupStatus::Ran, Err(e)) => Some(format!(
+                        "{} on {}: {}",
+                        t.id,
+                        g.label,
+                        e.lines().next().unwrap_or("")
+                    )),
+                    _ => None,
+                })
+        })
+        .collect();
+    if !failed.is_empty() {
+        return Err(BenchError::Tool {
+            command: "bench compare".into(),
+            detail: format!("{} test(s) failed:\n{}", failed.len(), failed.join("\n")),
+        });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct T {
+        #[command(flatten)]
+        a: CompareArgs,
+    }
+
+    #[test]
+    fn quick_defaults_and_kinds() {
+        let t = T::parse_from([
+            "x",
+            "--quick",
+            "--kinds",
+            "bluestore,bluestore",
+            "--tests",
+            "omap",
+        ]);
+        let o = options(&t.a).unwrap();
+        assert_eq!(o.runtime_s, 1);
+        assert_eq!(o.objects, 8);
+        assert_eq!(o.tests.len(), 3);
+        let labels: Vec<&str> = o.groups.iter().map(|g| g.label.as_str()).collect();
+        assert_eq!(labels, ["bluestore", "bluestore2"]);
+        let t = T::parse_from([
+            "x",
+            "--pool-size",
+            "3",
+            "--no-build",
+            "--ferro-osd-bin",
+            "/nonexistent/ferro-osd",
+        ]);
+        let o = options(&t.a).unwrap();
+        assert_eq!((o.pool_size, o.osds_per_group, o.runtime_s), (3, 3, 15));
+        assert!(matches!(&o.groups[1].kind, OsdKind::Ferro { binary, .. } if binary.ends_with("ferro-osd")));
+        assert!(T::try_parse_from(["x", "--pool-size", "4"]).is_err());
+        let t = T::parse_from(["x", "--kinds", "zfs"]);
+        assert!(options(&t.a).is_err());
+    }
+}

@@ -1,0 +1,309 @@
+// SPDX-License-Identifier: LGPL-3.0-or-later
+//! Human output: a Markdown table (for docs/benchmarks.md and the terminal) and an SVG chart written by
+//! hand (no plotting dependency): IOPS per test and group on a log scale, with the ratio beside each test.
+
+use std::fmt::Write as _;
+
+use crate::report::{GroupStatus, Report};
+
+fn num(x: f64) -> String {
+    if !x.is_finite() {
+        "–".into()
+    } else if x >= 100.0 {
+        format!("{x:.0}")
+    } else if x >= 10.0 {
+        format!("{x:.1}")
+    } else {
+        format!("{x:.2}")
+    }
+}
+
+fn ratio(x: f64) -> String {
+    if x.is_finite() {
+        format!("{x:.2}")
+    } else {
+        "–".into()
+    }
+}
+
+/// The Markdown block: a header (date, commit, machine, setup), skipped groups with their reason, and one
+/// table with every test, both groups and the ratios (with geometric means in the last row).
+pub fn markdown_table(r: &Report) -> String {
+    let m = &r.meta;
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "{} · commit {} · {} · kernel {} · {}",
+        m.date_utc, m.commit, m.machine, m.kernel, m.ceph_version
+    );
+    let _ = writeln!(s);
+    let _ = writeln!(
+        s,
+        "{} OSD(s) per kind on {} GiB files, pool size {}, {} objects of 4 MiB per pool, {} s per test and kind{}.",
+        m.osds_per_group,
+        m.device_size_bytes >> 30,
+        m.pool_size,
+        m.objects,
+        m.runtime_s,
+        if m.quick {
+            " (quick mode: smoke test, not a measurement)"
+        } else {
+            ""
+        }
+    );
+    for g in &r.groups {
+        if let GroupStatus::Skipped(why) = &g.status {
+            let _ = writeln!(
+                s,
+                "\n**{} side skipped:** {}",
+                g.label,
+                why.lines().next().unwrap_or("")
+            );
+        }
+    }
+    let _ = writeln!(s);
+    let mut head = String::from("| test |");
+    let mut align = String::from("|---|");
+    for g in &r.groups {
+        for col in ["IOPS", "MB/s", "p50 µs", "p99 µs", "CPU µs/op", "RSS MiB"] {
+            let _ = write!(head, " {} {col} |", g.label);
+            align.push_str("---:|");
+        }
+    }
+    let two = r.groups.len() >= 2;
+    if two {
+        let lab = format!("{}/{}", r.groups[1].label, r.groups[0].label);
+        for col in ["IOPS", "p99", "CPU/op"] {
+            let _ = write!(head, " {lab} {col} |");
+            align.push_str("---:|");
+        }
+    }
+    let _ = writeln!(s, "{head}\n{align}");
+    for (i, t) in r.tests.iter().enumerate() {
+        let _ = write!(s, "| {} |", t.title);
+        for res in &t.results {
+            match res {
+                Ok(row) => {
+                    let _ = write!(
+                        s,
+                        " {} | {} | {} | {} | {} | {} |",
+                        num(row.m.iops),
+                        num(row.m.mb_per_s),
+                        num(row.m.lat_p50_us),
+                        num(row.m.lat_p99_us),
+                        num(row.osd_cpu_us_per_op),
+                        row.osd_rss_bytes >> 20
+                    );
+                }
+                Err(_) => s.push_str(" – | – | – | – | – | – |"),
+            }
+        }
+        if two {
+            match r.ratios(i) {
+                Some(q) => {
+                    let _ = write!(
+                        s,
+                        " {} | {} | {} |",
+                        ratio(q.iops),
+                        ratio(q.lat_p99),
+                        ratio(q.osd_cpu_per_op)
+                    );
+                }
+                None => s.push_str(" – | – | – |"),
+            }
+        }
+        s.push('\n');
+    }
+    if two && let Some(g) = r.geomean_ratios() {
+        let _ = write!(s, "| **geometric mean** |");
+        for _ in &r.groups {
+            s.push_str(" | | | | | |");
+        }
+        let _ = writeln!(
+            s,
+            " **{}** | **{}** | **{}** |",
+            ratio(g.iops),
+            ratio(g.lat_p99),
+            ratio(g.osd_cpu_per_op)
+        );
+    }
+    s
+}
+
+fn esc(t: &str) -> String {
+    t.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
+}
+
+const COLORS: [&str; 4] = ["#4e79a7", "#e15759", "#59a14f", "#f28e2b"];
+
+/// The SVG chart (a complete document).
+pub fn svg_chart(r: &Report) -> String {
+    let groups = r.groups.len().max(1);
+    let bar_h = 12.0;
+    let row_h = bar_h * groups as f64 + 10.0;
+    let (left, plot_w, right) = (250.0, 520.0, 130.0);
+    let top = 50.0;
+    let height = top + row_h * r.tests.len() as f64 + 40.0;
+    let width = left + plot_w + right;
+    // Log10 axis over the decades that hold every IOPS value.
+    let vals: Vec<f64> = r
+        .tests
+        .iter()
+        .flat_map(|t| t.results.iter().filter_map(|x| x.as_ref().ok()).map(|x| x.m.iops))
+        .filter(|v| *v > 0.0 && v.is_finite())
+        .collect();
+    let lo = vals.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = vals.iter().copied().fold(0.0, f64::max);
+    let (d0, d1) = if vals.is_empty() {
+        (0.0, 1.0)
+    } else {
+        (
+            lo.log10().floor(),
+            (hi.log10().ceil()).max(lo.log10().floor() + 1.0),
+        )
+    };
+    let x = |v: f64| left + (v.log10() - d0) / (d1 - d0) * plot_w;
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" font-size="11">"#
+    );
+    let _ = writeln!(s, r#"<rect width="100%" height="100%" fill="white"/>"#);
+    let _ = writeln!(
+        s,
+        r#"<text x="10" y="18" font-size="14" font-weight="bold">IOPS per test (log scale) · {} · {}</text>"#,
+        esc(&r.meta.date_utc),
+        esc(&r.meta.commit)
+    );
+    for (gi, g) in r.groups.iter().enumerate() {
+        let lx = 10.0 + 160.0 * gi as f64;
+        let note = match &g.status {
+            GroupStatus::Ran => String::new(),
+            GroupStatus::Skipped(_) => " (skipped)".into(),
+        };
+        let _ = writeln!(
+            s,
+            r#"<rect x="{lx}" y="28" width="10" height="10" fill="{}"/><text x="{}" y="37">{}{}</text>"#,
+            COLORS[gi % COLORS.len()],
+            lx + 14.0,
+            esc(&g.label),
+            note
+        );
+    }
+    if groups >= 2 {
+        let _ = writeln!(
+            s,
+            r#"<text x="{}" y="37">{}/{} IOPS</text>"#,
+            left + plot_w + 8.0,
+            esc(&r.groups[1].label),
+            esc(&r.groups[0].label)
+        );
+    }
+    let mut d = d0;
+    while d <= d1 + 1e-9 {
+        let gx = x(10f64.powf(d));
+        let _ = writeln!(
+            s,
+            r#"<line x1="{gx:.1}" y1="{top}" x2="{gx:.1}" y2="{:.1}" stroke="lightgray"/><text x="{gx:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
+            height - 30.0,
+            height - 16.0,
+            num(10f64.powf(d))
+        );
+        d += 1.0;
+    }
+    for (i, t) in r.tests.iter().enumerate() {
+        let y0 = top + row_h * i as f64;
+        let _ = writeln!(
+            s,
+            r#"<text x="{}" y="{:.1}" text-anchor="end">{}</text>"#,
+            left - 6.0,
+            y0 + row_h / 2.0 + 3.0,
+            esc(&t.title)
+        );
+        for (gi, res) in t.results.iter().enumerate() {
+            let by = y0 + 5.0 + bar_h * gi as f64;
+            match res {
+                Ok(row) if row.m.iops > 0.0 => {
+                    let w = (x(row.m.iops) - left).max(1.0);
+                    let _ = writeln!(
+                        s,
+                        r#"<rect x="{left}" y="{by:.1}" width="{w:.1}" height="{:.1}" fill="{}"><title>{}: {} IOPS</title></rect>"#,
+                        bar_h - 2.0,
+                        COLORS[gi % COLORS.len()],
+                        esc(&r.groups.get(gi).map_or(String::new(), |g| g.label.clone())),
+                        num(row.m.iops)
+                    );
+                }
+                _ => {
+                    let _ = writeln!(
+                        s,
+                        r#"<text x="{}" y="{:.1}" fill="gray">no result</text>"#,
+                        left + 4.0,
+                        by + bar_h - 3.0
+                    );
+                }
+            }
+        }
+        if let Some(q) = r.ratios(i) {
+            let _ = writeln!(
+                s,
+                r#"<text x="{}" y="{:.1}">{}×</text>"#,
+                left + plot_w + 8.0,
+                y0 + row_h / 2.0 + 3.0,
+                ratio(q.iops)
+            );
+        }
+    }
+    if let Some(g) = r.geomean_ratios() {
+        let _ = writeln!(
+            s,
+            r#"<text x="{}" y="{:.1}" font-weight="bold">geomean {}×</text>"#,
+            left + plot_w + 8.0,
+            height - 16.0,
+            ratio(g.iops)
+        );
+    }
+    s.push_str("</svg>\n");
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::tests::sample_report;
+
+    #[test]
+    fn table_has_every_test_ratios_and_geomean() {
+        let r = sample_report(Ok(()));
+        let t = markdown_table(&r);
+        assert!(t.contains("commit abc1234"));
+        assert!(t.contains("| 4k-randread-qd16 | 1000 |"), "{t}");
+        assert!(t.contains("ferro/bluestore IOPS"));
+        assert!(t.contains("| 2.00 |"), "{t}");
+        assert!(t.contains("**geometric mean**"));
+        assert!(t.contains("**1.00**"));
+        let rows = t.lines().filter(|l| l.starts_with("| ")).count();
+        assert_eq!(rows, 1 + 2 + 1, "header, two tests, geomean:\n{t}");
+    }
+
+    #[test]
+    fn skipped_side_is_stated_not_invented() {
+        let r = sample_report(Err("ferro-osd failed to boot: x".into()));
+        let t = markdown_table(&r);
+        assert!(t.contains("**ferro side skipped:** ferro-osd failed to boot: x"));
+        assert!(t.contains("| – | – | – | – | – | – |"));
+        assert!(!t.contains("geometric mean"));
+        let svg = svg_chart(&r);
+        assert!(svg.contains("ferro (skipped)"));
+        assert!(svg.contains("no result"));
+    }
+
+    #[test]
+    fn svg_is_well_formed_enough() {
+        let svg = svg_chart(&sample_report(Ok(())));
+        assert!(svg.starts_with("<svg ") && svg.ends_with("</svg>\n"));
+        assert_eq!(svg.matches("<title>").count(), 4, "one bar per test and group");
+        assert!(svg.contains("2.00×") && svg.contains("0.50×") && svg.contains("geomean 1.00×"));
+        assert!(!svg.contains("NaN"));
+    }
+}

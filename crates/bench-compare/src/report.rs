@@ -1,0 +1,366 @@
+// SPDX-License-Identifier: LGPL-3.0-or-later
+//! The result of a run: per test and group a [`Row`], ratios of the second group to the first (the
+//! baseline, BlueStore by default) and their geometric means, and the JSON form.
+
+use serde_json::{Value, json};
+
+/// What the client saw in one test.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Measurement {
+    /// Operations completed.
+    pub ops: u64,
+    /// Wall time they took.
+    pub runtime_s: f64,
+    /// Operations per second.
+    pub iops: f64,
+    /// Payload megabytes (10^6 bytes) per second.
+    pub mb_per_s: f64,
+    /// Median latency.
+    pub lat_p50_us: f64,
+    /// 99th percentile latency.
+    pub lat_p99_us: f64,
+}
+
+/// One test on one group: the client's view plus the group's OSD processes.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Row {
+    /// Client-side numbers.
+    pub m: Measurement,
+    /// OSD CPU time (user + system, all OSDs of the group) during the test divided by `m.ops`.
+    pub osd_cpu_us_per_op: f64,
+    /// Summed RSS of the group's OSDs at the end of the test.
+    pub osd_rss_bytes: u64,
+}
+
+/// Whether a group ran.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GroupStatus {
+    /// Its OSDs booted and its pool was created.
+    Ran,
+    /// It did not run; why.
+    Skipped(String),
+}
+
+/// One group of OSDs of one kind.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GroupReport {
+    /// Label used in tables (`bluestore`, `ferro`).
+    pub label: String,
+    /// OSD kind (`classic`, `ferro`).
+    pub kind: String,
+    /// CRUSH device class of its OSDs.
+    pub device_class: String,
+    /// Its pool.
+    pub pool: String,
+    /// Its OSD ids.
+    pub osd_ids: Vec<u32>,
+    /// Ran or skipped.
+    pub status: GroupStatus,
+}
+
+/// One test across groups.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TestReport {
+    /// Test id (see `MATRIX`).
+    pub id: String,
+    /// Human title.
+    pub title: String,
+    /// One entry per group, in group order: the row, or why there is none.
+    pub results: Vec<Result<Row, String>>,
+}
+
+/// Second group divided by the first, per metric (>1 means "more": good for IOPS, bad for latency/CPU).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Ratios {
+    /// IOPS ratio.
+    pub iops: f64,
+    /// Throughput ratio.
+    pub mb_per_s: f64,
+    /// Median latency ratio.
+    pub lat_p50: f64,
+    /// p99 latency ratio.
+    pub lat_p99: f64,
+    /// CPU per operation ratio.
+    pub osd_cpu_per_op: f64,
+    /// RSS ratio.
+    pub osd_rss: f64,
+}
+
+impl Ratios {
+    fn of(a: &Row, b: &Row) -> Ratios {
+        let r = |x: f64, y: f64| if y > 0.0 { x / y } else { f64::NAN };
+        Ratios {
+            iops: r(b.m.iops, a.m.iops),
+            mb_per_s: r(b.m.mb_per_s, a.m.mb_per_s),
+            lat_p50: r(b.m.lat_p50_us, a.m.lat_p50_us),
+            lat_p99: r(b.m.lat_p99_us, a.m.lat_p99_us),
+            osd_cpu_per_op: r(b.osd_cpu_us_per_op, a.osd_cpu_us_per_op),
+            osd_rss: r(b.osd_rss_bytes as f64, a.osd_rss_bytes as f64),
+        }
+    }
+
+    fn to_json(self) -> Value {
+        let f = |x: f64| if x.is_finite() { json!(x) } else { Value::Null };
+        json!({
+            "iops": f(self.iops),
+            "mb_per_s": f(self.mb_per_s),
+            "lat_p50": f(self.lat_p50),
+            "lat_p99": f(self.lat_p99),
+            "osd_cpu_per_op": f(self.osd_cpu_per_op),
+            "osd_rss": f(self.osd_rss),
+        })
+    }
+}
+
+/// Geometric mean of the finite, positive values; `NaN` if there are none.
+pub fn geomean(values: impl IntoIterator<Item = f64>) -> f64 {
+    let (sum, n) = values
+        .into_iter()
+        .filter(|v| v.is_finite() && *v > 0.0)
+        .fold((0.0, 0u32), |(s, n), v| (s + v.ln(), n + 1));
+    if n == 0 {
+        f64::NAN
+    } else {
+        (sum / f64::from(n)).exp()
+    }
+}
+
+/// Where and how the run happened.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Meta {
+    /// Start time, `YYYY-MM-DD HH:MM UTC`.
+    pub date_utc: String,
+    /// `git describe`-like commit of the workspace (with `-dirty` if the tree had changes).
+    pub commit: String,
+    /// CPU model and count, memory.
+    pub machine: String,
+    /// Kernel release.
+    pub kernel: String,
+    /// `ceph --version`.
+    pub ceph_version: String,
+    /// `fio --version`.
+    pub fio_version: String,
+    /// Replicas per pool.
+    pub pool_size: u32,
+    /// OSDs in each group.
+    pub osds_per_group: u32,
+    /// Size of each OSD's device file.
+    pub device_size_bytes: u64,
+    /// 4 MiB objects per pool.
+    pub objects: u32,
+    /// Seconds per test and group.
+    pub runtime_s: u32,
+    /// Quick (smoke test) mode.
+    pub quick: bool,
+}
+
+/// A whole run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Report {
+    /// Context.
+    pub meta: Meta,
+    /// The groups (index 0 is the baseline of every ratio).
+    pub groups: Vec<GroupReport>,
+    /// Every selected test.
+    pub tests: Vec<TestReport>,
+}
+
+impl Report {
+    /// Ratios of group 1 to group 0 for test `i`, if both have a row.
+    pub fn ratios(&self, i: usize) -> Option<Ratios> {
+        let t = self.tests.get(i)?;
+        match (t.results.first()?, t.results.get(1)?) {
+            (Ok(a), Ok(b)) => Some(Ratios::of(a, b)),
+            _ => None,
+        }
+    }
+
+    /// Geometric means of the per-test ratios, over the tests where both groups have a row.
+    pub fn geomean_ratios(&self) -> Option<Ratios> {
+        let all: Vec<Ratios> = (0..self.tests.len()).filter_map(|i| self.ratios(i)).collect();
+        if all.is_empty() {
+            return None;
+        }
+        let g = |f: fn(&Ratios) -> f64| geomean(all.iter().map(f));
+        Some(Ratios {
+            iops: g(|r| r.iops),
+            mb_per_s: g(|r| r.mb_per_s),
+            lat_p50: g(|r| r.lat_p50),
+            lat_p99: g(|r| r.lat_p99),
+            osd_cpu_per_op: g(|r| r.osd_cpu_per_op),
+            osd_rss: g(|r| r.osd_rss),
+        })
+    }
+
+    /// The JSON document written to `result.json`.
+    pub fn to_json(&self) -> Value {
+        let m = &self.meta;
+        let groups: Vec<Value> = self
+            .groups
+            .iter()
+            .map(|g| {
+                let (status, reason) = match &g.status {
+                    GroupStatus::Ran => ("ran", Value::Null),
+                    GroupStatus::Skipped(r) => ("skipped", json!(r)),
+                };
+                json!({
+                    "label": g.label, "kind": g.kind, "device_class": g.device_class, "pool": g.pool,
+                    "osd_ids": g.osd_ids, "status": status, "skip_reason": reason,
+                })
+            })
+            .collect();
+        let tests: Vec<Value> = self
+            .tests
+            .iter()
+            .enumerate()
+            .map(|(i, t)| {
+                let mut results = serde_json::Map::new();
+                for (g, r) in self.groups.iter().zip(&t.results) {
+                    let v = match r {
+                        Ok(row) => json!({
+                            "ops": row.m.ops,
+                            "runtime_s": row.m.runtime_s,
+                            "iops": row.m.iops,
+                            "mb_per_s": row.m.mb_per_s,
+                            "lat_p50_us": row.m.lat_p50_us,
+                            "lat_p99_us": row.m.lat_p99_us,
+                            "osd_cpu_us_per_op": row.osd_cpu_us_per_op,
+                            "osd_rss_bytes": row.osd_rss_bytes,
+                        }),
+                        Err(why) => json!({ "error": why }),
+                    };
+                    results.insert(g.label.clone(), v);
+                }
+                json!({
+                    "id": t.id,
+                    "title": t.title,
+                    "results": results,
+                    "ratio": self.ratios(i).map_or(Value::Null, Ratios::to_json),
+                })
+            })
+            .collect();
+        let ratio_of = match (self.groups.first(), self.groups.get(1)) {
+            (Some(a), Some(b)) => json!(format!("{}/{}", b.label, a.label)),
+            _ => Value::Null,
+        };
+        json!({
+            "tool": "cargo xtask bench compare",
+            "meta": {
+                "date_utc": m.date_utc, "commit": m.commit, "machine": m.machine, "kernel": m.kernel,
+                "ceph_version": m.ceph_version, "fio_version": m.fio_version, "pool_size": m.pool_size,
+                "osds_per_group": m.osds_per_group, "device_size_bytes": m.device_size_bytes,
+                "objects": m.objects, "object_size_bytes": crate::fio::OBJECT_SIZE_BYTES,
+                "runtime_s": m.runtime_s, "quick": m.quick,
+            },
+            "groups": groups,
+            "ratio_of": ratio_of,
+            "tests": tests,
+            "geomean_ratio": self.geomean_ratios().map_or(Value::Null, Ratios::to_json),
+        })
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    pub(crate) fn row(iops: f64, cpu: f64) -> Row {
+        Row {
+            m: Measurement {
+                ops: (iops * 2.0) as u64,
+                runtime_s: 2.0,
+                iops,
+                mb_per_s: iops * 4096.0 / 1e6,
+                lat_p50_us: 1e6 / iops,
+                lat_p99_us: 4e6 / iops,
+            },
+            osd_cpu_us_per_op: cpu,
+            osd_rss_bytes: 100 << 20,
+        }
+    }
+
+    pub(crate) fn sample_report(second: Result<(), String>) -> Report {
+        let g = |label: &str, status| GroupReport {
+            label: label.into(),
+            kind: label.into(),
+            device_class: label.into(),
+            pool: format!("bench-{label}"),
+            osd_ids: vec![0],
+            status,
+        };
+        let skipped = second.clone().err();
+        let groups = vec![
+            g("bluestore", GroupStatus::Ran),
+            g(
+                "ferro",
+                skipped.clone().map_or(GroupStatus::Ran, GroupStatus::Skipped),
+            ),
+        ];
+        let t = |id: &str, a: f64, b: f64| TestReport {
+            id: id.into(),
+            title: id.into(),
+            results: vec![
+                Ok(row(a, 50.0)),
+                match &skipped {
+                    None => Ok(row(b, 25.0)),
+                    Some(why) => Err(why.clone()),
+                },
+            ],
+        };
+        Report {
+            meta: Meta {
+                date_utc: "2026-11-30 11:00 UTC".into(),
+                commit: "abc1234".into(),
+                pool_size: 1,
+                osds_per_group: 1,
+                ..Meta::default()
+            },
+            groups,
+            tests: vec![
+                t("4k-randread-qd16", 1000.0, 2000.0),
+                t("4k-randwrite-qd1", 400.0, 200.0),
+            ],
+        }
+    }
+
+    #[test]
+    fn geomean_basics() {
+        assert!((geomean([2.0, 8.0]) - 4.0).abs() < 1e-12);
+        assert!((geomean([2.0, f64::NAN, 0.0, 8.0]) - 4.0).abs() < 1e-12);
+        assert!(geomean([]).is_nan());
+    }
+
+    #[test]
+    fn ratios_are_second_over_first_with_geomean() {
+        let r = sample_report(Ok(()));
+        let a = r.ratios(0).unwrap();
+        assert!((a.iops - 2.0).abs() < 1e-12);
+        assert!((a.lat_p50 - 0.5).abs() < 1e-12);
+        assert!((a.osd_cpu_per_op - 0.5).abs() < 1e-12);
+        let g = r.geomean_ratios().unwrap();
+        assert!((g.iops - 1.0).abs() < 1e-12, "sqrt(2 * 0.5)");
+        assert!((g.osd_cpu_per_op - 0.5).abs() < 1e-12);
+        let j = r.to_json();
+        assert_eq!(j["ratio_of"], "ferro/bluestore");
+        assert_eq!(j["tests"][0]["results"]["ferro"]["iops"], 2000.0);
+        assert_eq!(j["tests"][1]["ratio"]["iops"], 0.5);
+        assert_eq!(j["groups"][1]["status"], "ran");
+    }
+
+    #[test]
+    fn a_skipped_group_has_no_numbers_and_no_ratios() {
+        let r = sample_report(Err("ferro-osd binary not found".into()));
+        assert!(r.ratios(0).is_none());
+        assert!(r.geomean_ratios().is_none());
+        let j = r.to_json();
+        assert_eq!(j["groups"][1]["status"], "skipped");
+        assert_eq!(j["groups"][1]["skip_reason"], "ferro-osd binary not found");
+        assert!(j["tests"][0]["results"]["ferro"].get("iops").is_none());
+        assert_eq!(
+            j["tests"][0]["results"]["ferro"]["error"],
+            "ferro-osd binary not found"
+        );
+        assert!(j["geomean_ratio"].is_null());
+        assert!(j["tests"][0]["results"]["bluestore"]["iops"].as_f64().unwrap() > 0.0);
+    }
+}

@@ -1,0 +1,598 @@
+// SPDX-License-Identifier: LGPL-3.0-or-later
+//! The driver: starts the cluster, boots each group's OSDs, gives each group a device class, a CRUSH rule
+//! and a pool, prefills, then runs every test against every group (alternating which group goes first) while
+//! sampling the group's OSD processes.
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use testcluster::{ClassicOsd, Cluster, ClusterSpec, FerroOsd, OsdLauncher};
+
+use crate::error::{BenchError, Result, io_err};
+use crate::fio::{FioJob, OBJECT_SIZE_BYTES, job_file, parse_fio_json};
+use crate::matrix::{TestDef, Workload};
+use crate::omap::{OMAP_SCRIPT, parse_omap_json};
+use crate::procstat::ProcSample;
+use crate::report::{GroupReport, GroupStatus, Meta, Report, Row, TestReport};
+use crate::util;
+
+/// The interpreter that has the distribution's `rados` module (a pyenv `python3` on PATH may not).
+const PYTHON: &str = "/usr/bin/python3";
+/// Bound on a group's pool becoming active+clean.
+const CLEAN_TIMEOUT: Duration = Duration::from_secs(120);
+/// Slack on top of a test's runtime before its client is killed.
+const CLIENT_SLACK: Duration = Duration::from_secs(90);
+
+/// Which OSD daemon a group runs.
+#[derive(Debug, Clone)]
+pub enum OsdKind {
+    /// Ceph's `ceph-osd` with BlueStore on a sparse file.
+    Classic,
+    /// FerroCeph's `ferro-osd`.
+    Ferro {
+        /// The binary (a release build for real numbers).
+        binary: PathBuf,
+        /// ferrostore shards per OSD.
+        shards: u32,
+    },
+}
+
+impl OsdKind {
+    fn name(&self) -> &'static str {
+        match self {
+            OsdKind::Classic => "classic",
+            OsdKind::Ferro { .. } => "ferro",
+        }
+    }
+}
+
+/// One group of OSDs.
+#[derive(Debug, Clone)]
+pub struct GroupSpec {
+    /// Label, also its device class and pool suffix (`bluestore` → class `bluestore`, pool
+    /// `bench-bluestore`). Letters, digits and `-` only.
+    pub label: String,
+    /// Its daemon.
+    pub kind: OsdKind,
+    /// Set when the caller already knows the group cannot run (e.g. building ferro-osd failed): it is
+    /// reported as skipped with this reason.
+    pub unavailable: Option<String>,
+}
+
+/// Everything [`run`] needs.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    /// The groups; the first is the baseline of every ratio. One or two.
+    pub groups: Vec<GroupSpec>,
+    /// OSDs per group (≥ pool size).
+    pub osds_per_group: u32,
+    /// Replicas per pool.
+    pub pool_size: u32,
+    /// Size of every OSD's device file.
+    pub device_size_bytes: u64,
+    /// Placement groups per pool.
+    pub pg_num: u32,
+    /// 4 MiB objects per pool.
+    pub objects: u32,
+    /// OMAP keys per OMAP object in the prefill.
+    pub omap_keys: u32,
+    /// Seconds per test and group.
+    pub runtime_s: u32,
+    /// Tests to run, in order.
+    pub tests: Vec<TestDef>,
+    /// Quick (smoke test) mode, recorded in the report. It also starts no mgr and so does not wait for
+    /// active+clean PGs (that state comes from the mgr): the untimed prefill waits for the PGs instead.
+    pub quick: bool,
+    /// Workspace root (for the commit id).
+    pub workspace: PathBuf,
+}
+
+struct LiveGroup {
+    report: GroupReport,
+    pids: Vec<u32>,
+}
+
+fn valid_label(l: &str) -> bool {
+    !l.is_empty() && l.len() <= 32 && l.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+}
+
+fn check_options(o: &RunOptions) -> Result<()> {
+    if o.groups.is_empty() || o.groups.len() > 2 {
+        return Err(BenchError::Usage("one or two OSD groups".into()));
+    }
+    for g in &o.groups {
+        if !valid_label(&g.label) {
+            return Err(BenchError::Usage(format!("bad group label {:?}", g.label)));
+        }
+    }
+    if o.groups.len() == 2 && o.groups[0].label == o.groups[1].label {
+        return Err(BenchError::Usage("group labels must differ".into()));
+    }
+    if o.pool_size == 0 || o.pool_size > o.osds_per_group {
+        return Err(BenchError::Usage(format!(
+            "pool size {} needs at least that many OSDs per group (have {})",
+            o.pool_size, o.osds_per_group
+        )));
+    }
+    if o.objects == 0 || o.runtime_s == 0 || o.tests.is_empty() || o.omap_keys < 2 {
+        return Err(BenchError::Usage(
+            "objects, runtime, OMAP keys (≥ 2) and the test list must not be empty".into(),
+        ));
+    }
+    if !o.pg_num.is_power_of_two() {
+        return Err(BenchError::Usage("pg_num must be a power of two".into()));
+    }
+    Ok(())
+}
+
+fn python_rados() -> Option<String> {
+    match util::run(
+        Command::new(PYTHON).args(["-c", "import rados"]),
+        Duration::from_secs(30),
+    ) {
+        Ok(_) => None,
+        Err(e) => Some(format!("python3-rados not usable via {PYTHON}: {e}")),
+    }
+}
+
+fn first_lines(s: &str, n: usize) -> String {
+    s.lines().take(n).collect::<Vec<_>>().join("\n")
+}
+
+/// Runs the whole comparison. Errors only for problems that invalidate the whole run (bad options, the
+/// cluster or the baseline group failing to start); a group that cannot start is skipped, a test that fails
+/// is recorded as an error in its cell.
+pub fn run(o: &RunOptions) -> Result<Report> {
+    check_options(o)?;
+    if testcluster::which("fio").is_none() {
+        return Err(BenchError::Missing("fio".into()));
+    }
+    let started = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let meta = Meta {
+        date_utc: util::utc_string(started),
+        commit: util::commit(&o.workspace),
+        machine: util::machine(),
+        kernel: util::kernel(),
+        ceph_version: util::first_line("ceph", &["--version"]),
+        fio_version: util::first_line("fio", &["--version"]),
+        pool_size: o.pool_size,
+        osds_per_group: o.osds_per_group,
+        device_size_bytes: o.device_size_bytes,
+        objects: o.objects,
+        runtime_s: o.runtime_s,
+        quick: o.quick,
+    };
+    let omap_unavailable = if o.tests.iter().any(|t| matches!(t.workload, Workload::Omap(_))) {
+        python_rados()
+    } else {
+        None
+    };
+
+    let t0 = Instant::now();
+    let spec = ClusterSpec {
+        classic_osds: 0,
+        mgr: !o.quick,
+        osd_block_size_bytes: o.device_size_bytes,
+        ..ClusterSpec::default()
+    }
+    .conf("global", "mon allow pool size one", "true");
+    let c = Cluster::start(spec)?;
+    eprintln!("bench compare: cluster at {}", c.dir().display());
+
+    let mut groups = Vec::new();
+    for (gi, g) in o.groups.iter().enumerate() {
+        let lg = start_group(&c, o, g);
+        if gi == 0
+            && let GroupStatus::Skipped(why) = &lg.report.status
+        {
+            return Err(BenchError::Usage(format!(
+                "the baseline group {} could not start: {why}",
+                g.label
+            )));
+        }
+        groups.push(lg);
+    }
+    for lg in groups.iter_mut().filter(|g| g.report.status == GroupStatus::Ran) {
+        if let Err(e) = make_pool(&c, o, &lg.report) {
+            lg.report.status =
+                GroupStatus::Skipped(format!("pool setup failed: {}", first_lines(&e.to_string(), 8)));
+        }
+    }
+    let any_omap = o.tests.iter().any(|t| matches!(t.workload, Workload::Omap(_)));
+    let script = c.dir().join("omap_bench.py");
+    std::fs::write(&script, OMAP_SCRIPT).map_err(io_err("writing the OMAP script"))?;
+    for (gi, lg) in groups.iter_mut().enumerate() {
+        if lg.report.status != GroupStatus::Ran {
+            continue;
+        }
+        let pf = Instant::now();
+        let res = prefill(&c, o, &lg.report.pool).and_then(|()| {
+            if any_omap && omap_unavailable.is_none() {
+                omap_client(
+                    &c,
+                    &script,
+                    &lg.report.pool,
+                    "prep",
+                    0,
+                    o.omap_keys,
+                    Duration::from_secs(300),
+                )
+                .map(|_| ())
+            } else {
+                Ok(())
+            }
+        });
+        match res {
+            Ok(()) => eprintln!(
+                "bench compare: prefilled {} ({} × 4 MiB) in {:.1} s",
+                lg.report.pool,
+                o.objects,
+                pf.elapsed().as_secs_f64()
+            ),
+            Err(e) if gi == 0 => return Err(e),
+            Err(e) => {
+                lg.report.status =
+                    GroupStatus::Skipped(format!("prefill failed: {}", first_lines(&e.to_string(), 8)));
+            }
+        }
+    }
+    for lg in &groups {
+        if let GroupStatus::Skipped(why) = &lg.report.status {
+            eprintln!("bench compare: *** {} side SKIPPED: {why}", lg.report.label);
+        }
+    }
+
+    let mut tests = Vec::new();
+    for (ti, t) in o.tests.iter().enumerate() {
+        let mut results: Vec<std::result::Result<Row, String>> = vec![Err("not run".into()); groups.len()];
+        // Alternate which group goes first, so neither always runs on a machine warmed (or tired) by the other.
+        let mut order: Vec<usize> = (0..groups.len()).collect();
+        if ti % 2 == 1 {
+            order.reverse();
+        }
+        for gi in order {
+            let lg = &groups[gi];
+            results[gi] = match &lg.report.status {
+                GroupStatus::Skipped(why) => {
+                    Err(format!("group skipped: {}", why.lines().next().unwrap_or("")))
+                }
+                GroupStatus::Ran => {
+                    let r = match (&t.workload, &omap_unavailable) {
+                        (Workload::Omap(_), Some(why)) => Err(why.clone()),
+                        _ => run_one(&c, o, t, lg, &script).map_err(|e| first_lines(&e.to_string(), 12)),
+                    };
+                    match &r {
+                        Ok(row) => eprintln!(
+                            "bench compare: {:<20} {:<10} {:>9.0} IOPS {:>8.1} MB/s p50 {:>8.0} µs p99 {:>8.0} µs CPU {:>7.1} µs/op RSS {} MiB",
+                            t.id,
+                            lg.report.label,
+                            row.m.iops,
+                            row.m.mb_per_s,
+                            row.m.lat_p50_us,
+                            row.m.lat_p99_us,
+                            row.osd_cpu_us_per_op,
+                            row.osd_rss_bytes >> 20
+                        ),
+                        Err(e) => eprintln!("bench compare: {} on {} FAILED: {e}", t.id, lg.report.label),
+                    }
+                    r
+                }
+            };
+        }
+        tests.push(TestReport {
+            id: t.id.to_owned(),
+            title: t.title.to_owned(),
+            results,
+        });
+    }
+    eprintln!("bench compare: done in {:.0} s", t0.elapsed().as_secs_f64());
+    Ok(Report {
+        meta,
+        groups: groups.into_iter().map(|g| g.report).collect(),
+        tests,
+    })
+}
+
+fn start_group(c: &Cluster, o: &RunOptions, g: &GroupSpec) -> LiveGroup {
+    let mut report = GroupReport {
+        label: g.label.clone(),
+        kind: g.kind.name().to_owned(),
+        device_class: g.label.clone(),
+        pool: format!("bench-{}", g.label),
+        osd_ids: Vec::new(),
+        status: GroupStatus::Ran,
+    };
+    if let Some(why) = &g.unavailable {
+        report.status = GroupStatus::Skipped(why.clone());
+        return LiveGroup {
+            report,
+            pids: Vec::new(),
+        };
+    }
+    let launcher: Box<dyn OsdLauncher> = match &g.kind {
+        OsdKind::Classic => Box::new(ClassicOsd),
+        OsdKind::Ferro { binary, shards } => {
+            if !binary.is_file() {
+                report.status =
+                    GroupStatus::Skipped(format!("ferro-osd binary not found at {}", binary.display()));
+                return LiveGroup {
+                    report,
+                    pids: Vec::new(),
+                };
+            }
+            let mut f = FerroOsd::new(binary);
+            f.device_size_bytes = o.device_size_bytes;
+            f.shards = *shards;
+            f.device_class = g.label.clone();
+            Box::new(f)
+        }
+    };
+    let t = Instant::now();
+    let res = (|| -> Result<()> {
+        for _ in 0..o.osds_per_group {
+            report.osd_ids.push(c.spawn_osd(launcher.as_ref())?);
+        }
+        for id in &report.osd_ids {
+            c.wait_osd_up(*id, launcher.up_timeout())?;
+        }
+        if matches!(g.kind, OsdKind::Classic) {
+            // ceph-osd picks hdd/ssd itself; replace it with the group's class.
+            let names: Vec<String> = report.osd_ids.iter().map(|i| format!("osd.{i}")).collect();
+            let mut rm = vec!["osd", "crush", "rm-device-class"];
+            rm.extend(names.iter().map(String::as_str));
+            c.ceph(&rm)?;
+            let mut set = vec!["osd", "crush", "set-device-class", g.label.as_str()];
+            set.extend(names.iter().map(String::as_str));
+            c.ceph(&set)?;
+        }
+        Ok(())
+    })();
+    let pids = osd_pids(c, &report.osd_ids);
+    match res {
+        Ok(()) if pids.len() == report.osd_ids.len() => {
+            eprintln!(
+                "bench compare: {} OSD(s) {:?} ({}) up in {:.1} s",
+                g.label,
+                report.osd_ids,
+                g.kind.name(),
+                t.elapsed().as_secs_f64()
+            );
+            LiveGroup { report, pids }
+        }
+        other => {
+            let why = match other {
+                Err(e) => first_lines(&e.to_string(), 12),
+                Ok(()) => "an OSD process is missing".into(),
+            };
+            for id in &report.osd_ids {
+                let _ = c.kill_daemon(&format!("osd.{id}"));
+            }
+            report.status = GroupStatus::Skipped(format!("{} OSDs failed to boot: {why}", g.kind.name()));
+            LiveGroup {
+                report,
+                pids: Vec::new(),
+            }
+        }
+    }
+}
+
+fn osd_pids(c: &Cluster, ids: &[u32]) -> Vec<u32> {
+    let ds = c.daemons();
+    ids.iter()
+        .filter_map(|id| {
+            let name = format!("osd.{id}");
+            ds.iter().find(|(n, _)| *n == name).map(|(_, p)| *p)
+        })
+        .collect()
+}
+
+fn make_pool(c: &Cluster, o: &RunOptions, g: &GroupReport) -> Result<()> {
+    let rule = g.pool.as_str();
+    c.ceph(&[
+        "osd",
+        "crush",
+        "rule",
+        "create-replicated",
+        rule,
+        "default",
+        "osd",
+        &g.device_class,
+    ])?;
+    let pg = o.pg_num.to_string();
+    c.ceph(&["osd", "pool", "create", &g.pool, &pg, &pg, "replicated", rule])?;
+    if o.pool_size != 1 {
+        let size = o.pool_size.to_string();
+        let min = (o.pool_size - o.pool_size / 2).to_string();
+        c.ceph(&[
+            "osd",
+            "pool",
+            "set",
+            &g.pool,
+            "size",
+            &size,
+            "--yes-i-really-mean-it",
+        ])?;
+        c.ceph(&["osd", "pool", "set", &g.pool, "min_size", &min])?;
+    } else {
+        c.ceph(&[
+            "osd",
+            "pool",
+            "set",
+            &g.pool,
+            "size",
+            "1",
+            "--yes-i-really-mean-it",
+        ])?;
+    }
+    c.ceph(&["osd", "pool", "application", "enable", &g.pool, "rados"])?;
+    if o.quick {
+        return Ok(());
+    }
+    c.wait_for(&format!("pool {} active+clean", g.pool), CLEAN_TIMEOUT, || {
+        let v = c.ceph_json(&["pg", "ls-by-pool", &g.pool])?;
+        let stats = v["pg_stats"].as_array().or_else(|| v.as_array());
+        Ok(stats
+            .filter(|s| s.len() == o.pg_num as usize)
+            .filter(|s| s.iter().all(|p| p["state"] == "active+clean"))
+            .map(|_| ()))
+    })?;
+    Ok(())
+}
+
+fn fio(c: &Cluster, job: &FioJob, tag: &str, timeout: Duration) -> Result<crate::report::Measurement> {
+    let path = c.dir().join("tmp").join(format!("{tag}.fio"));
+    std::fs::write(&path, job_file(job)).map_err(io_err(format!("writing {}", path.display())))?;
+    let out = util::run(
+        Command::new("fio")
+            .arg("--output-format=json")
+            .arg(&path)
+            .env("CEPH_CONF", c.conf_path()),
+        timeout,
+    )?;
+    parse_fio_json(&out.stdout).map_err(|e| match out.stderr.trim() {
+        "" => e,
+        err => crate::error::bad("fio", format!("{e}; stderr: {}", first_lines(err, 5))),
+    })
+}
+
+fn prefill(c: &Cluster, o: &RunOptions, pool: &str) -> Result<()> {
+    let job = FioJob {
+        conf: c.conf_path(),
+        pool: pool.to_owned(),
+        rw: "write".into(),
+        bs_bytes: OBJECT_SIZE_BYTES,
+        iodepth: 8,
+        rwmixread: None,
+        objects: o.objects,
+        runtime_s: None,
+    };
+    // Even at 5 MB/s every object is written well within this.
+    let bound = Duration::from_secs(120 + u64::from(o.objects) * OBJECT_SIZE_BYTES / 5_000_000);
+    let m = fio(c, &job, &format!("prefill-{pool}"), bound)?;
+    if m.ops < u64::from(o.objects) {
+        return Err(crate::error::bad(
+            "fio",
+            format!("prefill wrote {} of {} objects", m.ops, o.objects),
+        ));
+    }
+    Ok(())
+}
+
+fn omap_client(
+    c: &Cluster,
+    script: &std::path::Path,
+    pool: &str,
+    mode: &str,
+    seconds: u32,
+    keys: u32,
+    timeout: Duration,
+) -> Result<String> {
+    let out = util::run(
+        Command::new(PYTHON).arg(script).arg(c.conf_path()).args([
+            pool,
+            mode,
+            &seconds.to_string(),
+            &keys.to_string(),
+        ]),
+        timeout,
+    )?;
+    Ok(out.stdout)
+}
+
+fn run_one(c: &Cluster, o: &RunOptions, t: &TestDef, g: &LiveGroup, script: &std::path::Path) -> Result<Row> {
+    let timeout = Duration::from_secs(u64::from(o.runtime_s)) + CLIENT_SLACK;
+    let before = ProcSample::take(&g.pids)?;
+    let m = match t.workload {
+        Workload::Fio {
+            rw,
+            bs_bytes,
+            iodepth,
+            rwmixread,
+        } => {
+            let job = FioJob {
+                conf: c.conf_path(),
+                pool: g.report.pool.clone(),
+                rw: rw.into(),
+                bs_bytes,
+                iodepth,
+                rwmixread,
+                objects: o.objects,
+                runtime_s: Some(o.runtime_s),
+            };
+            fio(c, &job, &format!("{}-{}", t.id, g.report.label), timeout)?
+        }
+        Workload::Omap(op) => parse_omap_json(&omap_client(
+            c,
+            script,
+            &g.report.pool,
+            op.mode(),
+            o.runtime_s,
+            o.omap_keys,
+            timeout,
+        )?)?,
+    };
+    let after = ProcSample::take(&g.pids)?;
+    Ok(Row {
+        osd_cpu_us_per_op: (after.cpu_us - before.cpu_us).max(0.0) / m.ops.max(1) as f64,
+        osd_rss_bytes: after.rss_bytes,
+        m,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::matrix::MATRIX;
+
+    fn opts() -> RunOptions {
+        RunOptions {
+            groups: vec![
+                GroupSpec {
+                    label: "bluestore".into(),
+                    kind: OsdKind::Classic,
+                    unavailable: None,
+                },
+                GroupSpec {
+                    label: "ferro".into(),
+                    kind: OsdKind::Classic,
+                    unavailable: None,
+                },
+            ],
+            osds_per_group: 1,
+            pool_size: 1,
+            device_size_bytes: 1 << 30,
+            pg_num: 8,
+            objects: 4,
+            omap_keys: 16,
+            runtime_s: 1,
+            tests: MATRIX.to_vec(),
+            quick: true,
+            workspace: ".".into(),
+        }
+    }
+
+    #[test]
+    fn options_are_checked() {
+        assert!(check_options(&opts()).is_ok());
+        let mut o = opts();
+        o.pool_size = 3;
+        assert!(check_options(&o).is_err(), "size 3 with 1 OSD");
+        o.osds_per_group = 3;
+        assert!(check_options(&o).is_ok());
+        let mut o = opts();
+        o.groups[1].label = "bluestore".into();
+        assert!(check_options(&o).is_err());
+        let mut o = opts();
+        o.groups[0].label = "a b".into();
+        assert!(check_options(&o).is_err());
+        let mut o = opts();
+        o.pg_num = 12;
+        assert!(check_options(&o).is_err());
+        let mut o = opts();
+        o.tests.clear();
+        assert!(check_options(&o).is_err());
+    }
+}
