@@ -182,7 +182,7 @@ impl AuthNone {
         } else {
             e.u8(1);
         }
-        self.name.encode_to(&mut e);
+        denc::Encode::encode(&self.name, &mut e);
         e.u64(self.global_id);
         e.into_bytes()
     }
@@ -268,7 +268,7 @@ impl ServerAuth for AuthNoneServer {
                 "auth none payload starts with {v}, expected {want}"
             )));
         }
-        let peer_name = EntityName::decode_from(&mut d).map_err(malformed)?;
+        let peer_name = <EntityName as denc::Decode>::decode(&mut d).map_err(malformed)?;
         let mut global_id = d.u64().map_err(malformed)?;
         if global_id == 0 {
             global_id = self.next_global_id;

@@ -61,7 +61,7 @@ impl TestServerAuth {
 impl ClientAuth for TestClientAuth {
     fn initial_request(&mut self, _ctx: &AuthContext) -> Result<AuthRequest, AuthError> {
         let mut e = denc::Encoder::default();
-        self.name.encode_to(&mut e);
+        denc::Encode::encode(&self.name, &mut e);
         Ok(AuthRequest {
             method: AUTH_METHOD_TEST,
             preferred_modes: self.modes.clone(),
@@ -131,7 +131,7 @@ impl ServerAuth for TestServerAuth {
                 allowed_modes: self.allowed_modes.clone(),
             });
         }
-        let name = EntityName::decode_from(&mut denc::Decoder::new(payload))
+        let name = <EntityName as denc::Decode>::decode(&mut denc::Decoder::new(payload))
             .map_err(|e| AuthError::Malformed(e.to_string()))?;
         self.peer = Some((name, preferred_modes.to_vec()));
         let mut e = denc::Encoder::default();
