@@ -215,11 +215,14 @@ impl PgLog {
         }
     }
 
-    /// (entries to trim, dups to drop) when one more entry is appended.
+    /// (entries to trim, dups to drop) when one more entry is appended. As Ceph's calc_trim_to: the log is kept
+    /// at its target length (`osd_min_pg_log_entries`), trimmed in batches of at least `osd_pg_log_trim_min`
+    /// entries, and never longer than `osd_max_pg_log_entries`.
     fn trim_counts(&self) -> (usize, usize) {
         let n = self.entries.len() + 1;
-        let trim = if n > self.max_entries {
-            n - self.min_entries
+        let over = n.saturating_sub(self.min_entries);
+        let trim = if over >= self.trim_min.max(1) || n > self.max_entries {
+            over.min(OSD_PG_LOG_TRIM_MAX)
         } else {
             0
         };
