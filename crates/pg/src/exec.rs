@@ -435,7 +435,10 @@ pub(crate) fn handle_op<D: Device>(pg: &mut Pg, store: &mut Store<D>, ctx: OpCon
     let (d_objects, d_bytes) = (c.d_objects, c.d_bytes);
     let obj_txn = std::mem::take(&mut c.t);
     let user_version_now = c.oi.user_version;
+    let omap_before = c.orig_exists && c.orig_oi.test_flag(oi_flag::OMAP);
+    let omap_after = c.exists && c.oi.test_flag(oi_flag::OMAP);
     drop(c);
+    pg.epoch = pg.epoch.max(epoch);
     let ack = flag::ACK | flag::ONDISK;
     reply.flags |= i64::from(ack);
     pg.stats.num_rd += delta.num_rd;
@@ -513,6 +516,11 @@ pub(crate) fn handle_op<D: Device>(pg: &mut Pg, store: &mut Store<D>, ctx: OpCon
         pg.stats.num_bytes = (pg.stats.num_bytes as i64 + d_bytes).max(0) as u64;
         pg.stats.num_wr += delta.num_wr;
         pg.stats.num_wr_kb += delta.num_wr_kb;
+        match (omap_before, omap_after) {
+            (false, true) => pg.stats.num_omap_objects += 1,
+            (true, false) => pg.stats.num_omap_objects = pg.stats.num_omap_objects.saturating_sub(1),
+            _ => {}
+        }
         let mut msgs = Msgs::new();
         apply_effects(pg, &ctx, &okey, &soid, effects, user_version_now, &mut msgs);
         out.notifies.append(&mut msgs);
@@ -1979,7 +1987,7 @@ pub(crate) fn handle_timeout<D: Device>(pg: &mut Pg, store: &mut Store<D>, now: 
         if oi.watchers.remove(&(cookie, entity)).is_none() {
             continue;
         }
-        let at_version = pg.log.next_version(pg.log.head.epoch);
+        let at_version = pg.log.next_version(pg.epoch);
         oi.prior_version = oi.version;
         oi.version = at_version;
         let mut t = Transaction::new();

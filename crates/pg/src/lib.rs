@@ -205,6 +205,8 @@ pub struct Pg {
     rng: u64,
     /// Ops sent with an older map are dropped (the client resends them).
     discard_before: u32,
+    /// The newest OSD map epoch seen (versions of entries the PG makes on its own, e.g. watch timeouts).
+    epoch: u32,
 }
 
 impl Pg {
@@ -225,6 +227,7 @@ impl Pg {
             durable_seq: 0,
             rng: 0x9e37_79b9_7f4a_7c15 ^ (u64::from(spgid.pgid.seed) << 20) ^ spgid.pgid.pool,
             discard_before: 0,
+            epoch: 0,
         }
     }
 

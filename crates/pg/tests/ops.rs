@@ -576,8 +576,10 @@ fn omap() {
         decode_vals(&r.ops[0].outdata).0,
         vec![("b2".into(), "3".into()), ("c".into(), "4".into())]
     );
+    assert_eq!(h.pg.stats().num_omap_objects, 1);
     // clear removes keys and header
     h.run("o", vec![OSDOp::new(op::OMAPCLEAR)]);
+    assert_eq!(h.pg.stats().num_omap_objects, 0);
     let r = h.run(
         "o",
         vec![omap_get_vals("", 100, ""), OSDOp::new(op::OMAPGETHEADER)],
