@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.."
 echo "== building"
 cargo build --quiet -p xtask
 
-dir=$(mktemp -d "${TMPDIR:-/tmp}/ferro-demo.XXXXXX")
+dir=$(realpath "$(mktemp -d "${TMPDIR:-/tmp}/ferro-demo.XXXXXX")")
 finish() {
     rc=$?
     if [ -n "${FERRO_DEMO_KEEP:-}" ] && [ "$rc" -eq 0 ]; then
@@ -41,6 +41,7 @@ timeout 180 rados bench -p demo 10 write -b 65536 -t 8
 # The hook runs with CEPH_CONF and FERRO_CLUSTER_DIR exported, the cluster up and pool 'demo' present.
 if [ -f scripts/demo-ferro.sh ]; then
     echo "== scripts/demo-ferro.sh"
-    bash scripts/demo-ferro.sh
+    # With the cluster's marker in its environment, every daemon the hook starts is stopped by `cluster down`.
+    FERRO_TESTCLUSTER_DIR="$dir" bash scripts/demo-ferro.sh
 fi
 echo "== demo done"

@@ -1088,17 +1088,21 @@ fn reap_stale_guards() {
 
 /// Live processes of the cluster in `dir`: recorded pids that still carry our marker, plus any other
 /// process carrying it.
+///
+/// Never this process or its ancestors: a shell that exported the marker (so that daemons it starts belong
+/// to the cluster) may be the one running `cluster down`.
 fn our_live_pids(dir: &Path) -> Vec<(String, u32)> {
+    let exempt = process::self_and_ancestors();
     let mut found: Vec<(String, u32)> = recorded_pids(dir)
         .into_iter()
-        .filter(|(_, pid)| process::is_ours(*pid, dir))
+        .filter(|(_, pid)| !exempt.contains(pid) && process::is_ours(*pid, dir))
         .collect();
     if let Ok(entries) = std::fs::read_dir("/proc") {
         for e in entries.flatten() {
             let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
                 continue;
             };
-            if !found.iter().any(|(_, p)| *p == pid) && process::is_ours(pid, dir) {
+            if !exempt.contains(&pid) && !found.iter().any(|(_, p)| *p == pid) && process::is_ours(pid, dir) {
                 found.push((format!("pid {pid}"), pid));
             }
         }

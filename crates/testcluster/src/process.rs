@@ -139,6 +139,25 @@ pub(crate) fn start_time(pid: u32) -> Option<u64> {
     rest.split_whitespace().nth(19)?.parse().ok()
 }
 
+/// This process and its ancestors up to init.
+pub(crate) fn self_and_ancestors() -> Vec<u32> {
+    let mut chain = vec![std::process::id()];
+    while chain.len() < 256 {
+        let Some(&pid) = chain.last() else { break };
+        let ppid = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|st| {
+                st.rsplit_once(") ")
+                    .and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse().ok())
+            });
+        match ppid {
+            Some(p) if p > 1 => chain.push(p),
+            _ => break,
+        }
+    }
+    chain
+}
+
 /// Sends `sig` to `pid`; errors (e.g. already gone) are ignored because the caller re-checks liveness.
 pub(crate) fn signal(pid: u32, sig: libc::c_int) {
     let Ok(p) = libc::pid_t::try_from(pid) else {
@@ -179,4 +198,28 @@ pub fn which(name: &str) -> Option<std::path::PathBuf> {
     std::env::split_paths(&path)
         .map(|d| d.join(name))
         .find(|p| p.is_file())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ancestors_start_with_self_then_parent() {
+        let chain = self_and_ancestors();
+        assert_eq!(chain[0], std::process::id());
+        let parent = std::os::unix::process::parent_id();
+        if parent > 1 {
+            assert_eq!(chain[1], parent);
+        }
+    }
+
+    #[test]
+    fn tails_and_liveness() {
+        assert_eq!(tail_str("a\nb\nc\n", 2), "b\nc");
+        assert_eq!(tail_str("", 3), "");
+        assert!(alive(std::process::id()));
+        assert!(!alive(u32::MAX));
+        assert!(!is_ours(std::process::id(), Path::new("/nonexistent-cluster")));
+    }
 }

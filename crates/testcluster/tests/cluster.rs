@@ -138,8 +138,18 @@ fn detached_cluster_survives_its_handle_and_stop_dir_kills_it() {
     );
     // A running cluster directory is not reused.
     assert!(Cluster::start_detached(&base, &ClusterSpec::default()).is_err());
+    // A process started by hand with the cluster's marker (as scripts do for extra daemons) belongs to it.
+    let mut extra = std::process::Command::new("sleep")
+        .arg("300")
+        .env(testcluster::MARKER_ENV, again.dir())
+        .spawn()
+        .unwrap();
 
-    assert_eq!(Cluster::stop_dir(&base).unwrap(), 2);
+    assert_eq!(Cluster::stop_dir(&base).unwrap(), 3);
+    assert!(
+        !extra.wait().unwrap().success(),
+        "the marked process must have been killed"
+    );
     for (name, pid) in &daemons {
         assert!(!proc_alive(*pid), "{name} ({pid}) survived stop_dir");
     }
