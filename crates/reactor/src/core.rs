@@ -64,17 +64,23 @@ pub enum ListenProto {
         cfg: msgr2::Config,
         auth: ServerAuthFactory,
     },
+    /// msgr2, with each accepted connection's state machine built by [`Service::msgr2_acceptor`] (per-connection
+    /// auth state, e.g. a cephx server whose verified peer the service keeps).
+    Msgr2ByService,
 }
 
 /// What an outgoing connection speaks.
 pub enum ConnectProto {
     Raw,
-    /// msgr2 connector to an entity of `target_type`.
+    /// msgr2 connector to an entity of `target_type` at the connect address (nonce 0).
     Msgr2 {
         cfg: msgr2::Config,
         auth: Box<dyn ClientAuth + Send>,
         target_type: u8,
     },
+    /// A connector the caller built (`Connection::connector` with the exact target address and nonce it wants,
+    /// e.g. a mgr that checks its nonce); the reactor drives it once TCP is up.
+    Msgr2Conn(Box<Connection>),
 }
 
 /// Why a connection ended (reported once through [`Service::on_reset`]).
@@ -138,6 +144,12 @@ pub trait Service: 'static {
         conn: ConnId,
         peer: SocketAddr,
     ) {
+    }
+    /// [`ListenProto::Msgr2ByService`]: build the acceptor for a socket accepted on `listener` (for a handed-off
+    /// socket: the listener id on the core that accepted it) from `peer`. Call `set_peer_socket_addr(peer)` on it
+    /// (Ceph clients need it in HELLO) and set `Config::auto_accept`. `None` refuses the connection.
+    fn msgr2_acceptor(&mut self, listener: ListenerId, peer: SocketAddr) -> Option<Connection> {
+        None
     }
     /// A connection another core handed to this one ([`CoreCtx::hand_off`]); `conn` is its id here.
     fn on_handoff(&mut self, ctx: &mut CoreCtx<Self::Msg>, conn: ConnId, peer: SocketAddr, from: CoreId) {}
@@ -281,7 +293,7 @@ struct Conn {
     reported: bool,
     close_when_flushed: bool,
     /// Accepted and untouched: how to rebuild it on another core (`hand_off`).
-    origin: Option<ListenProto>,
+    origin: Option<(ListenerId, ListenProto)>,
 }
 
 struct ConnSlot {
@@ -344,6 +356,7 @@ pub(crate) enum Envelope<M> {
 pub(crate) struct Adopt {
     fd: RawFd,
     peer: Option<SocketAddr>,
+    listener: ListenerId,
     proto: ListenProto,
 }
 
@@ -545,6 +558,7 @@ impl<M: Send + 'static> CoreCtx<M> {
                 target_type,
                 self.now,
             ))),
+            ConnectProto::Msgr2Conn(c) => Proto::Msgr2(c),
         };
         let id = self.new_conn(fd, proto, ConnState::Connecting, Some(addr));
         let raddr = sys::RawAddr::new(&addr);
@@ -733,7 +747,7 @@ impl<M: Send + 'static> CoreCtx<M> {
         let Some(c) = self.conn_ref(conn) else {
             return Err(HandOffError::NotConnected);
         };
-        let Some(proto) = c.origin.clone() else {
+        let Some((listener, proto)) = c.origin.clone() else {
             return Err(HandOffError::NotFresh);
         };
         if c.ops != 0 || c.state != ConnState::Open || !c.out.is_empty() || c.recv_armed {
@@ -747,7 +761,15 @@ impl<M: Send + 'static> CoreCtx<M> {
             self.pool.give(c.rbuf);
             self.free_conns.push(conn.idx);
         }
-        self.send_envelope(to, Envelope::Adopt(Box::new(Adopt { fd, peer, proto })));
+        self.send_envelope(
+            to,
+            Envelope::Adopt(Box::new(Adopt {
+                fd,
+                peer,
+                listener,
+                proto,
+            })),
+        );
         Ok(())
     }
 
@@ -1227,12 +1249,21 @@ impl<M: Send + 'static> CoreCtx<M> {
         let _ = sys::set_nodelay(fd);
         let peer = sys::peer_addr(fd);
         self.stats.accepted += 1;
-        let id = self.adopt(fd, peer, proto);
+        let Some(id) = self.adopt(svc, fd, peer, ListenerId(li), proto) else {
+            return;
+        };
         let pa = peer.unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0)));
         svc.on_accept(self, ListenerId(li), id, pa);
     }
 
-    fn adopt(&mut self, fd: RawFd, peer: Option<SocketAddr>, proto: ListenProto) -> ConnId {
+    fn adopt<S: Service<Msg = M>>(
+        &mut self,
+        svc: &mut S,
+        fd: RawFd,
+        peer: Option<SocketAddr>,
+        listener: ListenerId,
+        proto: ListenProto,
+    ) -> Option<ConnId> {
         let p = match &proto {
             ListenProto::Raw => Proto::Raw,
             ListenProto::Msgr2 { cfg, auth } => {
@@ -1244,13 +1275,23 @@ impl<M: Send + 'static> CoreCtx<M> {
                 }
                 Proto::Msgr2(Box::new(m))
             }
+            ListenProto::Msgr2ByService => {
+                let pa = peer.unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0)));
+                match svc.msgr2_acceptor(listener, pa) {
+                    Some(m) => Proto::Msgr2(Box::new(m)),
+                    None => {
+                        sys::close(fd);
+                        return None;
+                    }
+                }
+            }
         };
         let id = self.new_conn(fd, p, ConnState::Open, peer);
         if let Some(c) = self.conn_mut(id) {
-            c.origin = Some(proto);
+            c.origin = Some((listener, proto));
         }
         self.mark_dirty(id);
-        id
+        Some(id)
     }
 
     // -----------------------------------------------------------------------------------------------------------
@@ -1372,12 +1413,19 @@ impl<M: Send + 'static> CoreCtx<M> {
                 match m {
                     Envelope::User(m) => svc.on_cross_core(self, from, m),
                     Envelope::Adopt(a) => {
-                        let Adopt { fd, peer, proto } = *a;
+                        let Adopt {
+                            fd,
+                            peer,
+                            listener,
+                            proto,
+                        } = *a;
                         if self.stopping {
                             sys::close(fd);
                             continue;
                         }
-                        let id = self.adopt(fd, peer, proto);
+                        let Some(id) = self.adopt(svc, fd, peer, listener, proto) else {
+                            continue;
+                        };
                         let pa = peer.unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0)));
                         svc.on_handoff(self, id, pa, from);
                     }

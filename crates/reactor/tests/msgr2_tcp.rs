@@ -277,3 +277,86 @@ fn blocking_client_against_reactor_server() {
         rt.join();
     }
 }
+
+// ---------------------------------------------------------------------------------------------------------------
+
+/// Acceptors built by the service (per-connection auth state) and a connector built by the caller (exact target
+/// address with a nonce).
+struct Custom {
+    listen: Option<SocketAddr>,
+    built: u32,
+    result: mpsc::Sender<String>,
+}
+
+impl Service for Custom {
+    type Msg = ();
+    fn on_start(&mut self, ctx: &mut CoreCtx<()>) {
+        let (_, a) = ctx
+            .listen("127.0.0.1:0".parse().unwrap(), ListenProto::Msgr2ByService)
+            .unwrap();
+        self.listen = Some(a);
+        let conn = msgr2::Connection::connector(
+            Config::new(ENTITY_TYPE_CLIENT, 1),
+            client_auth(true),
+            EntityAddr::msgr2(a, 4242),
+            ENTITY_TYPE_OSD,
+            ctx.now(),
+        );
+        ctx.connect(a, ConnectProto::Msgr2Conn(Box::new(conn)), Duration::from_secs(5))
+            .unwrap();
+    }
+    fn msgr2_acceptor(&mut self, _l: reactor::ListenerId, peer: SocketAddr) -> Option<msgr2::Connection> {
+        self.built += 1;
+        let mut cfg = Config::new(ENTITY_TYPE_OSD, 0);
+        cfg.auto_accept = true;
+        // The connector checks it reached exactly the address (and nonce) it dialled.
+        cfg.my_addrs = AddrVec::one(EntityAddr::msgr2(self.listen?, 4242));
+        let mut c = msgr2::Connection::acceptor(cfg, server_auth(true)(), Instant::now());
+        c.set_peer_socket_addr(peer);
+        Some(c)
+    }
+    fn on_connected(&mut self, ctx: &mut CoreCtx<()>, conn: ConnId, peer: Option<&PeerInfo>) {
+        let p = peer.unwrap();
+        if p.peer_type == ENTITY_TYPE_OSD {
+            // The client side: say hello.
+            ctx.send_message(conn, Message::new(0x99, 1, 1, Bytes::from_static(b"hi")))
+                .unwrap();
+        }
+    }
+    fn on_reset(&mut self, _ctx: &mut CoreCtx<()>, _conn: ConnId, reason: CloseReason) {
+        let _ = self.result.send(format!("reset: {reason:?}"));
+    }
+    fn on_message(&mut self, _ctx: &mut CoreCtx<()>, _conn: ConnId, m: Message) {
+        self.result
+            .send(format!(
+                "{} {} built={}",
+                m.msg_type,
+                String::from_utf8_lossy(&m.front),
+                self.built
+            ))
+            .unwrap();
+    }
+}
+
+#[test]
+fn service_built_acceptor_and_caller_built_connector() {
+    let (tx, rx) = mpsc::channel();
+    let rt = Runtime::start(
+        RuntimeConfig {
+            pin: false,
+            ..Default::default()
+        },
+        move |_| Custom {
+            listen: None,
+            built: 0,
+            result: tx.clone(),
+        },
+    )
+    .unwrap();
+    assert_eq!(
+        rx.recv_timeout(Duration::from_secs(20)).unwrap(),
+        "153 hi built=1"
+    );
+    rt.stop();
+    rt.join();
+}
