@@ -1653,3 +1653,117 @@ fn cls_lock_expiry_renewal_and_ephemeral() {
         -22
     );
 }
+
+mod random_meta {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[derive(Debug, Clone)]
+    enum Act {
+        SetX(u8, u8),
+        RmX(u8),
+        SetK(u8, u8),
+        RmK(u8),
+        Clear,
+        Delete,
+        Resend,
+        Restart,
+    }
+
+    fn arb_act() -> impl Strategy<Value = Act> {
+        prop_oneof![
+            (0u8..3, any::<u8>()).prop_map(|(k, v)| Act::SetX(k, v)),
+            (0u8..3).prop_map(Act::RmX),
+            (0u8..3, any::<u8>()).prop_map(|(k, v)| Act::SetK(k, v)),
+            (0u8..3).prop_map(Act::RmK),
+            Just(Act::Clear),
+            Just(Act::Delete),
+            Just(Act::Resend),
+            Just(Act::Restart),
+        ]
+    }
+
+    fn restart(h: &mut H) {
+        h.drain();
+        let dev = std::mem::replace(&mut h.store, new_store()).umount().unwrap();
+        let mut store = Store::mount(dev, 0, StoreConfig::default()).unwrap();
+        let mut pg = Pg::new(spgid(), pool(), PgConfig::default());
+        pg.load(&mut store).unwrap();
+        h.store = store;
+        h.pg = pg;
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 32, ..ProptestConfig::default() })]
+        /// xattrs and omap follow a model through deletes, resends (answered, not re-executed) and restarts.
+        #[test]
+        fn xattrs_and_omap_follow_the_model(acts in proptest::collection::vec(arb_act(), 1..25)) {
+            let mut h = H::new();
+            let mut exists = false;
+            let mut xs: BTreeMap<String, Vec<u8>> = BTreeMap::new();
+            let mut ks: BTreeMap<String, Vec<u8>> = BTreeMap::new();
+            let mut last: Option<(MOSDOp, MOSDOpReply)> = None;
+            for a in acts {
+                let ops = match &a {
+                    Act::SetX(k, v) => vec![xattr_op(op::SETXATTR, &format!("x{k}"), &[*v])],
+                    Act::RmX(k) => vec![xattr_op(op::RMXATTR, &format!("x{k}"), b"")],
+                    Act::SetK(k, v) => vec![omap_set(&[(&format!("k{k}"), &format!("{v}"))])],
+                    Act::RmK(k) => {
+                        let rm: std::collections::BTreeSet<Bytes> = [Bytes::from(format!("k{k}"))].into();
+                        vec![OSDOp::new(op::OMAPRMKEYS).with_indata(enc(&rm))]
+                    }
+                    Act::Clear => vec![OSDOp::new(op::OMAPCLEAR)],
+                    Act::Delete => vec![OSDOp::new(op::DELETE)],
+                    Act::Resend => {
+                        if let Some((m, r)) = &last {
+                            let again = h.send(m.clone());
+                            prop_assert_eq!(again.result, r.result);
+                            // (a failed or no-op write's resend carries its ERROR entry's version, as Ceph's does)
+                            if r.replay_version != Eversion::default() {
+                                prop_assert_eq!((again.replay_version, again.user_version), (r.replay_version, r.user_version));
+                            }
+                        }
+                        continue;
+                    }
+                    Act::Restart => {
+                        restart(&mut h);
+                        continue;
+                    }
+                };
+                let m = h.msg("m", "", ops);
+                let r = h.send(m.clone());
+                let want_ok = match &a {
+                    Act::SetX(..) | Act::SetK(..) => true,
+                    _ => exists,
+                };
+                prop_assert_eq!(r.result == 0, want_ok, "{:?} -> {}", a, r.result);
+                if r.result == 0 {
+                    match &a {
+                        Act::SetX(k, v) => { exists = true; xs.insert(format!("x{k}"), vec![*v]); }
+                        Act::RmX(k) => { xs.remove(&format!("x{k}")); }
+                        Act::SetK(k, v) => { exists = true; ks.insert(format!("k{k}"), format!("{v}").into_bytes()); }
+                        Act::RmK(k) => { ks.remove(&format!("k{k}")); }
+                        Act::Clear => ks.clear(),
+                        Act::Delete => { exists = false; xs.clear(); ks.clear(); }
+                        _ => {}
+                    }
+                }
+                last = Some((m, r));
+                // check the object against the model
+                let r = h.run("m", vec![OSDOp::new(op::GETXATTRS), omap_get_vals("", 100, "")]);
+                if !exists {
+                    prop_assert_eq!(r.result, ENOENT);
+                    continue;
+                }
+                prop_assert_eq!(r.result, 0);
+                let got: BTreeMap<Bytes, Bytes> = BTreeMap::decode_all(r.ops[0].outdata.clone()).unwrap();
+                let got: BTreeMap<String, Vec<u8>> = got.into_iter().map(|(k, v)| (String::from_utf8(k.to_vec()).unwrap(), v.to_vec())).collect();
+                prop_assert_eq!(&got, &xs);
+                let (vals, more) = decode_vals(&r.ops[1].outdata);
+                prop_assert!(!more);
+                let vals: BTreeMap<String, Vec<u8>> = vals.into_iter().map(|(k, v)| (k, v.into_bytes())).collect();
+                prop_assert_eq!(&vals, &ks);
+            }
+        }
+    }
+}
