@@ -292,6 +292,8 @@ struct Conn {
     dirty: bool,
     reported: bool,
     close_when_flushed: bool,
+    /// The service paused reading (its own backlog is full).
+    recv_paused: bool,
     /// Accepted and untouched: how to rebuild it on another core (`hand_off`).
     origin: Option<(ListenerId, ListenProto)>,
 }
@@ -649,6 +651,21 @@ impl<M: Send + 'static> CoreCtx<M> {
         Ok(())
     }
 
+    /// Stop reading from `conn` (a receive already in flight still completes): the service's own backlog for
+    /// it is full — the throttle ceph-osd applies with `osd_client_message_cap`. TCP then pushes back on the peer.
+    pub fn pause_recv(&mut self, conn: ConnId) {
+        if let Some(c) = self.conn_mut(conn) {
+            c.recv_paused = true;
+        }
+    }
+
+    pub fn resume_recv(&mut self, conn: ConnId) {
+        if let Some(c) = self.conn_mut(conn) {
+            c.recv_paused = false;
+        }
+        self.mark_dirty(conn);
+    }
+
     /// Outgoing bytes queued or in flight on `conn`.
     pub fn queued_bytes(&self, conn: ConnId) -> usize {
         self.conn_ref(conn).map_or(0, |c| c.out_bytes)
@@ -835,6 +852,7 @@ impl<M: Send + 'static> CoreCtx<M> {
             reported: false,
             close_when_flushed: false,
             origin: None,
+            recv_paused: false,
         };
         let idx = match self.free_conns.pop() {
             Some(i) => i,
@@ -1003,7 +1021,7 @@ impl<M: Send + 'static> CoreCtx<M> {
 
     fn arm_recv(&mut self, id: ConnId) {
         let Some(c) = self.conn_mut(id) else { return };
-        if c.recv_armed || c.state != ConnState::Open {
+        if c.recv_armed || c.recv_paused || c.state != ConnState::Open {
             return;
         }
         let mut buf = std::mem::take(&mut c.rbuf);

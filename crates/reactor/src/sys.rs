@@ -175,7 +175,9 @@ pub fn close(fd: RawFd) {
 
 pub fn eventfd() -> io::Result<RawFd> {
     // SAFETY: plain syscall.
-    cvt(unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) })
+    // Blocking mode: io_uring would complete a read of an O_NONBLOCK eventfd with EAGAIN on some kernels instead
+    // of waiting; a write only blocks at a counter of 2^64-2, which one-per-turn doorbells never reach.
+    cvt(unsafe { libc::eventfd(0, libc::EFD_CLOEXEC) })
 }
 
 pub fn eventfd_signal(fd: RawFd) {

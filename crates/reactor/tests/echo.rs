@@ -431,3 +431,68 @@ fn accepts_beyond_max_connections_are_refused() {
     let st = rt.join();
     assert_eq!((st[0].accepted, st[0].refused), (1, 1));
 }
+
+struct Throttled {
+    addr: mpsc::Sender<SocketAddr>,
+    got: usize,
+    paused_at: Option<usize>,
+    conn: Option<ConnId>,
+}
+
+impl Service for Throttled {
+    type Msg = ();
+    fn on_start(&mut self, ctx: &mut CoreCtx<()>) {
+        let (_, a) = ctx
+            .listen("127.0.0.1:0".parse().unwrap(), ListenProto::Raw)
+            .unwrap();
+        self.addr.send(a).unwrap();
+    }
+    fn on_data(&mut self, ctx: &mut CoreCtx<()>, conn: ConnId, data: Bytes) {
+        self.got += data.len();
+        self.conn = Some(conn);
+        if self.paused_at.is_none() && self.got >= 100_000 {
+            self.paused_at = Some(self.got);
+            ctx.pause_recv(conn);
+            ctx.set_timer(Duration::from_millis(300), 1);
+        }
+        if self.got == 4_000_000 {
+            ctx.send_bytes(conn, vec![Bytes::from_static(b"ok")]).unwrap();
+        }
+    }
+    fn on_timer(&mut self, ctx: &mut CoreCtx<()>, _t: TimerId, _token: u64) {
+        // Nothing arrived while paused (beyond the one recv that may have been in flight).
+        let paused_at = self.paused_at.unwrap();
+        assert!(
+            self.got <= paused_at + 16 * 1024,
+            "got {} paused at {paused_at}",
+            self.got
+        );
+        ctx.resume_recv(self.conn.unwrap());
+    }
+}
+
+#[test]
+fn paused_receive_pushes_back_on_the_peer() {
+    let (tx, rx) = mpsc::channel();
+    let rt = Runtime::start(cfg(1), move |_| Throttled {
+        addr: tx.clone(),
+        got: 0,
+        paused_at: None,
+        conn: None,
+    })
+    .unwrap();
+    let addr = rx.recv_timeout(Duration::from_secs(10)).unwrap();
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let start = Instant::now();
+    s.write_all(&vec![7u8; 4_000_000]).unwrap();
+    let mut ok = [0u8; 2];
+    s.read_exact(&mut ok).unwrap();
+    assert_eq!(&ok, b"ok");
+    assert!(
+        start.elapsed() >= Duration::from_millis(300),
+        "the pause held the writer back"
+    );
+    rt.stop();
+    rt.join();
+}
