@@ -28,7 +28,19 @@ enum Cmd {
         #[command(subcommand)]
         action: ClusterCmd,
     },
-    // Planned (added by their owners): `Bench { store | compare }`, `Sim { .. }`.
+    /// Benchmarks.
+    Bench {
+        #[command(subcommand)]
+        action: BenchCmd,
+    },
+    // Planned (added by their owners): `Bench { store }`, `Sim { .. }`.
+}
+
+#[derive(Subcommand)]
+enum BenchCmd {
+    /// BlueStore vs ferro-osd in one throwaway cluster: the same fio/OMAP matrix on a pool per OSD kind
+    /// (crate bench-compare; docs/benchmarks.md).
+    Compare(bench_compare::CompareArgs),
 }
 
 #[derive(Subcommand)]
@@ -105,6 +117,9 @@ fn main() -> ExitCode {
 fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
     match cli.cmd {
         Cmd::Cluster { action } => cluster(action),
+        Cmd::Bench {
+            action: BenchCmd::Compare(args),
+        } => Ok(bench_compare::main_with_args(args)?),
     }
 }
 

@@ -17,7 +17,7 @@ pub struct CompareArgs {
     /// Smoke test: tiny data set, 1 s per test; checks that everything runs, never speed (≤ 2 min).
     #[arg(long)]
     pub quick: bool,
-    /// Replicas per pool (1 or 3); each kind gets max(pool size, --osds) OSDs.
+    /// Replicas per pool (1 to 3); each kind needs at least that many OSDs (--osds).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=3))]
     pub pool_size: u32,
     /// OSDs per kind (default: the pool size).
@@ -54,7 +54,8 @@ pub struct CompareArgs {
 }
 
 fn workspace() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+    let ws = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
+    ws.canonicalize().unwrap_or(ws)
 }
 
 fn build_ferro_osd(ws: &Path) -> std::result::Result<PathBuf, String> {
@@ -173,9 +174,16 @@ pub fn main_with_args(a: CompareArgs) -> Result<()> {
         let now = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());
-        let stamp = crate::util::utc_string(now)
-            .replace([' ', ':'], "")
-            .replace("UTC", "");
+        // "2026-11-30 10:54 UTC" -> "20261130-1054"
+        let stamp: String = crate::util::utc_string(now)
+            .trim_end_matches(" UTC")
+            .chars()
+            .filter_map(|c| match c {
+                '-' | ':' => None,
+                ' ' => Some('-'),
+                c => Some(c),
+            })
+            .collect();
         opts.workspace
             .join("target/bench-compare")
             .join(format!("{stamp}{}", if a.quick { "-quick" } else { "" }))

@@ -233,6 +233,13 @@ pub fn svg_chart(r: &Report) -> String {
                         esc(&r.groups.get(gi).map_or(String::new(), |g| g.label.clone())),
                         num(row.m.iops)
                     );
+                    let _ = writeln!(
+                        s,
+                        r#"<text x="{:.1}" y="{:.1}" font-size="9">{}</text>"#,
+                        left + w + 3.0,
+                        by + bar_h - 3.0,
+                        num(row.m.iops)
+                    );
                 }
                 _ => {
                     let _ = writeln!(
