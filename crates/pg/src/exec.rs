@@ -286,6 +286,32 @@ pub(crate) fn handle_op<D: Device>(pg: &mut Pg, store: &mut Store<D>, ctx: OpCon
         );
         return out;
     };
+    // snapshots: reads at a snap see the head if it is newer than the object's last write, else a clone;
+    // writes that would have to preserve the head in a clone are refused (clones are not implemented)
+    let (snap_seq, snaps): (u64, Vec<u64>) = match &pg.pool_snapc {
+        Some((seq, snaps)) => (*seq, snaps.clone()),
+        None => (m.snap_seq.0, m.snaps.iter().map(|s| s.0).collect()),
+    };
+    if m.snapid != SnapId::NOSNAP && m.snapid != SnapId::SNAPDIR && m.snapid.0 <= snapset.seq.0 {
+        let r = if snapset.clones.iter().any(|c| c.0 >= m.snapid.0) {
+            -libc::EOPNOTSUPP
+        } else {
+            -libc::ENOENT
+        };
+        send_now(&mut out, reply_error(m, r, epoch, Eversion::default(), 0, &[]));
+        return out;
+    }
+    if may_write
+        && exists
+        && !oi.test_flag(oi_flag::WHITEOUT)
+        && snaps.first().is_some_and(|s| *s > snapset.seq.0)
+    {
+        send_now(
+            &mut out,
+            reply_error(m, -libc::EOPNOTSUPP, epoch, Eversion::default(), 0, &[]),
+        );
+        return out;
+    }
     if exists && !oi.watchers.is_empty() {
         let ws: Vec<(u64, EntityNameT, u32)> = oi
             .watchers
@@ -350,7 +376,7 @@ pub(crate) fn handle_op<D: Device>(pg: &mut Pg, store: &mut Store<D>, ctx: OpCon
         } else if c.orig_oi.test_flag(oi_flag::DIRTY) {
             c.oi.clear_flag(oi_flag::DIRTY);
         }
-        c.snapset.seq = m.snap_seq;
+        c.snapset.seq = SnapId(snap_seq);
         c.snapset.snaps.clear();
         // finish_ctx
         if c.user_modify {

@@ -207,6 +207,8 @@ pub struct Pg {
     discard_before: u32,
     /// The newest OSD map epoch seen (versions of entries the PG makes on its own, e.g. watch timeouts).
     epoch: u32,
+    /// The pool's snap context when the pool is in pool-snapshot mode (seq, snaps newest first).
+    pool_snapc: Option<(u64, Vec<u64>)>,
 }
 
 impl Pg {
@@ -228,6 +230,7 @@ impl Pg {
             rng: 0x9e37_79b9_7f4a_7c15 ^ (u64::from(spgid.pgid.seed) << 20) ^ spgid.pgid.pool,
             discard_before: 0,
             epoch: 0,
+            pool_snapc: None,
         }
     }
 
@@ -246,6 +249,17 @@ impl Pg {
     /// reply, because the client resends them after it sees the newer map. The daemon sets it on map changes.
     pub fn set_discard_before(&mut self, epoch: u32) {
         self.discard_before = epoch;
+    }
+
+    /// The pool's snap context (`pg_pool_t::snap_seq` and its snaps, newest first) for pools with pool snapshots;
+    /// an empty `snaps` means self-managed (the client's snap context applies). Writes that would need a clone of
+    /// the head are answered -EOPNOTSUPP: clones are not implemented yet.
+    pub fn set_pool_snap_context(&mut self, seq: u64, snaps: Vec<u64>) {
+        self.pool_snapc = if snaps.is_empty() {
+            None
+        } else {
+            Some((seq, snaps))
+        };
     }
 
     /// The ferrostore collection of this PG (`coll_t` text form, e.g. `1.7_head`).
