@@ -16,6 +16,7 @@ fn pair(mode: u32) -> (Connection, Connection) {
     let now = Instant::now();
     let addr = EntityAddr::msgr2("127.0.0.1:6800".parse().unwrap(), 0);
     let mut ccfg = Config::new(ENTITY_TYPE_CLIENT, 1);
+    ccfg.my_addrs = msgr2::AddrVec::one(EntityAddr::msgr2("127.0.0.1:40000".parse().unwrap(), 1));
     ccfg.max_queued_messages = 1 << 20;
     ccfg.max_queued_bytes = 1 << 34;
     let c = Connection::connector(

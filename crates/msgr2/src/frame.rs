@@ -32,7 +32,7 @@ pub const CRC_EPILOGUE_LEN: usize = 1 + 3 * 4;
 pub const SECURE_EPILOGUE_LEN: usize = 16;
 const CIPHER_BLOCK: usize = 16;
 /// The most the decoder reserves for a frame before its bytes have arrived.
-const RESERVE_AHEAD: usize = 4 << 20;
+const RESERVE_AHEAD: usize = 16 << 20;
 
 /// Epilogue late_status: the frame is complete (low nibble 0xE); 0x1 means the sender aborted it.
 pub const LATE_STATUS_COMPLETE: u8 = 0x0E;
