@@ -187,6 +187,7 @@ enum Phase {
 }
 
 /// A principal (client or daemon) talking cephx to the monitors.
+#[derive(Clone)]
 pub struct MonAuthClient {
     provider: Arc<dyn CryptoProvider>,
     name: EntityName,
@@ -229,6 +230,17 @@ impl MonAuthClient {
             server_challenge: 0,
             tickets: TicketManager::default(),
             rotating: None,
+        }
+    }
+
+    /// A copy for one more connection attempt (parallel hunting: each attempt runs its own handshake). It keeps
+    /// the principal, its key, the global id and the tickets, so the attempt presents the previous AUTH ticket
+    /// and reclaims the global id as Ceph's clients do; the handshake state starts over.
+    pub fn fork(&self) -> MonAuthClient {
+        MonAuthClient {
+            phase: Phase::Starting,
+            server_challenge: 0,
+            ..self.clone()
         }
     }
 

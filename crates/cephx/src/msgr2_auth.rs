@@ -2,7 +2,8 @@
 //! cephx behind msgr2's auth seam (`msgr2::auth::{ClientAuth, ServerAuth}`).
 //!
 //! * [`CephxMonClientAuth`]: a connection to a monitor (AUTH_MODE_MON, challenge, session key, connection secret).
-//!   The [`MonAuthClient`] is shared so that the same principal later builds ticket requests and authorizers.
+//!   The [`MonAuthClient`] is shared so that the same principal later builds ticket requests and authorizers;
+//!   [`CephxMonClientAuth::per_attempt`] gives each parallel hunting attempt its own fork of it.
 //! * [`CephxAuthorizerClientAuth`]: a connection to an OSD or mgr with an authorizer (CEPHX_V2 challenge).
 //! * [`CephxServerAuth`]: a daemon accepting connections: verifies authorizers with its rotating keys and, if
 //!   configured (`auth_*_required = none`), also accepts auth none.
@@ -78,13 +79,44 @@ fn fallback_to_none(
     Err(bad_method(method, result, allowed_methods, allowed_modes))
 }
 
+/// Tickets a client wants from the monitor: mon, osd and mgr.
+pub const WANT_MON_OSD_MGR: u32 =
+    crate::types::ENTITY_TYPE_MON | crate::types::ENTITY_TYPE_OSD | crate::types::ENTITY_TYPE_MGR;
+
+/// Parse a Ceph connection-mode option (`ms_mon_client_mode` etc.: "secure crc", "crc, secure", ...) into msgr2
+/// modes in order of preference; unknown words are ignored.
+pub fn parse_modes(s: &str) -> Vec<u32> {
+    s.split(|c: char| c == ',' || c.is_whitespace())
+        .filter_map(|m| match m {
+            "secure" => Some(CON_MODE_SECURE),
+            "crc" => Some(CON_MODE_CRC),
+            _ => None,
+        })
+        .collect()
+}
+
+/// A wall clock given by the IO layer (cephx itself reads no clock).
+pub type Clock = Arc<dyn Fn() -> UTime + Send + Sync>;
+
 /// The connector side of a monitor connection.
+///
+/// Two ways to hold the principal's [`MonAuthClient`]:
+/// * [`CephxMonClientAuth::new`]: this connection drives the shared client directly (one connection at a time,
+///   e.g. a daemon that hunts serially and keeps using the same client for tickets and authorizers);
+/// * [`CephxMonClientAuth::per_attempt`]: this connection drives its own [`MonAuthClient::fork`] of the shared one
+///   and publishes it back only once authenticated, so parallel hunting attempts never interleave their
+///   handshakes, and the next attempt reclaims the global id with the newest AUTH ticket.
 pub struct CephxMonClientAuth {
+    /// The client this connection authenticates with (its own fork for [`CephxMonClientAuth::per_attempt`]).
     pub client: Arc<Mutex<MonAuthClient>>,
+    /// Where a per-attempt fork is published once authenticated.
+    publish_to: Option<Arc<Mutex<MonAuthClient>>>,
     /// Connection modes in order of preference (Pacific's `ms_mon_client_mode` default: secure, crc).
     pub modes: Vec<u32>,
     /// The wall-clock time to stamp ticket expiries with (the core takes no clock of its own).
     pub now: UTime,
+    /// If set, read at AUTH_DONE instead of `now` (a connection attempt may wait a while for its monitor).
+    pub clock: Option<Clock>,
     /// Auth none to fall back to when the monitor allows only that (`None` disables the fallback).
     pub fallback_none: Option<AuthNone>,
     using_none: bool,
@@ -99,8 +131,10 @@ impl CephxMonClientAuth {
         };
         CephxMonClientAuth {
             client,
+            publish_to: None,
             modes: vec![CON_MODE_SECURE, CON_MODE_CRC],
             now,
+            clock: None,
             fallback_none: Some(AuthNone::new(
                 msgr2::EntityName {
                     ty: name.ty,
@@ -112,6 +146,35 @@ impl CephxMonClientAuth {
             ctx: None,
         }
     }
+
+    /// One connection attempt on its own fork of `shared`; `shared` is replaced by the fork once this attempt
+    /// authenticates.
+    pub fn per_attempt(shared: &Arc<Mutex<MonAuthClient>>, now: UTime) -> Self {
+        let fork = shared.lock().unwrap_or_else(PoisonError::into_inner).fork();
+        let mut a = CephxMonClientAuth::new(Arc::new(Mutex::new(fork)), now);
+        a.publish_to = Some(shared.clone());
+        a
+    }
+
+    /// Set the connection modes in order of preference.
+    pub fn with_modes(mut self, modes: Vec<u32>) -> Self {
+        self.modes = modes;
+        self
+    }
+
+    /// Read the time from `clock` when the monitor's AUTH_DONE arrives.
+    pub fn with_clock(mut self, clock: Clock) -> Self {
+        self.clock = Some(clock);
+        self
+    }
+
+    fn request(&self, c: &mut MonAuthClient) -> AuthRequest {
+        AuthRequest {
+            method: AUTH_METHOD_CEPHX,
+            preferred_modes: self.modes.clone(),
+            payload: c.initial_request(),
+        }
+    }
 }
 
 impl ClientAuth for CephxMonClientAuth {
@@ -119,11 +182,7 @@ impl ClientAuth for CephxMonClientAuth {
         self.ctx = Some(ctx.clone());
         self.using_none = false;
         let mut c = self.client.lock().unwrap_or_else(PoisonError::into_inner);
-        Ok(AuthRequest {
-            method: AUTH_METHOD_CEPHX,
-            preferred_modes: self.modes.clone(),
-            payload: c.initial_request(),
-        })
+        Ok(self.request(&mut c))
     }
 
     fn handle_reply_more(&mut self, payload: Bytes) -> Result<Bytes, AuthError> {
@@ -145,10 +204,12 @@ impl ClientAuth for CephxMonClientAuth {
         {
             return n.handle_done(global_id, con_mode, payload);
         }
+        let now = self.clock.as_ref().map_or(self.now, |clock| clock());
         let mut c = self.client.lock().unwrap_or_else(PoisonError::into_inner);
-        let s = c
-            .handle_done(global_id, &payload, self.now)
-            .map_err(to_auth_error)?;
+        let s = c.handle_done(global_id, &payload, now).map_err(to_auth_error)?;
+        if let Some(shared) = &self.publish_to {
+            *shared.lock().unwrap_or_else(PoisonError::into_inner) = c.clone();
+        }
         Ok(ClientAuthDone {
             session_key: s.session_key.secret,
             connection_secret: s.connection_secret,
@@ -166,6 +227,20 @@ impl ClientAuth for CephxMonClientAuth {
             .ctx
             .clone()
             .ok_or_else(|| AuthError::Protocol("AUTH_BAD_METHOD before a request".into()))?;
+        // cephx is fine but none of our modes was: retry once with the modes both sides allow.
+        if !self.using_none && method == AUTH_METHOD_CEPHX && allowed_methods.contains(&AUTH_METHOD_CEPHX) {
+            let modes: Vec<u32> = self
+                .modes
+                .iter()
+                .copied()
+                .filter(|m| allowed_modes.contains(m))
+                .collect();
+            if !modes.is_empty() && modes != self.modes {
+                self.modes = modes;
+                let mut c = self.client.lock().unwrap_or_else(PoisonError::into_inner);
+                return Ok(self.request(&mut c));
+            }
+        }
         fallback_to_none(
             &mut self.fallback_none,
             &mut self.using_none,

@@ -10,12 +10,11 @@ pub mod conf;
 pub mod mapping;
 
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
+use cephx::msgr2_auth::{WANT_MON_OSD_MGR, parse_modes};
 use monclient::blocking::{BlockingError, BlockingMonClient, DriverConfig};
-use monclient::cephx_auth::{CephxMonAuth, WANT_MON_OSD_MGR, parse_modes};
 use monclient::{MonTarget, OsdMapLike};
 use osdmap::OsdMap;
 
@@ -147,15 +146,7 @@ impl Cluster {
             other => return Err(Error::Config(format!("unknown entity type {other:?}"))),
         };
         let entity = cephx::EntityName::new(ty, id);
-        let auth = Box::new(move |_: &MonTarget| {
-            Box::new(CephxMonAuth::new(
-                Arc::new(cephx::AwsLcProvider),
-                entity.clone(),
-                key.clone(),
-                WANT_MON_OSD_MGR,
-                modes.clone(),
-            )) as Box<dyn msgr2::auth::ClientAuth + Send>
-        });
+        let auth = monclient::blocking::cephx_auth(entity, key, WANT_MON_OSD_MGR, modes);
         let mons = addrs
             .into_iter()
             .enumerate()

@@ -2,12 +2,11 @@
 //! Manual probe: `MON=127.0.0.1:3300 KEY=AQ...== MODE=crc|secure cargo run -p monclient --example monc_probe`.
 #![allow(clippy::unwrap_used, clippy::print_stdout)]
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
+use cephx::msgr2_auth::{WANT_MON_OSD_MGR, parse_modes};
 use monclient::blocking::{BlockingMonClient, DriverConfig};
-use monclient::cephx_auth::{CephxMonAuth, parse_modes};
 use monclient::{Config, EpochOnlyMap, MonTarget};
 
 fn main() {
@@ -18,15 +17,12 @@ fn main() {
         msgr: msgr2::connection::Config::new(msgr2::types::ENTITY_TYPE_CLIENT, -1),
         connect_timeout: Duration::from_secs(5),
     };
-    let auth = Box::new(move |_: &MonTarget| {
-        Box::new(CephxMonAuth::new(
-            Arc::new(cephx::AwsLcProvider),
-            cephx::EntityName::new(msgr2::types::ENTITY_TYPE_CLIENT, "admin"),
-            key.clone(),
-            monclient::cephx_auth::WANT_MON_OSD_MGR,
-            modes.clone(),
-        )) as Box<dyn msgr2::auth::ClientAuth + Send>
-    });
+    let auth = monclient::blocking::cephx_auth(
+        cephx::EntityName::new(msgr2::types::ENTITY_TYPE_CLIENT, "admin"),
+        key,
+        WANT_MON_OSD_MGR,
+        modes,
+    );
     let mons = vec![MonTarget {
         name: "conf".into(),
         addr,

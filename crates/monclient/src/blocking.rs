@@ -22,6 +22,50 @@ use crate::core::{CommandReply, Config, ConnId, Event, MonClient, MonTarget, Osd
 /// Makes the auth state for one connection attempt (each parallel hunt attempt authenticates on its own).
 pub type AuthFactory = Box<dyn FnMut(&MonTarget) -> Box<dyn ClientAuth + Send> + Send>;
 
+/// cephx for every connection attempt of one principal (`want_keys`: e.g. [`cephx::msgr2_auth::WANT_MON_OSD_MGR`];
+/// `modes`: msgr2 connection modes in preference order, see [`cephx::msgr2_auth::parse_modes`]). Each attempt
+/// authenticates on its own fork of the principal ([`cephx::msgr2_auth::CephxMonClientAuth::per_attempt`]); the
+/// last one to succeed is kept, so later attempts reclaim its global id. Ticket expiries use the wall clock at
+/// AUTH_DONE.
+pub fn cephx_auth(
+    name: cephx::EntityName,
+    key: cephx::CryptoKey,
+    want_keys: u32,
+    modes: Vec<u32>,
+) -> AuthFactory {
+    let provider: std::sync::Arc<dyn cephx::CryptoProvider> = std::sync::Arc::new(cephx::AwsLcProvider);
+    let shared = std::sync::Arc::new(std::sync::Mutex::new(cephx::MonAuthClient::new(
+        provider, name, key, want_keys,
+    )));
+    Box::new(move |_: &MonTarget| {
+        let auth = cephx::msgr2_auth::CephxMonClientAuth::per_attempt(&shared, wall_clock())
+            .with_modes(modes.clone())
+            .with_clock(std::sync::Arc::new(wall_clock));
+        Box::new(auth) as Box<dyn ClientAuth + Send>
+    })
+}
+
+fn wall_clock() -> cephx::UTime {
+    let d = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    cephx::UTime::new(u32::try_from(d.as_secs()).unwrap_or(u32::MAX), d.subsec_nanos())
+}
+
+/// A message as msgr2 received it, in ceph-msgs' form.
+pub fn to_ceph_message(m: msgr2::Message) -> ceph_msgs::Message {
+    ceph_msgs::Message {
+        msg_type: m.msg_type,
+        version: m.version,
+        compat_version: m.compat_version,
+        priority: m.priority,
+        tid: m.tid,
+        front: m.front,
+        middle: m.middle,
+        data: m.data,
+    }
+}
+
 /// Why a blocking call failed.
 #[derive(Debug, thiserror::Error)]
 pub enum BlockingError {
@@ -338,17 +382,7 @@ impl<M: OsdMapLike> BlockingMonClient<M> {
                     self.core.handle_connected(id, now);
                 }
                 ConnEvent::Message(m) => {
-                    let msg = ceph_msgs::Message {
-                        msg_type: m.msg_type,
-                        version: m.version,
-                        compat_version: m.compat_version,
-                        priority: m.priority,
-                        tid: m.tid,
-                        front: m.front,
-                        middle: m.middle,
-                        data: m.data,
-                    };
-                    self.core.handle_message(id, &msg, now);
+                    self.core.handle_message(id, &to_ceph_message(m), now);
                 }
                 ConnEvent::KeepaliveAck { .. } => self.core.handle_keepalive_ack(id, now),
                 ConnEvent::Faulted { error, .. }
@@ -467,9 +501,9 @@ impl<M: OsdMapLike> BlockingMonClient<M> {
                     }
                 };
                 let _ = stream.set_nodelay(true);
-            // Writes happen on the driver thread: a monitor that stops reading must not block it forever
-            // (a timed-out write counts as a dead connection).
-            let _ = stream.set_write_timeout(Some(timeout.max(Duration::from_secs(1))));
+                // Writes happen on the driver thread: a monitor that stops reading must not block it forever
+                // (a timed-out write counts as a dead connection).
+                let _ = stream.set_write_timeout(Some(timeout.max(Duration::from_secs(1))));
                 let Ok(mut reader) = stream.try_clone() else {
                     let _ = tx.send(Net::ConnectFailed(id, "socket clone failed".into()));
                     return;

@@ -15,24 +15,14 @@ use msgr2::frame::{FrameDecoder, FrameLimits};
 const MESSAGE_TAG: u8 = 17;
 
 fn messages(raw: &[u8]) -> Vec<Message> {
-    assert_eq!(&raw[..8], b"ceph v2\n");
-    let banner_len = u16::from_le_bytes([raw[8], raw[9]]) as usize;
+    let frames_at = ceph_capture::msgr2_frames_start(raw).expect("an msgr2 stream");
     let mut dec = FrameDecoder::new(FrameLimits::default());
-    dec.push(&raw[10 + banner_len..]);
+    dec.push(&raw[frames_at..]);
     let mut out = Vec::new();
     while let Some(f) = dec.next_frame().unwrap() {
         if f.tag == MESSAGE_TAG {
             let m = msgr2::Message::from_segments(&f.segments).unwrap();
-            out.push(Message {
-                msg_type: m.msg_type,
-                version: m.version,
-                compat_version: m.compat_version,
-                priority: m.priority,
-                tid: m.tid,
-                front: m.front,
-                middle: m.middle,
-                data: m.data,
-            });
+            out.push(monclient::blocking::to_ceph_message(m));
         }
     }
     assert_eq!(dec.buffered(), 0, "the stream ends on a frame boundary");

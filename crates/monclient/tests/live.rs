@@ -4,12 +4,11 @@
 //! secure mode, subscriptions delivering monmap/osdmap/config/mgrmap, a mon command, a version query, and
 //! following a new OSDMap epoch. Skipped when Ceph is not installed.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
+use cephx::msgr2_auth::WANT_MON_OSD_MGR;
 use monclient::blocking::{BlockingMonClient, DriverConfig};
-use monclient::cephx_auth::CephxMonAuth;
 use monclient::{Config, EpochOnlyMap, Event, MonTarget, OsdMapLike};
 use msgr2::auth::{CON_MODE_CRC, CON_MODE_SECURE};
 
@@ -25,15 +24,12 @@ fn client<M: OsdMapLike>(cluster: &testcluster::Cluster, modes: Vec<u32>) -> Blo
         msgr: msgr2::connection::Config::new(msgr2::types::ENTITY_TYPE_CLIENT, -1),
         connect_timeout: Duration::from_secs(5),
     };
-    let auth = Box::new(move |_: &MonTarget| {
-        Box::new(CephxMonAuth::new(
-            Arc::new(cephx::AwsLcProvider),
-            cephx::EntityName::new(msgr2::types::ENTITY_TYPE_CLIENT, "admin"),
-            key.clone(),
-            monclient::cephx_auth::WANT_MON_OSD_MGR,
-            modes.clone(),
-        )) as Box<dyn msgr2::auth::ClientAuth + Send>
-    });
+    let auth = monclient::blocking::cephx_auth(
+        cephx::EntityName::new(msgr2::types::ENTITY_TYPE_CLIENT, "admin"),
+        key,
+        WANT_MON_OSD_MGR,
+        modes,
+    );
     BlockingMonClient::new(
         Config {
             hostname: "test".into(),
@@ -119,15 +115,12 @@ fn fast_client(cluster: &testcluster::Cluster) -> BlockingMonClient<osdmap::OsdM
         msgr: msgr2::connection::Config::new(msgr2::types::ENTITY_TYPE_CLIENT, -1),
         connect_timeout: Duration::from_secs(2),
     };
-    let auth = Box::new(move |_: &MonTarget| {
-        Box::new(CephxMonAuth::new(
-            Arc::new(cephx::AwsLcProvider),
-            cephx::EntityName::new(msgr2::types::ENTITY_TYPE_CLIENT, "admin"),
-            key.clone(),
-            monclient::cephx_auth::WANT_MON_OSD_MGR,
-            vec![CON_MODE_SECURE, CON_MODE_CRC],
-        )) as Box<dyn msgr2::auth::ClientAuth + Send>
-    });
+    let auth = monclient::blocking::cephx_auth(
+        cephx::EntityName::new(msgr2::types::ENTITY_TYPE_CLIENT, "admin"),
+        key,
+        WANT_MON_OSD_MGR,
+        vec![CON_MODE_SECURE, CON_MODE_CRC],
+    );
     let cfg = Config {
         // Fast liveness so a hung mon is noticed within seconds.
         ping_interval: Duration::from_millis(500),

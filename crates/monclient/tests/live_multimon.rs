@@ -8,12 +8,11 @@
 use std::net::{Ipv4Addr, SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use cephx::msgr2_auth::WANT_MON_OSD_MGR;
 use monclient::blocking::{BlockingMonClient, DriverConfig};
-use monclient::cephx_auth::{CephxMonAuth, WANT_MON_OSD_MGR};
 use monclient::{Config, Event, MonTarget};
 use msgr2::auth::{CON_MODE_CRC, CON_MODE_SECURE};
 
@@ -182,15 +181,12 @@ fn hunts_over_the_monmap_and_fails_over_when_its_monitor_dies() {
     let t0 = Instant::now();
     let mut q = Quorum::start();
     let key = admin_key(&q.dir);
-    let auth = Box::new(move |_: &MonTarget| {
-        Box::new(CephxMonAuth::new(
-            Arc::new(cephx::AwsLcProvider),
-            cephx::EntityName::new(msgr2::types::ENTITY_TYPE_CLIENT, "admin"),
-            key.clone(),
-            WANT_MON_OSD_MGR,
-            vec![CON_MODE_SECURE, CON_MODE_CRC],
-        )) as Box<dyn msgr2::auth::ClientAuth + Send>
-    });
+    let auth = monclient::blocking::cephx_auth(
+        cephx::EntityName::new(msgr2::types::ENTITY_TYPE_CLIENT, "admin"),
+        key,
+        WANT_MON_OSD_MGR,
+        vec![CON_MODE_SECURE, CON_MODE_CRC],
+    );
     let driver = DriverConfig {
         msgr: msgr2::connection::Config::new(msgr2::types::ENTITY_TYPE_CLIENT, -1),
         connect_timeout: Duration::from_secs(2),
