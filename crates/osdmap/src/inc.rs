@@ -5,10 +5,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use bytes::Bytes;
-use denc::{Decode, DecodeError, Decoder, Encode, Encoder, Result};
+use denc::{Decode, Decoder, Encode, Encoder, Result};
 
 use crate::features::{self, has};
-use crate::map::{OsdXinfo, ceph_crc32c, map_flag, release};
+use crate::map::{OsdXinfo, decode_enveloped, encode_enveloped, legacy_required_release, map_flag, release};
 use crate::pool::PgPool;
 use crate::types::{EntityAddr, EntityAddrvec, IntervalSet, PgId, Utime, Uuid};
 
@@ -327,21 +327,14 @@ impl Incremental {
 
     /// Encode for a peer with `features`; returns the bytes and the computed `inc_crc`.
     pub fn encode_with_crc(&self, features: u64) -> (Bytes, u32) {
-        // legacy_addr() fallbacks aside, the features written are those passed, minus the sentinel bit.
-        let mut e = Encoder::new(features & !features::RESERVED);
-        let mut crc_at = 0;
-        e.versioned(8, 7, |e| {
-            self.encode_client(e);
-            self.encode_osd_only(e);
-            crc_at = e.len();
-            e.u32(0);
-            e.u32(self.full_crc);
-        });
-        let mut buf = e.into_inner();
-        let mut crc = ceph_crc32c(u32::MAX, &buf[..crc_at]);
-        crc = ceph_crc32c(crc, &buf[crc_at + 4..]);
-        buf[crc_at..crc_at + 4].copy_from_slice(&crc.to_le_bytes());
-        (buf.freeze(), crc)
+        encode_enveloped(
+            features,
+            |e| {
+                self.encode_client(e);
+                self.encode_osd_only(e);
+            },
+            |e| e.u32(self.full_crc),
+        )
     }
 
     fn decode_client(&mut self, d: &mut Decoder) -> Result<()> {
@@ -430,13 +423,11 @@ impl Incremental {
             self.new_require_osd_release = b.u8()?;
         } else if self.new_flags >= 0 {
             let fl = self.new_flags as u32;
-            if fl & map_flag::REQUIRE_LUMINOUS != 0 {
-                self.new_require_osd_release = release::LUMINOUS;
-                self.new_flags = (fl & !map_flag::LEGACY_REQUIRE_FLAGS) as i32;
-            } else if fl & map_flag::REQUIRE_KRAKEN != 0 {
-                self.new_require_osd_release = release::KRAKEN;
-            } else if fl & map_flag::REQUIRE_JEWEL != 0 {
-                self.new_require_osd_release = release::JEWEL;
+            if let Some(r) = legacy_required_release(fl) {
+                self.new_require_osd_release = r;
+                if r == release::LUMINOUS {
+                    self.new_flags = (fl & !map_flag::LEGACY_REQUIRE_FLAGS) as i32;
+                }
             }
         }
         if v >= 8 {
@@ -478,28 +469,26 @@ impl Incremental {
     }
 
     fn decode_inner(d: &mut Decoder, verify_crc: bool) -> Result<Self> {
-        let start = d.clone();
-        let (h, mut w) = d.start_struct_min("OSDMap::Incremental", 8, 7)?;
-        let mut inc = Incremental::default();
-        inc.decode_client(&mut w)?;
-        inc.decode_osd_only(&mut w)?;
-        let whole = start.peek_rest();
-        let total = 6 + h.len as usize;
-        if h.version >= 8 {
-            let crc_at = 6 + (h.len as usize - w.remaining());
-            inc.inc_crc = w.u32()?;
-            inc.full_crc = w.u32()?;
+        let (mut inc, crc, raw) = decode_enveloped(
+            d,
+            "OSDMap::Incremental",
+            verify_crc,
+            |w| {
+                let mut inc = Incremental::default();
+                inc.decode_client(w)?;
+                inc.decode_osd_only(w)?;
+                Ok(inc)
+            },
+            |w, inc| {
+                inc.full_crc = w.u32()?;
+                Ok(())
+            },
+        )?;
+        if let Some(crc) = crc {
+            inc.inc_crc = crc;
             inc.have_crc = true;
-            let actual = ceph_crc32c(ceph_crc32c(u32::MAX, &whole[..crc_at]), &whole[crc_at + 4..total]);
-            if verify_crc && actual != inc.inc_crc {
-                return Err(DecodeError::invalid(
-                    "OSDMap::Incremental",
-                    format!("bad crc: computed {actual:#x}, stored {:#x}", inc.inc_crc),
-                ));
-            }
         }
-        let mut s = start;
-        inc.raw = Some(s.take_bytes(total)?);
+        inc.raw = Some(raw);
         Ok(inc)
     }
 }

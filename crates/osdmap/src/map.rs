@@ -304,6 +304,84 @@ pub(crate) fn encode_addrvecs(v: &[EntityAddrvec], e: &mut Encoder, as_addr: boo
     }
 }
 
+// The envelope shared by full and incremental maps: `ENCODE_START(8, 7)`, the client block, the osd-only block,
+// then (v8+) a le32 crc and whatever the map type appends. The crc covers the whole envelope except its own four
+// bytes.
+
+/// CRC-32C (Ceph's convention) of `buf[..end]` without the four bytes at `crc_at`.
+fn crc_skipping(buf: &[u8], crc_at: usize, end: usize) -> u32 {
+    let head = ceph_crc32c(u32::MAX, buf.get(..crc_at).unwrap_or_default());
+    ceph_crc32c(head, buf.get(crc_at + 4..end).unwrap_or_default())
+}
+
+/// Encode the envelope for a peer with `features`: `blocks` writes the client and osd-only blocks, `tail` what
+/// follows the crc. Returns the bytes with the crc patched in, and the crc.
+pub(crate) fn encode_enveloped(
+    features: u64,
+    blocks: impl FnOnce(&mut Encoder),
+    tail: impl FnOnce(&mut Encoder),
+) -> (Bytes, u32) {
+    // legacy_addr() fallbacks aside, the features written are those passed, minus the sentinel bit.
+    let mut e = Encoder::new(features & !features::RESERVED);
+    let mut crc_at = 0;
+    e.versioned(8, 7, |e| {
+        blocks(e);
+        crc_at = e.len();
+        e.u32(0);
+        tail(e);
+    });
+    let mut buf = e.into_inner();
+    let crc = crc_skipping(&buf, crc_at, buf.len());
+    buf[crc_at..crc_at + 4].copy_from_slice(&crc.to_le_bytes());
+    (buf.freeze(), crc)
+}
+
+/// Decode the envelope: `blocks` reads the client and osd-only blocks into a `T`, `tail` what follows the crc.
+/// With `verify_crc`, a v8+ envelope whose crc does not match is an error. Returns the value, the stored crc (v8+)
+/// and the envelope's raw bytes.
+pub(crate) fn decode_enveloped<T>(
+    d: &mut Decoder,
+    name: &'static str,
+    verify_crc: bool,
+    blocks: impl FnOnce(&mut Decoder) -> Result<T>,
+    tail: impl FnOnce(&mut Decoder, &mut T) -> Result<()>,
+) -> Result<(T, Option<u32>, Bytes)> {
+    let start = d.clone();
+    let (h, mut w) = d.start_struct_min(name, 8, 7)?;
+    let mut value = blocks(&mut w)?;
+    let total = 6 + h.len as usize;
+    let mut stored = None;
+    if h.version >= 8 {
+        let crc_at = 6 + (h.len as usize - w.remaining());
+        let crc = w.u32()?;
+        tail(&mut w, &mut value)?;
+        let actual = crc_skipping(start.peek_rest(), crc_at, total);
+        if verify_crc && actual != crc {
+            return Err(DecodeError::invalid(
+                name,
+                format!("bad crc: computed {actual:#x}, stored {crc:#x}"),
+            ));
+        }
+        stored = Some(crc);
+    }
+    let mut s = start;
+    let raw = s.take_bytes(total)?;
+    Ok((value, stored, raw))
+}
+
+/// The release a pre-v5 (map) / pre-v6 (incremental) osd-only block implies with its legacy `REQUIRE_*` flags.
+pub(crate) fn legacy_required_release(flags: u32) -> Option<u8> {
+    if flags & map_flag::REQUIRE_LUMINOUS != 0 {
+        Some(release::LUMINOUS)
+    } else if flags & map_flag::REQUIRE_KRAKEN != 0 {
+        Some(release::KRAKEN)
+    } else if flags & map_flag::REQUIRE_JEWEL != 0 {
+        Some(release::JEWEL)
+    } else {
+        None
+    }
+}
+
 impl OsdMap {
     /// The features a monitor encodes this map with (`get_encoding_features`): the significant bits, minus those
     /// of releases newer than `require_osd_release`.
@@ -561,18 +639,14 @@ impl OsdMap {
 
     /// Encode and compute the crc; returns the bytes and the crc.
     pub fn encode_with_crc(&self, features: u64) -> (Bytes, u32) {
-        let mut e = Encoder::new(features & !features::RESERVED);
-        let mut crc_at = 0;
-        e.versioned(8, 7, |e| {
-            self.encode_client(e);
-            self.encode_osd_only(e);
-            crc_at = e.len();
-            e.u32(0);
-        });
-        let mut buf = e.into_inner();
-        let crc = ceph_crc32c(u32::MAX, &buf[..crc_at]);
-        buf[crc_at..crc_at + 4].copy_from_slice(&crc.to_le_bytes());
-        (buf.freeze(), crc)
+        encode_enveloped(
+            features,
+            |e| {
+                self.encode_client(e);
+                self.encode_osd_only(e);
+            },
+            |_| {},
+        )
     }
 
     fn decode_client(&mut self, d: &mut Decoder) -> Result<()> {
@@ -658,14 +732,12 @@ impl OsdMap {
                 self.flags &= !map_flag::LEGACY_REQUIRE_FLAGS;
                 self.flags |= map_flag::RECOVERY_DELETES;
             }
-        } else if self.flags & map_flag::REQUIRE_LUMINOUS != 0 {
-            self.require_osd_release = release::LUMINOUS;
-            self.flags &= !map_flag::LEGACY_REQUIRE_FLAGS;
-            self.flags |= map_flag::RECOVERY_DELETES;
-        } else if self.flags & map_flag::REQUIRE_KRAKEN != 0 {
-            self.require_osd_release = release::KRAKEN;
-        } else if self.flags & map_flag::REQUIRE_JEWEL != 0 {
-            self.require_osd_release = release::JEWEL;
+        } else if let Some(r) = legacy_required_release(self.flags) {
+            self.require_osd_release = r;
+            if r == release::LUMINOUS {
+                self.flags &= !map_flag::LEGACY_REQUIRE_FLAGS;
+                self.flags |= map_flag::RECOVERY_DELETES;
+            }
         }
         if v >= 6 {
             self.removed_snaps_queue = b.decode()?;
@@ -757,33 +829,25 @@ impl OsdMap {
     }
 
     fn decode_inner(d: &mut Decoder, verify_crc: bool) -> Result<Self> {
-        let start = d.clone();
-        let (h, mut w) = d.start_struct_min("OSDMap", 8, 7)?;
-        let mut m = OsdMap::default();
-        m.decode_client(&mut w)?;
-        m.decode_osd_only(&mut w)?;
-        let whole = start.peek_rest();
-        let total = 6 + h.len as usize;
-        if h.version >= 8 {
-            let crc_at = 6 + (h.len as usize - w.remaining());
-            m.crc = w.u32()?;
-            let tail_at = crc_at + 4;
-            let mut actual = ceph_crc32c(u32::MAX, &whole[..crc_at]);
-            if tail_at < total {
-                actual = ceph_crc32c(actual, &whole[tail_at..total]);
-            }
-            if verify_crc && actual != m.crc {
-                return Err(DecodeError::invalid(
-                    "OSDMap",
-                    format!("bad crc: computed {actual:#x}, stored {:#x}", m.crc),
-                ));
-            }
+        let (mut m, crc, raw) = decode_enveloped(
+            d,
+            "OSDMap",
+            verify_crc,
+            |w| {
+                let mut m = OsdMap::default();
+                m.decode_client(w)?;
+                m.decode_osd_only(w)?;
+                Ok(m)
+            },
+            |_, _| Ok(()),
+        )?;
+        if let Some(crc) = crc {
+            m.crc = crc;
         }
         m.check_vectors()?;
         m.normalize();
         m.crush_map = CrushMap::decode_bytes(m.crush.clone()).ok().map(Arc::new);
-        let mut s = start;
-        m.raw = Some(s.take_bytes(total)?);
+        m.raw = Some(raw);
         Ok(m)
     }
 }
