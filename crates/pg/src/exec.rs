@@ -286,32 +286,63 @@ pub(crate) fn handle_op<D: Device>(pg: &mut Pg, store: &mut Store<D>, ctx: OpCon
         );
         return out;
     };
-    // snapshots: reads at a snap see the head if it is newer than the object's last write, else a clone;
-    // writes that would have to preserve the head in a clone are refused (clones are not implemented)
+    // snapshots (find_object_context / make_writeable): a read at a snap older than the object's last write is
+    // served by the clone that covers it; a write under a snap context newer than the object clones the head
     let (snap_seq, snaps): (u64, Vec<u64>) = match &pg.pool_snapc {
         Some((seq, snaps)) => (*seq, snaps.clone()),
         None => (m.snap_seq.0, m.snaps.iter().map(|s| s.0).collect()),
     };
+    let mut soid = soid;
+    let mut okey = okey;
+    let (mut exists, mut oi) = (exists, oi);
     if m.snapid != SnapId::NOSNAP && m.snapid != SnapId::SNAPDIR && m.snapid.0 <= snapset.seq.0 {
-        let r = if snapset.clones.iter().any(|c| c.0 >= m.snapid.0) {
-            -libc::EOPNOTSUPP
-        } else {
-            -libc::ENOENT
+        let clone = snapset.clones.iter().copied().find(|c| c.0 >= m.snapid.0);
+        let covered = clone
+            .and_then(|c| snapset.clone_snaps.get(&c).map(|s| (c, s.clone())))
+            .filter(|(_, s)| {
+                let (first, last) = (s.last().map_or(u64::MAX, |x| x.0), s.first().map_or(0, |x| x.0));
+                !s.is_empty() && m.snapid.0 >= first && m.snapid.0 <= last
+            });
+        let Some((c, _)) = covered else {
+            send_now(
+                &mut out,
+                reply_error(m, -libc::ENOENT, epoch, Eversion::default(), 0, &[]),
+            );
+            return out;
         };
-        send_now(&mut out, reply_error(m, r, epoch, Eversion::default(), 0, &[]));
-        return out;
+        soid.snap = c;
+        okey = keys::object_key(&soid, &pg.spgid);
+        match load_oi(store, &pg.cid, &okey, &soid) {
+            Ok(Some((coi, _))) => {
+                exists = true;
+                oi = coi;
+            }
+            Ok(None) => {
+                send_now(
+                    &mut out,
+                    reply_error(m, -libc::ENOENT, epoch, Eversion::default(), 0, &[]),
+                );
+                return out;
+            }
+            Err(e) => {
+                send_now(&mut out, reply_error(m, e, epoch, Eversion::default(), 0, &[]));
+                return out;
+            }
+        }
     }
-    if may_write
-        && exists
-        && !oi.test_flag(oi_flag::WHITEOUT)
-        && snaps.first().is_some_and(|s| *s > snapset.seq.0)
-    {
+    // reads of a whiteout (a head deleted while clones remain) find nothing
+    if !may_write && exists && oi.test_flag(oi_flag::WHITEOUT) && m.snapid != SnapId::SNAPDIR {
         send_now(
             &mut out,
-            reply_error(m, -libc::EOPNOTSUPP, epoch, Eversion::default(), 0, &[]),
+            reply_error(m, -libc::ENOENT, epoch, Eversion::default(), 0, &[]),
         );
         return out;
     }
+    let clone_needed = may_write
+        && exists
+        && !oi.test_flag(oi_flag::WHITEOUT)
+        && snaps.first().is_some_and(|s| *s > snapset.seq.0);
+    let snap_whiteout = !snapset.clones.is_empty() || snaps.first().is_some_and(|s| *s > snapset.seq.0);
     if exists && !oi.watchers.is_empty() {
         let ws: Vec<(u64, EntityNameT, u32)> = oi
             .watchers
@@ -355,12 +386,15 @@ pub(crate) fn handle_op<D: Device>(pg: &mut Pg, store: &mut Store<D>, ctx: OpCon
         cfg: &pg.cfg,
         rng: &mut pg.rng,
         epoch,
+        snap_whiteout,
+        modified: Vec::new(),
         pg_watch: &mut pg.watch,
     };
     let mut result = do_osd_ops(&mut c, &mut ops);
 
     // prepare_transaction
-    let at_version = pg.log.next_version(epoch);
+    let mut at_version = pg.log.next_version(epoch);
+    let mut clone_entry: Option<PgLogEntry> = None;
     let mut user_at_version = c.orig_oi.user_version;
     let mut update_log_only = false;
     let mut log_entry = None;
@@ -375,6 +409,82 @@ pub(crate) fn handle_op<D: Device>(pg: &mut Pg, store: &mut Store<D>, ctx: OpCon
             }
         } else if c.orig_oi.test_flag(oi_flag::DIRTY) {
             c.oi.clear_flag(oi_flag::DIRTY);
+        }
+        if clone_needed {
+            // _make_clone: the head as it was becomes clone `snap_seq`, holding the snaps newer than the
+            // snapset; its log entry takes this version, the head's the next one
+            let mut coid = soid.clone();
+            coid.snap = SnapId(snap_seq);
+            let ckey = keys::object_key(&coid, &pg.spgid);
+            let csnaps: Vec<SnapId> = snaps
+                .iter()
+                .take_while(|s| **s > c.snapset.seq.0)
+                .map(|s| SnapId(*s))
+                .collect();
+            let mut coi = ObjectInfo::new(coid.clone());
+            coi.version = at_version;
+            coi.prior_version = c.orig_oi.version;
+            coi.size = c.orig_oi.size;
+            coi.mtime = c.orig_oi.mtime;
+            coi.local_mtime = c.orig_oi.local_mtime;
+            coi.last_reqid = c.orig_oi.last_reqid;
+            coi.truncate_seq = c.orig_oi.truncate_seq;
+            coi.truncate_size = c.orig_oi.truncate_size;
+            coi.flags = c.orig_oi.flags;
+            coi.user_version = c.orig_oi.user_version;
+            coi.data_digest = c.orig_oi.data_digest;
+            coi.omap_digest = c.orig_oi.omap_digest;
+            let mut pre = vec![
+                Op::Clone {
+                    cid: c.cid.clone(),
+                    src: c.okey.clone(),
+                    dst: ckey.clone(),
+                },
+                Op::SetAttrs {
+                    cid: c.cid.clone(),
+                    oid: ckey.clone(),
+                    attrs: vec![(Bytes::from_static(OI_ATTR), coi.to_bytes(denc::CEPH_FEATURES_ALL))],
+                },
+            ];
+            if c.store.getattr(&c.cid, &c.okey, SS_ATTR).is_ok() {
+                pre.push(Op::RmAttr {
+                    cid: c.cid.clone(),
+                    oid: ckey,
+                    name: Bytes::from_static(SS_ATTR),
+                });
+            }
+            pre.append(&mut c.t);
+            c.t = pre;
+            c.d_objects += 1;
+            let cs = coid.snap;
+            c.snapset.clones.push(cs);
+            c.snapset.clone_size.insert(cs, c.orig_oi.size);
+            c.snapset.clone_snaps.insert(cs, csnaps.clone());
+            let mut ov = osd_types::snapset::IntervalSet::new();
+            if c.orig_oi.size > 0 {
+                ov.insert(0, c.orig_oi.size);
+            }
+            c.snapset.clone_overlap.insert(cs, ov);
+            let mut e = PgLogEntry {
+                op: log_op::CLONE,
+                soid: coid,
+                version: at_version,
+                prior_version: c.orig_oi.version,
+                user_version: c.orig_oi.user_version,
+                mtime: c.oi.mtime,
+                mod_desc: ObjectModDesc::unrollbackable(),
+                clean_regions: ObjectCleanRegions::fully_dirty(),
+                ..Default::default()
+            };
+            e.snaps = csnaps.to_bytes(0);
+            clone_entry = Some(e);
+            at_version.version += 1;
+        }
+        // the newest clone no longer shares what this op changed
+        if let Some((_, ov)) = c.snapset.clone_overlap.iter_mut().next_back() {
+            for (off, len) in std::mem::take(&mut c.modified) {
+                interval_subtract(ov, off, len);
+            }
         }
         c.snapset.seq = SnapId(snap_seq);
         c.snapset.snaps.clear();
@@ -488,7 +598,17 @@ pub(crate) fn handle_op<D: Device>(pg: &mut Pg, store: &mut Store<D>, ctx: OpCon
         if returnvec {
             e.op_returns = op_returns(&ops);
         }
-        if submit(pg, store, Transaction::new(), e, None, ctx.conn, reply, &mut out) && result >= 0 {
+        if submit(
+            pg,
+            store,
+            Transaction::new(),
+            vec![e],
+            None,
+            ctx.conn,
+            reply,
+            &mut out,
+        ) && result >= 0
+        {
             let mut msgs = Msgs::new();
             apply_effects(pg, &ctx, &okey, &soid, effects, user_version_now, &mut msgs);
             out.notifies.append(&mut msgs);
@@ -528,11 +648,12 @@ pub(crate) fn handle_op<D: Device>(pg: &mut Pg, store: &mut Store<D>, ctx: OpCon
     let mut t = Transaction::new();
     t.ops = obj_txn;
     let Some(e) = log_entry else { return out };
+    let entries: Vec<PgLogEntry> = clone_entry.into_iter().chain(std::iter::once(e)).collect();
     if submit(
         pg,
         store,
         t,
-        e,
+        entries,
         Some(okey.name.clone()),
         ctx.conn,
         reply,
@@ -554,25 +675,34 @@ pub(crate) fn handle_op<D: Device>(pg: &mut Pg, store: &mut Store<D>, ctx: OpCon
     out
 }
 
-/// Queue `t` plus the log entry `e` on the store and hold `reply` until it is durable; true if queued. A store
-/// failure answers with its errno at once and changes nothing (ferrostore transactions are all or nothing, and
-/// the log records `e` only once queued).
+/// Queue `t` plus the log entries `es` (in version order) on the store and hold `reply` until it is durable; true
+/// if queued. A store failure answers with its errno at once; the object changes nothing (ferrostore transactions
+/// are all or nothing) and the log keeps at most a clone entry it made for the op (never a client's reqid).
 #[allow(clippy::too_many_arguments)]
 fn submit<D: Device>(
     pg: &mut Pg,
     store: &mut Store<D>,
     mut t: Transaction,
-    e: PgLogEntry,
+    mut es: Vec<PgLogEntry>,
     obj: Option<Bytes>,
     conn: ConnId,
     mut reply: MOSDOpReply,
     out: &mut Outputs,
 ) -> bool {
-    pg.log
-        .write_ops(&e, &pg.cid, &keys::pgmeta_key(&pg.spgid), &mut t);
+    let meta = keys::pgmeta_key(&pg.spgid);
+    let Some(last) = es.pop() else { return false };
+    let provisional = !es.is_empty();
+    for e in es {
+        pg.log.write_ops(&e, &pg.cid, &meta, &mut t);
+        pg.log.record(e, u64::MAX);
+    }
+    pg.log.write_ops(&last, &pg.cid, &meta, &mut t);
     match store.queue_transaction(&t) {
         Ok(seq) => {
-            pg.log.record(e, seq);
+            if provisional {
+                pg.log.fix_pending(u64::MAX, seq);
+            }
+            pg.log.record(last, seq);
             if let Some(o) = obj {
                 pg.dirty.insert(o, seq);
             }
@@ -580,6 +710,9 @@ fn submit<D: Device>(
             true
         }
         Err(err) => {
+            if provisional {
+                pg.log.fix_pending(u64::MAX, 0);
+            }
             reply.result = store_errno(&err);
             reply.set_reply_versions(Eversion::default(), 0);
             for o in reply.ops.iter_mut() {
@@ -720,6 +853,10 @@ struct Ctx<'a, D: Device> {
     cfg: &'a crate::PgConfig,
     rng: &'a mut u64,
     epoch: u32,
+    /// A delete must leave a whiteout head (clones exist or are being made).
+    snap_whiteout: bool,
+    /// Byte ranges this op changed (for the newest clone's overlap).
+    modified: Vec<(u64, u64)>,
     pg_watch: &'a mut crate::watch::WatchState,
 }
 
@@ -740,9 +877,15 @@ impl<D: Device> Ctx<'_, D> {
             self.oi.set_omap_digest(u32::MAX);
             let (cid, oid) = (self.cid.clone(), self.okey.clone());
             self.push(Op::Touch { cid, oid });
+        } else if self.oi.test_flag(oi_flag::WHITEOUT) {
+            self.oi.clear_flag(oi_flag::WHITEOUT);
         }
     }
     fn set_size(&mut self, new_size: u64) {
+        let (a, b) = (new_size.min(self.oi.size), new_size.max(self.oi.size));
+        if b > a {
+            self.modified.push((a, b - a));
+        }
         self.d_bytes += new_size as i64 - self.oi.size as i64;
         self.oi.size = new_size;
     }
@@ -1201,6 +1344,7 @@ fn do_one<D: Device>(c: &mut Ctx<'_, D>, o: &mut OSDOp) -> Result<(), i32> {
                 }
             } else {
                 let (cid, oid) = (c.cid.clone(), c.okey.clone());
+                c.modified.push((x.offset, x.length));
                 c.push(Op::Write {
                     cid,
                     oid,
@@ -1239,6 +1383,7 @@ fn do_one<D: Device>(c: &mut Ctx<'_, D>, o: &mut OSDOp) -> Result<(), i32> {
                     size: x.length,
                 });
             }
+            c.modified.push((0, x.length.max(c.oi.size)));
             if x.length > 0 {
                 c.push(Op::Write {
                     cid,
@@ -1274,6 +1419,7 @@ fn do_one<D: Device>(c: &mut Ctx<'_, D>, o: &mut OSDOp) -> Result<(), i32> {
             check_offset_and_length(x.offset, x.length, c.cfg.osd_max_object_size)?;
             if x.length > 0 && c.exists && !c.oi.test_flag(oi_flag::WHITEOUT) {
                 let (cid, oid) = (c.cid.clone(), c.okey.clone());
+                c.modified.push((x.offset, x.length));
                 c.push(Op::Zero {
                     cid,
                     oid,
@@ -1315,15 +1461,14 @@ fn do_one<D: Device>(c: &mut Ctx<'_, D>, o: &mut OSDOp) -> Result<(), i32> {
             c.oi.clear_data_digest();
         }
         op::DELETE => {
-            if !c.snapset.clones.is_empty() {
-                // no snapshots yet: an object with clones cannot be deleted here
-                return Err(-libc::EOPNOTSUPP);
-            }
-            if !c.exists {
+            if !c.exists || (c.oi.test_flag(oi_flag::WHITEOUT) && c.snap_whiteout) {
                 return Err(-libc::ENOENT);
             }
             let (cid, oid) = (c.cid.clone(), c.okey.clone());
-            c.push(Op::Remove { cid, oid });
+            c.push(Op::Remove {
+                cid: cid.clone(),
+                oid: oid.clone(),
+            });
             c.removed = true;
             c.attrs.clear();
             c.delta.num_wr += 1;
@@ -1339,6 +1484,12 @@ fn do_one<D: Device>(c: &mut Ctx<'_, D>, o: &mut OSDOp) -> Result<(), i32> {
             }
             c.oi.watchers.clear();
             c.oi.clear_flag(oi_flag::OMAP);
+            if c.snap_whiteout {
+                // the head stays, empty, as a whiteout: its clones still need its snapset
+                c.oi.set_flag(oi_flag::WHITEOUT);
+                c.push(Op::Touch { cid, oid });
+                return Ok(());
+            }
             c.d_objects -= 1;
             c.exists = false;
         }
@@ -1727,7 +1878,8 @@ fn do_one<D: Device>(c: &mut Ctx<'_, D>, o: &mut OSDOp) -> Result<(), i32> {
             // head only: this OSD makes no clones yet
             let mut e = Encoder::new(0);
             e.versioned(2, 1, |e| {
-                let head = usize::from(c.exists);
+                let head_ok = c.exists && !c.oi.test_flag(oi_flag::WHITEOUT);
+                let head = usize::from(head_ok);
                 e.u32((c.snapset.clones.len() + head) as u32);
                 for cl in &c.snapset.clones {
                     e.versioned(1, 1, |e| {
@@ -1743,7 +1895,7 @@ fn do_one<D: Device>(c: &mut Ctx<'_, D>, o: &mut OSDOp) -> Result<(), i32> {
                         e.u64(c.snapset.clone_size.get(cl).copied().unwrap_or(0));
                     });
                 }
-                if c.exists {
+                if head_ok {
                     e.versioned(1, 1, |e| {
                         e.encode(&SnapId::NOSNAP);
                         e.u32(0);
@@ -1760,6 +1912,29 @@ fn do_one<D: Device>(c: &mut Ctx<'_, D>, o: &mut OSDOp) -> Result<(), i32> {
         _ => return Err(-libc::EOPNOTSUPP),
     }
     Ok(())
+}
+
+/// Remove `[off, off + len)` from an interval set (offset → length).
+fn interval_subtract(set: &mut osd_types::snapset::IntervalSet, off: u64, len: u64) {
+    if len == 0 {
+        return;
+    }
+    let end = off.saturating_add(len);
+    let hits: Vec<(u64, u64)> = set
+        .iter()
+        .filter(|(s, l)| **s < end && s.saturating_add(**l) > off)
+        .map(|(s, l)| (*s, *l))
+        .collect();
+    for (s, l) in hits {
+        set.remove(&s);
+        let e = s + l;
+        if s < off {
+            set.insert(s, off - s);
+        }
+        if e > end {
+            set.insert(end, e - end);
+        }
+    }
 }
 
 /// `bufferlist` comparison as Ceph does it: bytewise on (signed) `char`.

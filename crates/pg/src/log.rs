@@ -274,6 +274,15 @@ impl PgLog {
         self.pending.push_back((seq, self.head));
     }
 
+    /// Re-label pending entries recorded with a provisional sequence number.
+    pub fn fix_pending(&mut self, from: u64, to: u64) {
+        for p in self.pending.iter_mut() {
+            if p.0 == from {
+                p.0 = to;
+            }
+        }
+    }
+
     pub fn on_durable(&mut self, seq: u64) {
         while self.pending.front().is_some_and(|(s, _)| *s <= seq) {
             if let Some((_, v)) = self.pending.pop_front() {

@@ -1768,28 +1768,90 @@ mod random_meta {
     }
 }
 
-#[test]
-fn snapshots_are_refused_not_ignored() {
-    let mut h = H::new();
-    h.run("s", vec![write(0, b"v1")]);
-    // a read at a snap newer than the object's last write sees the head
-    let mut m = h.msg("s", "", vec![read(0, 0)]);
-    m.snapid = SnapId(5);
+/// (clone id, snaps, overlap, size)
+type CloneInfo = (u64, Vec<u64>, Vec<(u64, u64)>, u64);
+
+fn list_snaps(h: &mut H, oid: &str) -> (i32, Vec<CloneInfo>, u64) {
+    let mut m = h.msg(oid, "", vec![OSDOp::new(op::LIST_SNAPS)]);
+    m.snapid = SnapId::SNAPDIR;
     let r = h.send(m);
-    assert_eq!((r.result, &r.ops[0].outdata[..]), (0, &b"v1"[..]));
-    // a write under a snap context with a newer snap would need a clone: refused
+    if r.result < 0 {
+        return (r.result, vec![], 0);
+    }
+    let mut d = Decoder::new(r.ops[0].outdata.clone());
+    let (clones, seq) = d
+        .decode_struct("obj_list_snap_response_t", 2, |_, d| {
+            let n = d.u32()?;
+            let mut v = Vec::new();
+            for _ in 0..n {
+                v.push(d.decode_struct("clone_info", 1, |_, d| {
+                    Ok((
+                        d.u64()?,
+                        d.decode::<Vec<u64>>()?,
+                        d.decode::<Vec<(u64, u64)>>()?,
+                        d.u64()?,
+                    ))
+                })?);
+            }
+            Ok((v, d.u64()?))
+        })
+        .unwrap();
+    (r.result, clones, seq)
+}
+
+fn read_at(h: &mut H, oid: &str, snap: u64) -> (i32, Bytes) {
+    let mut m = h.msg(oid, "", vec![read(0, 0)]);
+    m.snapid = SnapId(snap);
+    let r = h.send(m);
+    (r.result, r.ops[0].outdata.clone())
+}
+
+#[test]
+fn snapshots_clone_on_write() {
+    let mut h = H::new();
+    h.run("s", vec![write(0, b"v1v1")]);
+    // a read at a snap newer than the object's last write sees the head
+    assert_eq!(read_at(&mut h, "s", 5), (0, Bytes::from_static(b"v1v1")));
+    // the first write under snap context {seq 5, [5]} preserves the head as clone 5 (and takes two versions)
+    let before = h.pg.stats();
     let mut m = h.msg("s", "", vec![write(0, b"v2")]);
     m.snap_seq = SnapId(5);
     m.snaps = vec![SnapId(5)];
-    assert_eq!(h.send(m).result, -95);
-    assert_eq!(&h.run("s", vec![read(0, 0)]).ops[0].outdata[..], b"v1");
-    // the same through the pool's snap context
-    h.pg.set_pool_snap_context(6, vec![6, 5]);
-    assert_eq!(h.run("s", vec![write(0, b"v2")]).result, -95);
-    // a new object needs no clone; its snapset records the pool's seq, and a read at an older snap finds nothing
-    assert_eq!(h.run("n", vec![write(0, b"x")]).result, 0);
-    let mut m = h.msg("n", "", vec![read(0, 0)]);
-    m.snapid = SnapId(6);
-    assert_eq!(h.send(m).result, ENOENT);
+    let r = h.send(m);
+    assert_eq!(r.result, 0);
+    assert_eq!(r.replay_version.version, before.last_update.version + 2);
+    assert_eq!(h.pg.stats().num_objects, before.num_objects + 1);
+    assert_eq!(&h.run("s", vec![read(0, 0)]).ops[0].outdata[..], b"v2v1");
+    assert_eq!(read_at(&mut h, "s", 5), (0, Bytes::from_static(b"v1v1")));
+    // snap 3 is not one of clone 5's snaps: nothing, as Ceph answers
+    assert_eq!(read_at(&mut h, "s", 3).0, ENOENT);
+    // list-snaps: clone 5 (snaps [5], overlap now [2, 4)) and the head; the snapset's seq is 5
+    let (r, clones, seq) = list_snaps(&mut h, "s");
+    assert_eq!((r, seq), (0, 5));
+    assert_eq!(
+        clones,
+        vec![(5, vec![5], vec![(2, 2)], 4), (u64::MAX - 1, vec![], vec![], 4)]
+    );
+    // pool snapshots: the pool's context replaces the client's
+    h.pg.set_pool_snap_context(8, vec![8, 5]);
+    assert_eq!(h.run("s", vec![write(0, b"v3")]).result, 0);
+    assert_eq!(read_at(&mut h, "s", 8), (0, Bytes::from_static(b"v2v1")));
+    assert_eq!(read_at(&mut h, "s", 5), (0, Bytes::from_static(b"v1v1")));
+    // deleting the head leaves a whiteout: the head is gone for readers, the snaps stay readable
+    assert_eq!(h.run("s", vec![OSDOp::new(op::DELETE)]).result, 0);
+    assert_eq!(h.run("s", vec![OSDOp::new(op::STAT)]).result, ENOENT);
+    assert_eq!(h.run("s", vec![OSDOp::new(op::DELETE)]).result, ENOENT);
+    assert_eq!(read_at(&mut h, "s", 8), (0, Bytes::from_static(b"v2v1")));
+    let (_, clones, _) = list_snaps(&mut h, "s");
+    assert_eq!(clones.iter().map(|c| c.0).collect::<Vec<_>>(), vec![5, 8]);
+    // writing again brings the head back
+    assert_eq!(h.run("s", vec![writefull(b"new")]).result, 0);
+    assert_eq!(&h.run("s", vec![read(0, 0)]).ops[0].outdata[..], b"new");
     h.pg.set_pool_snap_context(0, vec![]);
+    // a new object needs no clone; a read at a snap older than its first write finds nothing
+    let mut m = h.msg("n", "", vec![write(0, b"x")]);
+    m.snap_seq = SnapId(9);
+    m.snaps = vec![SnapId(9)];
+    assert_eq!(h.send(m).result, 0);
+    assert_eq!(read_at(&mut h, "n", 9).0, ENOENT);
 }
