@@ -10,8 +10,9 @@
 #![allow(clippy::unwrap_used)]
 
 use bytes::Bytes;
-use msgr2::auth::{AuthNone, AuthNoneServer, ServerAuth};
+use msgr2::auth::{AuthNone, AuthNoneServer, CON_MODE_SECURE, ClientAuth, ServerAuth};
 use msgr2::blocking::{BlockingConnection, BlockingListener};
+use msgr2::testing::{TestClientAuth, TestServerAuth};
 use msgr2::types::{ENTITY_TYPE_CLIENT, ENTITY_TYPE_OSD, EntityName};
 use msgr2::{Config, Message, PeerInfo};
 use reactor::{ConnId, ConnectProto, CoreCtx, CoreId, ListenProto, Runtime, RuntimeConfig, Service};
@@ -26,6 +27,23 @@ fn cpu_time() -> Duration {
     unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
     let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
     tv(ru.ru_utime) + tv(ru.ru_stime)
+}
+
+fn server_auth(secure: bool) -> Box<dyn ServerAuth + Send> {
+    if secure {
+        Box::new(TestServerAuth::new(vec![CON_MODE_SECURE], b"k", &[5u8; 64]))
+    } else {
+        Box::new(AuthNoneServer::default())
+    }
+}
+
+fn client_auth(secure: bool) -> Box<dyn ClientAuth + Send> {
+    let name = EntityName::new(ENTITY_TYPE_CLIENT, "bench");
+    if secure {
+        Box::new(TestClientAuth::new(name, vec![CON_MODE_SECURE]))
+    } else {
+        Box::new(AuthNone::new(name, 0))
+    }
 }
 
 fn msg(tid: u64, size: usize) -> Message {
@@ -45,6 +63,7 @@ fn msg(tid: u64, size: usize) -> Message {
 #[derive(Clone, Copy)]
 struct Params {
     pin: bool,
+    secure: bool,
     window: u64,
     size: usize,
     dur: Duration,
@@ -61,7 +80,8 @@ impl Result {
         let rt_s = self.round_trips as f64 / self.wall.as_secs_f64();
         let msgs = 2 * self.round_trips;
         println!(
-            "{name:14} window {:3} data {:5} B: {:9.0} round trips/s  {:9.0} msgs/s  CPU {:6.2} us/msg  ({} round trips, wall {:.2?}, cpu {:.2?})",
+            "{name:14} {} window {:3} data {:7} B: {:9.0} round trips/s  {:9.0} msgs/s  CPU {:6.2} us/msg  ({} round trips, wall {:.2?}, cpu {:.2?})",
+            if p.secure { "secure" } else { "crc   " },
             p.window,
             p.size,
             rt_s,
@@ -94,8 +114,8 @@ impl Service for Node {
     type Msg = Ctl;
     fn on_start(&mut self, ctx: &mut CoreCtx<Ctl>) {
         if ctx.core_id() == 0 {
-            let auth: reactor::ServerAuthFactory =
-                Arc::new(|| Box::new(AuthNoneServer::default()) as Box<dyn ServerAuth + Send>);
+            let secure = self.p.secure;
+            let auth: reactor::ServerAuthFactory = Arc::new(move || server_auth(secure));
             let (_, a) = ctx
                 .listen(
                     "127.0.0.1:0".parse().unwrap(),
@@ -112,7 +132,7 @@ impl Service for Node {
         let Ctl::Go(a) = m;
         let proto = ConnectProto::Msgr2 {
             cfg: Config::new(ENTITY_TYPE_CLIENT, 1),
-            auth: Box::new(AuthNone::new(EntityName::new(ENTITY_TYPE_CLIENT, "bench"), 0)),
+            auth: client_auth(self.p.secure),
             target_type: ENTITY_TYPE_OSD,
         };
         self.conn = Some(ctx.connect(a, proto, Duration::from_secs(5)).unwrap());
@@ -192,11 +212,7 @@ fn run_blocking(p: Params) -> Result {
     let t = Duration::from_secs(10);
     let srv = std::thread::spawn(move || {
         let mut c = l
-            .accept(
-                Config::new(ENTITY_TYPE_OSD, 0),
-                Box::new(AuthNoneServer::default()),
-                t,
-            )
+            .accept(Config::new(ENTITY_TYPE_OSD, 0), server_auth(p.secure), t)
             .unwrap();
         while let Ok(Some(m)) = c.recv_message(t) {
             let mut r = Message::new(0x71, 1, 1, m.front.clone());
@@ -207,7 +223,7 @@ fn run_blocking(p: Params) -> Result {
             }
         }
     });
-    let auth = Box::new(AuthNone::new(EntityName::new(ENTITY_TYPE_CLIENT, "bench"), 0));
+    let auth = client_auth(p.secure);
     let mut c =
         BlockingConnection::connect(addr, Config::new(ENTITY_TYPE_CLIENT, 1), auth, ENTITY_TYPE_OSD, t)
             .unwrap();
@@ -246,12 +262,19 @@ fn main() {
         .unwrap_or(2.0);
     let dur = Duration::from_secs_f64(secs);
     println!(
-        "msgr2 ping-pong over loopback, crc mode, {secs} s per case, {} CPUs",
+        "msgr2 ping-pong over loopback, {secs} s per case, {} CPUs",
         std::thread::available_parallelism().map_or(0, |n| n.get())
     );
-    for (window, size) in [(1, 0), (32, 0), (32, 4096), (8, 1 << 20)] {
+    for (secure, window, size) in [
+        (false, 1, 0),
+        (false, 32, 0),
+        (false, 32, 4096),
+        (true, 32, 4096),
+        (false, 8, 1 << 20),
+    ] {
         let p = Params {
             pin: false,
+            secure,
             window,
             size,
             dur,
