@@ -607,3 +607,63 @@ impl CephMessage for MOSDPing {
         Ok(m)
     }
 }
+
+/// `MCommand` (97): a command for a daemon (`ceph tell osd.N ...`): the JSON command words; input in `data`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MCommand {
+    pub fsid: Uuid,
+    pub cmd: Vec<String>,
+    pub data: Bytes,
+}
+
+impl CephMessage for MCommand {
+    const TYPE: u16 = osd_msg::COMMAND;
+    const HEAD_VERSION: u16 = 1;
+    const COMPAT_VERSION: u16 = 1;
+    const NAME: &'static str = "command";
+
+    fn encode_front(&self, e: &mut Encoder) {
+        self.fsid.encode(e);
+        self.cmd.encode(e);
+    }
+    fn data(&self) -> Bytes {
+        self.data.clone()
+    }
+    fn decode_front(_v: u16, d: &mut Decoder, data: &Bytes) -> Result<Self, DecodeError> {
+        Ok(MCommand {
+            fsid: d.decode()?,
+            cmd: d.decode()?,
+            data: data.clone(),
+        })
+    }
+}
+
+/// `MCommandReply` (98): return code, status string; output in `data`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MCommandReply {
+    pub r: i32,
+    pub rs: String,
+    pub data: Bytes,
+}
+
+impl CephMessage for MCommandReply {
+    const TYPE: u16 = osd_msg::COMMAND_REPLY;
+    const HEAD_VERSION: u16 = 1;
+    const COMPAT_VERSION: u16 = 1;
+    const NAME: &'static str = "command_reply";
+
+    fn encode_front(&self, e: &mut Encoder) {
+        e.i32(self.r);
+        e.string(&self.rs);
+    }
+    fn data(&self) -> Bytes {
+        self.data.clone()
+    }
+    fn decode_front(_v: u16, d: &mut Decoder, data: &Bytes) -> Result<Self, DecodeError> {
+        Ok(MCommandReply {
+            r: d.i32()?,
+            rs: d.string()?,
+            data: data.clone(),
+        })
+    }
+}

@@ -16,8 +16,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use ceph_msgs::osd::{
-    MMgrConfigure, MMgrOpen, MMgrReport, MOSDAlive, MOSDBeacon, MOSDBoot, MOSDMarkMeDown, MOSDPGCreated,
-    MOSDPing, MPGStats, SignedSpan, osd_msg, ping_op,
+    MCommand, MCommandReply, MMgrConfigure, MMgrOpen, MMgrReport, MOSDAlive, MOSDBeacon, MOSDBoot,
+    MOSDMarkMeDown, MOSDPGCreated, MOSDPing, MPGStats, SignedSpan, osd_msg, ping_op,
 };
 use ceph_msgs::osd_op::{MOSDOp, osd_msg_type};
 use ceph_msgs::{CephMessage, MAuth, MAuthReply, PaxosHeader};
@@ -182,6 +182,8 @@ pub struct Daemon {
     crush_done: bool,
     metadata: BTreeMap<String, String>,
     ops_total: u64,
+    /// Pools already logged as not served.
+    warned_pools: std::collections::BTreeSet<i64>,
     /// Origin of our monotonic heartbeat stamps.
     mono_base: Instant,
 }
@@ -299,6 +301,7 @@ impl Daemon {
             metadata: BTreeMap::new(),
             ops_total: 0,
             mono_base: now,
+            warned_pools: Default::default(),
             opts,
             dd,
         };
@@ -332,6 +335,7 @@ impl Daemon {
             "starting: public {} cluster {} hb {} / {}",
             self.public_addr, self.cluster_addr, self.hb_front_addr, self.hb_back_addr
         ));
+        worker::pin_to_core(0);
         self.monc
             .start(Instant::now())
             .map_err(|e| format!("mon client: {e}"))?;
@@ -1079,6 +1083,17 @@ impl Daemon {
         let epoch = map.epoch;
         let mut want = Vec::new();
         for (pid, pool) in &map.pools {
+            if !pool_is_ferro_only(map, pool.crush_rule, &self.opts.device_class) {
+                // Its PGs may hold data on other OSDs that we cannot backfill: never claim them (an empty PG
+                // reported active+clean would hide that data). Pools belong here through a device-class rule.
+                if self.warned_pools.insert(*pid) {
+                    self.log(&format!(
+                        "pool {pid} is not served: its CRUSH rule {} also maps to OSDs without device class {}",
+                        pool.crush_rule, self.opts.device_class
+                    ));
+                }
+                continue;
+            }
             let info = PoolInfo {
                 id: *pid,
                 name: map.pool_name.get(pid).cloned().unwrap_or_default(),
@@ -1287,6 +1302,20 @@ impl Daemon {
                 }
                 Err(e) => self.log(&format!("undecodable MOSDOp: {e}")),
             }
+        }
+        if m.msg_type == osd_msg::COMMAND
+            && let Ok(c) = MCommand::from_message(&m)
+        {
+            // `ceph tell osd.N ...`: the same (read-only) commands as the admin socket.
+            let (r, out) = self.admin(&c.cmd.join(""));
+            let reply = MCommandReply {
+                r,
+                rs: String::new(),
+                data: Bytes::from(out),
+            };
+            let features = self.slots.get(&id).map_or(PACIFIC_FEATURES, |s| s.features);
+            self.send_raw(id, reply.to_message(features).with_tid(m.tid));
+            return;
         }
         if m.msg_type == osd_msg::OSD_PING
             && let Ok(p) = MOSDPing::from_message(&m)
@@ -1503,6 +1532,47 @@ impl Daemon {
         };
         (0, serde_json::to_string_pretty(&j).unwrap_or_default())
     }
+}
+
+/// Whether every device CRUSH rule `rule` can choose from has device class `class`: only then do all the PGs of
+/// its pools live on ferro-osd OSDs (with a classic OSD in reach, a PG could move here from it and we cannot
+/// backfill). Unknown rules or maps count as not ours.
+pub fn pool_is_ferro_only(map: &OsdMap, rule: u8, class: &str) -> bool {
+    let Some(cm) = map.crush_map.as_deref() else {
+        return false;
+    };
+    let Some(Some(r)) = cm.rules.get(usize::from(rule)) else {
+        return false;
+    };
+    let Some(class_id) = cm
+        .class_names
+        .iter()
+        .find(|(_, n)| n.as_str() == class)
+        .map(|(id, _)| *id)
+    else {
+        return false;
+    };
+    let mut devices = Vec::new();
+    let mut stack: Vec<(i32, u32)> = r
+        .steps
+        .iter()
+        .filter(|s| s.op == crush::op::TAKE)
+        .map(|s| (s.arg1, 0))
+        .collect();
+    while let Some((id, depth)) = stack.pop() {
+        if depth > 64 || devices.len() > 1 << 16 {
+            return false;
+        }
+        if id >= 0 {
+            devices.push(id);
+            continue;
+        }
+        let idx = (-1 - i64::from(id)) as usize;
+        if let Some(Some(b)) = cm.buckets.get(idx) {
+            stack.extend(b.items.iter().map(|&i| (i, depth + 1)));
+        }
+    }
+    !devices.is_empty() && devices.iter().all(|d| cm.class_map.get(d) == Some(&class_id))
 }
 
 /// The active mgr's msgr2 address from an encoded MgrMap (epoch, then `active_addrs`).

@@ -68,6 +68,18 @@ fn now_utime() -> Utime {
     Utime::from_system_time(SystemTime::now())
 }
 
+/// Pin the calling thread to core `core % ncpus` (best effort: ignored where affinity cannot be set). Core 0
+/// runs the control/network thread; shards take the next cores.
+pub fn pin_to_core(core: usize) {
+    let n = std::thread::available_parallelism().map_or(1, |n| n.get());
+    // SAFETY: cpu_set_t is plain data; CPU_SET writes within it; sched_setaffinity(0) targets this thread.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(core % n, &mut set);
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+    }
+}
+
 /// Open shard `shard` of the device and serve it until `Shutdown`.
 pub fn run(
     device: &Path,
@@ -77,6 +89,7 @@ pub fn run(
     rx: Receiver<WorkerMsg>,
     events: SyncSender<Ev>,
 ) -> Result<(), String> {
+    pin_to_core(shard as usize + 1);
     let dev = UringDevice::open(device, None, UringOptions::default())
         .map_err(|e| format!("opening {}: {e}", device.display()))?;
     let mut store = Store::mount(dev, shard, StoreConfig::default())
