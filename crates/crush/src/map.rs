@@ -31,10 +31,10 @@ use denc::{Decode, DecodeError, Decoder, Encode, Encoder, Result};
 pub const CRUSH_MAGIC: u32 = 0x0001_0000;
 
 /// `CEPH_FEATURE_CRUSH_TUNABLES5` (bit 58, first incarnation): gates `chooseleaf_stable` on the wire.
-pub const FEATURE_CRUSH_TUNABLES5: u64 = 1 << 58;
+pub const FEATURE_CRUSH_TUNABLES5: u64 = denc::features::CRUSH_TUNABLES5;
 /// `CEPH_FEATUREMASK_SERVER_LUMINOUS` (bit 21, incarnation 2 = bit 57): gates device classes and choose_args.
 /// `CRUSH_CHOOSE_ARGS` shares this mask.
-pub const FEATUREMASK_SERVER_LUMINOUS: u64 = (1 << 21) | (1 << 57);
+pub const FEATUREMASK_SERVER_LUMINOUS: u64 = denc::features::MASK_SERVER_LUMINOUS;
 
 /// Bucket algorithms (`CRUSH_BUCKET_*`).
 pub const CRUSH_BUCKET_UNIFORM: u8 = 1;

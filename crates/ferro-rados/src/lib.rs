@@ -134,18 +134,13 @@ impl Cluster {
                 "ms_mon_client_mode allows neither secure nor crc".into(),
             ));
         }
-        let (ty, id) = name
-            .split_once('.')
-            .ok_or_else(|| Error::Config(format!("bad name {name:?}")))?;
-        let ty = match ty {
-            "client" => msgr2::types::ENTITY_TYPE_CLIENT,
-            "osd" => msgr2::types::ENTITY_TYPE_OSD,
-            "mgr" => msgr2::types::ENTITY_TYPE_MGR,
-            "mon" => msgr2::types::ENTITY_TYPE_MON,
-            "mds" => msgr2::types::ENTITY_TYPE_MDS,
-            other => return Err(Error::Config(format!("unknown entity type {other:?}"))),
-        };
-        let entity = cephx::EntityName::new(ty, id);
+        // denc parses `type.id` (Ceph's entity type names); `auth.*` is no principal a client can be.
+        let entity = name
+            .parse::<cephx::EntityName>()
+            .ok()
+            .filter(|e| e.ty != cephx::ENTITY_TYPE_AUTH)
+            .ok_or_else(|| Error::Config(format!("bad name {name:?} (want type.id, e.g. client.admin)")))?;
+        let ty = u8::try_from(entity.ty).map_err(|_| Error::Config(format!("bad name {name:?}")))?;
         let auth = monclient::blocking::cephx_auth(entity, key, WANT_MON_OSD_MGR, modes);
         let mons = addrs
             .into_iter()

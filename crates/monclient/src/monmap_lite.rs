@@ -7,40 +7,26 @@
 //! mon_info_t is ENCODE_START(5,1){ name, entity_addrvec_t public_addrs, u16 priority, u16 weight, crush_loc }.
 
 use std::collections::BTreeMap;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::net::SocketAddr;
 
 use bytes::Bytes;
-use denc::{DecodeError, Decoder};
-
-/// `entity_addr_t` type values.
-pub const ADDR_TYPE_NONE: u32 = 0;
-pub const ADDR_TYPE_LEGACY: u32 = 1;
-pub const ADDR_TYPE_MSGR2: u32 = 2;
-pub const ADDR_TYPE_ANY: u32 = 3;
-
-/// One `entity_addr_t`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct EntityAddr {
-    pub kind: u32,
-    pub nonce: u32,
-    /// None for a blank address (elen 0 / family 0).
-    pub addr: Option<SocketAddr>,
-}
+use denc::{Decode, DecodeError, Decoder, EntityAddr, EntityAddrvec};
 
 /// One monitor from the map.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MonInfo {
     pub name: String,
-    pub addrs: Vec<EntityAddr>,
+    pub addrs: EntityAddrvec,
 }
 
 impl MonInfo {
     /// The msgr2 address to connect to, if the monitor has one.
     pub fn msgr2_addr(&self) -> Option<SocketAddr> {
         self.addrs
+            .0
             .iter()
-            .find(|a| a.kind == ADDR_TYPE_MSGR2 || a.kind == ADDR_TYPE_ANY)
-            .and_then(|a| a.addr)
+            .find(|a| a.is_msgr2() || a.addr_type == EntityAddr::TYPE_ANY)
+            .and_then(EntityAddr::socket_addr)
     }
 }
 
@@ -51,81 +37,6 @@ pub struct MonMapLite {
     pub epoch: u32,
     /// Monitors in rank order.
     pub mons: Vec<MonInfo>,
-}
-
-fn sockaddr(family: u16, rest: &[u8]) -> Option<SocketAddr> {
-    // Port is big-endian in both families; the family field itself was already decoded by the caller.
-    match family {
-        2 if rest.len() >= 6 => {
-            let port = u16::from_be_bytes([rest[0], rest[1]]);
-            let ip = Ipv4Addr::new(rest[2], rest[3], rest[4], rest[5]);
-            Some(SocketAddr::new(IpAddr::V4(ip), port))
-        }
-        10 if rest.len() >= 22 => {
-            let port = u16::from_be_bytes([rest[0], rest[1]]);
-            let mut ip = [0u8; 16];
-            ip.copy_from_slice(&rest[6..22]);
-            Some(SocketAddr::new(IpAddr::V6(Ipv6Addr::from(ip)), port))
-        }
-        _ => None,
-    }
-}
-
-/// Decode one `entity_addr_t` whose marker byte (0 = legacy, 1 = new) has not been consumed.
-pub fn decode_entity_addr(d: &mut Decoder) -> Result<EntityAddr, DecodeError> {
-    let marker = d.u8()?;
-    match marker {
-        0 => {
-            // Legacy: the rest of le32 type (zero), nonce, 128-byte sockaddr_storage with a big-endian family.
-            d.skip(3)?;
-            let nonce = d.u32()?;
-            let ss = d.take_slice(128)?;
-            let family = u16::from_be_bytes([ss[0], ss[1]]);
-            Ok(EntityAddr {
-                kind: ADDR_TYPE_LEGACY,
-                nonce,
-                addr: sockaddr(family, &ss[2..]),
-            })
-        }
-        1 => {
-            let (_h, mut b) = d.start_struct("entity_addr_t", 1)?;
-            let kind = b.u32()?;
-            let nonce = b.u32()?;
-            let elen = b.length("entity_addr_t sockaddr", 1)?;
-            let sa = b.take_slice(elen)?;
-            let addr = if sa.len() >= 2 {
-                sockaddr(u16::from_le_bytes([sa[0], sa[1]]), &sa[2..])
-            } else {
-                None
-            };
-            Ok(EntityAddr { kind, nonce, addr })
-        }
-        m => Err(DecodeError::invalid(
-            "entity_addr_t",
-            format!("unknown marker {m}"),
-        )),
-    }
-}
-
-/// Decode an `entity_addrvec_t` (marker 2 = vector; 0/1 = a single address).
-pub fn decode_addrvec(d: &mut Decoder) -> Result<Vec<EntityAddr>, DecodeError> {
-    let marker = *d.peek_rest().first().ok_or(DecodeError::Truncated {
-        offset: d.offset(),
-        needed: 1,
-        remaining: 0,
-    })?;
-    if marker == 2 {
-        d.skip(1)?;
-        // An entity_addr_t takes at least 7 bytes (marker, struct header, type...).
-        let n = d.length("entity_addrvec_t", 7)?;
-        let mut v = Vec::with_capacity(n);
-        for _ in 0..n {
-            v.push(decode_entity_addr(d)?);
-        }
-        Ok(v)
-    } else {
-        Ok(vec![decode_entity_addr(d)?])
-    }
 }
 
 impl MonMapLite {
@@ -152,7 +63,7 @@ impl MonMapLite {
             let key = d.string()?;
             let (_h, mut m) = d.start_struct("mon_info_t", 5)?;
             let name = m.string()?;
-            let addrs = decode_addrvec(&mut m)?;
+            let addrs = EntityAddrvec::decode(&mut m)?;
             info.insert(key, MonInfo { name, addrs });
         }
         let ranks: Vec<String> = d.decode()?;
