@@ -5,12 +5,18 @@
 pub mod object_info;
 pub mod object_stat;
 pub mod osd_stat;
+pub mod past_intervals;
 pub mod pg_info;
 pub mod pg_log;
+pub mod pg_log_t;
+pub mod pg_missing;
+pub mod pg_peering;
 pub mod pg_stat;
+pub mod recovery;
 pub mod snapset;
 pub mod statfs;
 pub mod superblock;
+pub mod transaction;
 pub mod watch_info;
 
 pub use object_info::{ObjectInfo, oi_flag};
