@@ -387,6 +387,8 @@ pub(crate) fn handle_op<D: Device>(pg: &mut Pg, store: &mut Store<D>, ctx: OpCon
         rng: &mut pg.rng,
         epoch,
         snap_whiteout,
+        okey_obj: soid.clone(),
+        spgid: pg.spgid,
         modified: Vec::new(),
         pg_watch: &mut pg.watch,
     };
@@ -855,6 +857,9 @@ struct Ctx<'a, D: Device> {
     epoch: u32,
     /// A delete must leave a whiteout head (clones exist or are being made).
     snap_whiteout: bool,
+    /// The head object (for finding its clones) and the PG (for their keys).
+    okey_obj: HObject,
+    spgid: denc::SpgId,
     /// Byte ranges this op changed (for the newest clone's overlap).
     modified: Vec<(u64, u64)>,
     pg_watch: &'a mut crate::watch::WatchState,
@@ -1492,6 +1497,93 @@ fn do_one<D: Device>(c: &mut Ctx<'_, D>, o: &mut OSDOp) -> Result<(), i32> {
             }
             c.d_objects -= 1;
             c.exists = false;
+        }
+        op::ROLLBACK => {
+            c.num_write += 1;
+            let snapid = o.snapid();
+            // find_object_context for (head, snapid)
+            let target = if snapid > c.snapset.seq.0 {
+                Some(None) // the head itself
+            } else {
+                c.snapset
+                    .clones
+                    .iter()
+                    .copied()
+                    .find(|cl| cl.0 >= snapid)
+                    .filter(|cl| {
+                        c.snapset.clone_snaps.get(cl).is_some_and(|s| {
+                            !s.is_empty()
+                                && snapid >= s.last().map_or(u64::MAX, |x| x.0)
+                                && snapid <= s.first().map_or(0, |x| x.0)
+                        })
+                    })
+                    .map(Some)
+            };
+            match target {
+                Some(None) => {
+                    if !c.exists || c.oi.test_flag(oi_flag::WHITEOUT) {
+                        // no object at that snap: the head goes
+                        if !c.oi.watchers.is_empty() {
+                            return Err(-libc::EBUSY);
+                        }
+                        let mut d = OSDOp::new(op::DELETE);
+                        let _ = do_one(c, &mut d);
+                    } else {
+                        c.modify = true;
+                    }
+                }
+                None => {
+                    if !c.oi.watchers.is_empty() {
+                        return Err(-libc::EBUSY);
+                    }
+                    let mut d = OSDOp::new(op::DELETE);
+                    let _ = do_one(c, &mut d);
+                }
+                Some(Some(cl)) => {
+                    let mut coid = c.okey_obj.clone();
+                    coid.snap = cl;
+                    let ckey = keys::object_key(&coid, &c.spgid);
+                    let coi = match c.store.getattr(&c.cid, &ckey, OI_ATTR) {
+                        Ok(b) => ObjectInfo::decode_all(b).map_err(|_| -libc::EIO)?,
+                        Err(e) => return Err(store_errno(&e)),
+                    };
+                    let (cid, oid) = (c.cid.clone(), c.okey.clone());
+                    if c.exists {
+                        c.push(Op::Remove {
+                            cid: cid.clone(),
+                            oid: oid.clone(),
+                        });
+                    } else {
+                        c.d_objects += 1;
+                        c.exists = true;
+                    }
+                    c.push(Op::Clone {
+                        cid,
+                        src: ckey,
+                        dst: oid,
+                    });
+                    c.removed = true;
+                    c.attrs.clear();
+                    c.oi.clear_flag(oi_flag::WHITEOUT);
+                    c.modified.push((0, c.oi.size.max(coi.size)));
+                    c.set_size(coi.size);
+                    if coi.test_flag(oi_flag::DATA_DIGEST) {
+                        c.oi.set_data_digest(coi.data_digest);
+                    } else {
+                        c.oi.clear_data_digest();
+                    }
+                    if coi.test_flag(oi_flag::OMAP_DIGEST) {
+                        c.oi.set_omap_digest(coi.omap_digest);
+                    } else {
+                        c.oi.clear_omap_digest();
+                    }
+                    if coi.test_flag(oi_flag::OMAP) {
+                        c.oi.set_flag(oi_flag::OMAP);
+                    } else {
+                        c.oi.clear_flag(oi_flag::OMAP);
+                    }
+                }
+            }
         }
         op::CREATE => {
             c.num_write += 1;

@@ -1855,3 +1855,31 @@ fn snapshots_clone_on_write() {
     assert_eq!(h.send(m).result, 0);
     assert_eq!(read_at(&mut h, "n", 9).0, ENOENT);
 }
+
+#[test]
+fn rollback_to_a_snapshot() {
+    let mut h = H::new();
+    h.run("r", vec![write(0, b"old!"), xattr_op(op::SETXATTR, "a", b"1")]);
+    h.pg.set_pool_snap_context(5, vec![5]);
+    // the write clones the head (clone 5 = "old!" with a=1), then changes data and the xattr
+    h.run("r", vec![writefull(b"new"), xattr_op(op::SETXATTR, "a", b"2")]);
+    assert_eq!(&h.run("r", vec![read(0, 0)]).ops[0].outdata[..], b"new");
+    let mut rb = OSDOp::new(op::ROLLBACK);
+    rb.args[0..8].copy_from_slice(&5u64.to_le_bytes());
+    assert_eq!(h.run("r", vec![rb.clone()]).result, 0);
+    assert_eq!(&h.run("r", vec![read(0, 0)]).ops[0].outdata[..], b"old!");
+    assert_eq!(
+        &h.run("r", vec![xattr_op(op::GETXATTR, "a", b"")]).ops[0].outdata[..],
+        b"1"
+    );
+    // a snap at which the object did not exist: the head goes (a whiteout, since clones remain)
+    let mut rb3 = OSDOp::new(op::ROLLBACK);
+    rb3.args[0..8].copy_from_slice(&3u64.to_le_bytes());
+    assert_eq!(h.run("r", vec![rb3]).result, 0);
+    assert_eq!(h.run("r", vec![OSDOp::new(op::STAT)]).result, ENOENT);
+    assert_eq!(read_at(&mut h, "r", 5), (0, Bytes::from_static(b"old!")));
+    // and back again
+    assert_eq!(h.run("r", vec![rb]).result, 0);
+    assert_eq!(&h.run("r", vec![read(0, 0)]).ops[0].outdata[..], b"old!");
+    h.pg.set_pool_snap_context(0, vec![]);
+}
