@@ -959,10 +959,17 @@ impl<M: Send + 'static> CoreCtx<M> {
             if unsafe { self.ring.submission().push(e) }.is_ok() {
                 return;
             }
-            // Full: hand the queue to the kernel to make room.
+            // Full: hand the queue to the kernel to make room; GETEVENTS also flushes an overflowed CQ (the
+            // EBUSY case) so the next round can make progress. Completions wait in the scratch list.
             self.stats.submits += 1;
-            if self.ring.submit().is_err() {
-                // The kernel could not take anything (e.g. EBUSY with a full CQ): reap and retry.
+            let to_submit = self.ring.submission().len() as u32;
+            // SAFETY: no argument struct; valid flags.
+            let r = unsafe {
+                self.ring
+                    .submitter()
+                    .enter::<libc::sigset_t>(to_submit, 0, IORING_ENTER_GETEVENTS, None)
+            };
+            if r.is_err() {
                 self.reap_into_scratch();
             }
         }

@@ -100,6 +100,16 @@ impl<M> Shared<M> {
     }
 }
 
+struct StopOnPanic<M>(Arc<Shared<M>>);
+
+impl<M> Drop for StopOnPanic<M> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.0.request_stop();
+        }
+    }
+}
+
 /// A running set of cores. Dropping it stops and joins them.
 pub struct Runtime<M: Send + 'static> {
     shared: Arc<Shared<M>>,
@@ -149,6 +159,7 @@ impl<M: Send + 'static> Runtime<M> {
         let mut threads = Vec::with_capacity(n);
         for (id, (txi, rxi)) in tx.into_iter().zip(rx).enumerate() {
             let shared2 = shared.clone();
+            let shared_for_guard = shared.clone();
             let factory = factory.clone();
             let ready = ready_tx.clone();
             let core_cfg = cfg.core.clone();
@@ -167,6 +178,9 @@ impl<M: Send + 'static> Runtime<M> {
                             return CoreStats::default();
                         }
                     };
+                    // A core that panics takes the whole runtime down (the others stop cleanly): an OSD missing a
+                    // core would silently stop serving its PGs.
+                    let _stop_on_panic = StopOnPanic(shared_for_guard);
                     let mut svc = factory(id);
                     let _ = ready.send(Ok(()));
                     drop(ready);
@@ -217,7 +231,8 @@ impl<M: Send + 'static> Runtime<M> {
         self.shared.stop_requested()
     }
 
-    /// Wait for every core to finish; returns each core's counters (a panicked core gives defaults).
+    /// Wait for every core to finish; returns each core's counters (a panicked core gives defaults, and its
+    /// panic stopped every other core).
     pub fn join(mut self) -> Vec<CoreStats> {
         self.threads
             .drain(..)

@@ -496,3 +496,32 @@ fn paused_receive_pushes_back_on_the_peer() {
     rt.stop();
     rt.join();
 }
+
+struct Crasher;
+
+impl Service for Crasher {
+    type Msg = ();
+    fn on_start(&mut self, ctx: &mut CoreCtx<()>) {
+        if ctx.core_id() == 1 {
+            ctx.set_timer(Duration::from_millis(50), 0);
+        }
+    }
+    fn on_timer(&mut self, _ctx: &mut CoreCtx<()>, _t: TimerId, _token: u64) {
+        panic!("deliberate panic on core 1 (expected by the test)");
+    }
+}
+
+#[test]
+fn a_panicking_core_stops_the_runtime() {
+    let rt = Runtime::start(cfg(2), |_| Crasher).unwrap();
+    let start = Instant::now();
+    while !rt.is_stopping() {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "core 0 kept running alone"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let stats = rt.join();
+    assert_eq!(stats.len(), 2);
+}

@@ -11,7 +11,7 @@ use std::io::Read;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-const PER_PAIR: u64 = 200_000;
+const PER_PAIR: u64 = 100_000;
 const CORES: usize = 3;
 
 struct Load {
