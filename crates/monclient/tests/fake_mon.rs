@@ -11,54 +11,8 @@ use bytes::Bytes;
 use ceph_msgs::*;
 use monclient::*;
 
-/// A fake OSDMap: full map = `u32 epoch, u64 state`; incremental = `u32 epoch, u64 delta` (state += delta).
-#[derive(Debug, Clone, PartialEq)]
-struct FakeMap {
-    epoch: u32,
-    state: u64,
-}
-
-impl OsdMapLike for FakeMap {
-    type Error = String;
-    fn decode_full(b: &Bytes) -> Result<Self, String> {
-        let mut d = denc::Decoder::new(b.clone());
-        Ok(FakeMap {
-            epoch: d.u32().map_err(|e| e.to_string())?,
-            state: d.u64().map_err(|e| e.to_string())?,
-        })
-    }
-    fn epoch(&self) -> u32 {
-        self.epoch
-    }
-    fn apply_incremental(&mut self, inc: &Bytes) -> Result<(), String> {
-        let mut d = denc::Decoder::new(inc.clone());
-        let e = d.u32().map_err(|e| e.to_string())?;
-        if e != self.epoch + 1 {
-            return Err(format!("incremental {e} does not follow {}", self.epoch));
-        }
-        let delta = d.u64().map_err(|e| e.to_string())?;
-        if delta == u64::MAX {
-            return Err("corrupt incremental".into());
-        }
-        self.epoch = e;
-        self.state += delta;
-        Ok(())
-    }
-}
-
-fn full(epoch: u32, state: u64) -> Bytes {
-    let mut e = denc::Encoder::default();
-    e.u32(epoch);
-    e.u64(state);
-    e.into_bytes()
-}
-
-fn inc(epoch: u32, delta: u64) -> Bytes {
-    let mut e = denc::Encoder::default();
-    e.u32(epoch);
-    e.u64(delta);
-    e.into_bytes()
-}
+mod common;
+use common::{FakeMap, enc as full, enc as inc};
 
 const FSID: [u8; 16] = [7; 16];
 

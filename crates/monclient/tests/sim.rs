@@ -13,35 +13,8 @@ use bytes::Bytes;
 use ceph_msgs::*;
 use monclient::*;
 
-#[derive(Debug, Clone, PartialEq)]
-struct FakeMap {
-    epoch: u32,
-    state: u64,
-}
-
-impl OsdMapLike for FakeMap {
-    type Error = String;
-    fn decode_full(b: &Bytes) -> Result<Self, String> {
-        let mut d = denc::Decoder::new(b.clone());
-        Ok(FakeMap {
-            epoch: d.u32().map_err(|e| e.to_string())?,
-            state: d.u64().map_err(|e| e.to_string())?,
-        })
-    }
-    fn epoch(&self) -> u32 {
-        self.epoch
-    }
-    fn apply_incremental(&mut self, inc: &Bytes) -> Result<(), String> {
-        let mut d = denc::Decoder::new(inc.clone());
-        let e = d.u32().map_err(|e| e.to_string())?;
-        if e != self.epoch + 1 {
-            return Err(format!("incremental {e} after {}", self.epoch));
-        }
-        self.state += d.u64().map_err(|e| e.to_string())?;
-        self.epoch = e;
-        Ok(())
-    }
-}
+mod common;
+use common::{FakeMap, enc};
 
 /// The cluster's map history: epoch e adds `delta(e)` to the state.
 fn delta(e: u32) -> u64 {
@@ -50,13 +23,6 @@ fn delta(e: u32) -> u64 {
 fn state_at(e: u32) -> u64 {
     (1..=e).map(delta).sum()
 }
-fn enc(a: u32, b: u64) -> Bytes {
-    let mut e = denc::Encoder::default();
-    e.u32(a);
-    e.u64(b);
-    e.into_bytes()
-}
-
 const FSID: [u8; 16] = [3; 16];
 /// Maps per MOSDMap (a mon caps how many it sends at once).
 const MAX_PER_MSG: u32 = 3;
