@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: LGPL-3.0-or-later
-//! The cross-core mesh under load: 3 cores, tiny rings (8 slots) so the overflow path runs constantly, every core
+//! The cross-core mesh under load: 3 cores, small rings (64 slots, bursts of 1000) so the overflow path runs constantly, every core
 //! sending a stream to every other core (and to itself); each receiver checks per-sender order and counts. Also
 //! raw-socket backpressure: a peer that does not read makes `send_bytes` refuse, and `on_writable` follows once it
 //! drains, with every byte delivered in order.
@@ -63,7 +63,7 @@ fn mesh_under_load_keeps_order_and_loses_nothing() {
     let mut cfg = RuntimeConfig {
         cores: CORES,
         pin: false,
-        mesh_capacity: 8,
+        mesh_capacity: 64,
         ..Default::default()
     };
     cfg.core.mesh_batch = 64;
