@@ -259,7 +259,7 @@ pub(crate) fn handle_op<D: Device>(pg: &mut Pg, store: &mut Store<D>, ctx: OpCon
             if pg.log.is_complete(f.version) {
                 send_now(&mut out, r);
             } else if let Some(seq) = pg.log.seq_for(f.version) {
-                pg.hold(seq, ctx.conn, r);
+                pg.hold(seq, ctx.conn, r, &mut out);
             } else {
                 send_now(&mut out, r);
             }
@@ -639,7 +639,7 @@ pub(crate) fn handle_op<D: Device>(pg: &mut Pg, store: &mut Store<D>, ctx: OpCon
         reply.result = result;
         // answer after any write to this object that is not durable yet
         match pg.dirty.get(&okey.name) {
-            Some(&seq) => pg.hold(seq, ctx.conn, reply),
+            Some(&seq) => pg.hold(seq, ctx.conn, reply, &mut out),
             None => out.replies.push((ctx.conn, reply)),
         }
         return out;
@@ -708,7 +708,7 @@ fn submit<D: Device>(
             if let Some(o) = obj {
                 pg.dirty.insert(o, seq);
             }
-            pg.hold(seq, conn, reply);
+            pg.hold(seq, conn, reply, out);
             true
         }
         Err(err) => {

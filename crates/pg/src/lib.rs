@@ -338,10 +338,10 @@ impl Pg {
         s
     }
 
-    fn hold(&mut self, seq: u64, conn: ConnId, reply: MOSDOpReply) {
+    /// Hold `reply` until store transaction `seq` is durable; if it already is, put it in `out` now.
+    fn hold(&mut self, seq: u64, conn: ConnId, reply: MOSDOpReply, out: &mut Outputs) {
         if seq <= self.durable_seq {
-            // already durable (e.g. a read after a write whose Durable event came first)
-            self.held.push_front(Held { seq: 0, conn, reply });
+            out.replies.push((conn, reply));
             return;
         }
         // keep `held` ordered by seq (replies for older transactions first)
