@@ -82,6 +82,9 @@ pub struct StoreStats {
     pub checkpoints: u64,
     pub csum_errors: u64,
     pub replayed_records: u64,
+    /// Reads served as a slice of one device read (no copy) / assembled from several pieces.
+    pub reads_zero_copy: u64,
+    pub reads_assembled: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -1873,7 +1876,9 @@ impl<D: Device> Store<D> {
                     run_len.last(),
                     slot.checked_sub(1).map(|s| &blocks[s]),
                 ) {
-                    (Some((_, rp, _)), Some(rl), Some(Src::Dev { .. })) => rp + rl == pb && *rl < 256,
+                    (Some((_, rp, _)), Some(rl), Some(Src::Dev { .. })) => {
+                        rp + rl == pb && *rl < MAX_READ_BLOCKS
+                    }
                     _ => false,
                 };
                 if extend {
@@ -1965,8 +1970,10 @@ impl<D: Device> Store<D> {
             && st.blocks.iter().all(|s| matches!(s, Src::Dev { .. }))
             && let Some(d) = &st.runs[0].2
         {
+            self.stats.reads_zero_copy += 1;
             return Ok(d.slice(st.off_in_first..st.off_in_first + st.len));
         }
+        self.stats.reads_assembled += 1;
         let mut out = BytesMut::zeroed(st.len);
         for (i, s) in st.blocks.iter().enumerate() {
             let blk_start = i * BLOCK;
@@ -2166,6 +2173,9 @@ impl<D: Device> Store<D> {
         Ok(rep)
     }
 }
+
+/// Longest single device read a request is split into (4 MiB: a whole RBD/RGW object chunk in one IO).
+const MAX_READ_BLOCKS: u64 = 1024;
 
 /// Largest object size accepted (as BlueStore's default limit is far above what the OSD uses).
 pub const MAX_OBJECT_SIZE: u64 = 1 << 40;
