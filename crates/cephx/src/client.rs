@@ -393,18 +393,22 @@ impl MonAuthClient {
             return Err(CephxError::Rejected { errno: header.status });
         }
         let connection_secret = self.handle_session_key_reply(&mut d, now)?;
-        let session_key = self
-            .tickets
-            .tickets
-            .get(&ENTITY_TYPE_AUTH)
-            .map(|h| h.session_key.clone())
-            .ok_or(CephxError::NoTicket(ENTITY_TYPE_AUTH))?;
+        let session_key = self.auth_session_key()?;
         self.phase = Phase::Authenticated;
         Ok(MonSession {
             global_id,
             session_key,
             connection_secret,
         })
+    }
+
+    /// The AUTH ticket's session key (what the monitor seals everything after the first reply with).
+    fn auth_session_key(&self) -> Result<CryptoKey, CephxError> {
+        self.tickets
+            .tickets
+            .get(&ENTITY_TYPE_AUTH)
+            .map(|h| h.session_key.clone())
+            .ok_or(CephxError::NoTicket(ENTITY_TYPE_AUTH))
     }
 
     /// The body after a GET_AUTH_SESSION_KEY response header: tickets sealed with our key, then (msgr2 monitors)
@@ -422,12 +426,7 @@ impl MonAuthClient {
         if !d.is_empty() {
             let cbl = d.bufferlist()?;
             let extra = d.bufferlist()?;
-            let session_key = self
-                .tickets
-                .tickets
-                .get(&ENTITY_TYPE_AUTH)
-                .map(|h| h.session_key.clone())
-                .ok_or(CephxError::NoTicket(ENTITY_TYPE_AUTH))?;
+            let session_key = self.auth_session_key()?;
             if !cbl.is_empty() {
                 connection_secret =
                     decode_decrypt::<Bytes>(&*self.provider, &session_key, &mut Decoder::new(cbl))?;
@@ -505,12 +504,7 @@ impl MonAuthClient {
                 })
             }
             CEPHX_GET_PRINCIPAL_SESSION_KEY => {
-                let key = self
-                    .tickets
-                    .tickets
-                    .get(&ENTITY_TYPE_AUTH)
-                    .map(|h| h.session_key.clone())
-                    .ok_or(CephxError::NoTicket(ENTITY_TYPE_AUTH))?;
+                let key = self.auth_session_key()?;
                 let services =
                     self.tickets
                         .verify_service_ticket_reply(&*self.provider, &key, &mut d, now)?;

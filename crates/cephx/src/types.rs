@@ -10,13 +10,13 @@ use denc::{Decode, DecodeError, Decoder, Encode, Encoder};
 
 use crate::crypto::CryptoKey;
 
-/// `CEPH_ENTITY_TYPE_*` (`src/include/msgr.h`); also the cephx service ids.
-pub const ENTITY_TYPE_MON: u32 = 0x01;
-pub const ENTITY_TYPE_MDS: u32 = 0x02;
-pub const ENTITY_TYPE_OSD: u32 = 0x04;
-pub const ENTITY_TYPE_CLIENT: u32 = 0x08;
-pub const ENTITY_TYPE_MGR: u32 = 0x10;
-pub const ENTITY_TYPE_AUTH: u32 = 0x20;
+/// `CEPH_ENTITY_TYPE_*` from denc, widened to u32: cephx carries them as service ids (le32 on the wire).
+pub const ENTITY_TYPE_MON: u32 = denc::ENTITY_TYPE_MON as u32;
+pub const ENTITY_TYPE_MDS: u32 = denc::ENTITY_TYPE_MDS as u32;
+pub const ENTITY_TYPE_OSD: u32 = denc::ENTITY_TYPE_OSD as u32;
+pub const ENTITY_TYPE_CLIENT: u32 = denc::ENTITY_TYPE_CLIENT as u32;
+pub const ENTITY_TYPE_MGR: u32 = denc::ENTITY_TYPE_MGR as u32;
+pub const ENTITY_TYPE_AUTH: u32 = denc::ENTITY_TYPE_AUTH as u32;
 
 /// Request types of CephXRequestHeader / CephXResponseHeader.
 pub const CEPHX_GET_AUTH_SESSION_KEY: u16 = 0x0100;
