@@ -265,3 +265,50 @@ pub fn load(args: &Args) -> Result<(OsdOptions, ceph_config::Config), String> {
     };
     Ok((opts, cfg))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn argv(s: &str) -> Vec<String> {
+        s.split_whitespace().map(str::to_string).collect()
+    }
+
+    #[test]
+    fn ceph_osd_flags_parse() {
+        let a = parse(&argv(
+            "-i 3 -c /etc/ceph/x.conf --cluster x --keyring /k --osd-data /d --osd-uuid u --mkfs -d \
+             --setuser ceph --setgroup ceph --debug-osd 20 --ferro_osd_shards=4",
+        ))
+        .unwrap();
+        assert_eq!(a.id, Some(3));
+        assert_eq!(a.conf.as_deref(), Some("/etc/ceph/x.conf"));
+        assert_eq!(a.cluster.as_deref(), Some("x"));
+        assert_eq!(a.keyring.as_deref(), Some("/k"));
+        assert_eq!(a.osd_data.as_deref(), Some("/d"));
+        assert_eq!(a.osd_uuid.as_deref(), Some("u"));
+        assert!(a.mkfs && a.foreground && a.debug_stderr);
+        assert_eq!(a.overrides.get("debug_osd").map(String::as_str), Some("20"));
+        assert_eq!(a.overrides.get("ferro_osd_shards").map(String::as_str), Some("4"));
+        assert_eq!(parse(&argv("--id osd.7 -f")).unwrap().id, Some(7));
+        assert!(parse(&argv("-i")).is_err());
+        assert!(parse(&argv("-i x")).is_err());
+        assert!(parse(&argv("stray")).is_err());
+    }
+
+    #[test]
+    fn sizes_and_mon_hosts() {
+        assert_eq!(parse_size("10G"), Some(10 << 30));
+        assert_eq!(parse_size("512MiB"), Some(512 << 20));
+        assert_eq!(parse_size("4096"), Some(4096));
+        assert_eq!(parse_size("1X"), None);
+        assert_eq!(parse_size("99999999999999T"), None);
+        let m = parse_mon_host("[v2:127.0.0.1:3300/0,v1:127.0.0.1:6789/0] v2:10.0.0.2:3300, 10.0.0.3");
+        let want: Vec<std::net::SocketAddr> = vec![
+            "127.0.0.1:3300".parse().unwrap(),
+            "10.0.0.2:3300".parse().unwrap(),
+            "10.0.0.3:3300".parse().unwrap(),
+        ];
+        assert_eq!(m, want);
+    }
+}

@@ -1400,11 +1400,21 @@ impl Daemon {
         );
         let addr = |a: SocketAddr| format!("[v2:{a}/{}]", self.nonce);
         let dev = self.dd.device.display().to_string();
-        let devname = self
-            .dd
-            .device
-            .file_name()
-            .map(|f| f.to_string_lossy().to_string())
+        let disk = underlying_disk(&self.dd.device).unwrap_or_else(|| {
+            self.dd
+                .device
+                .file_name()
+                .map(|f| f.to_string_lossy().to_string())
+                .unwrap_or_default()
+        });
+        let created_at = std::fs::metadata(self.opts.osd_data.join("ready"))
+            .and_then(|m| m.modified())
+            .map(|t| {
+                let u = Utime::from_system_time(t);
+                // Ceph's form: 2026-11-30T10:55:59.531646Z
+                let s = u.to_string();
+                s.split('+').next().map(|x| format!("{x}Z")).unwrap_or(s)
+            })
             .unwrap_or_default();
         let kv: Vec<(&str, String)> = vec![
             ("arch", uname.3),
@@ -1416,11 +1426,11 @@ impl Daemon {
             ("ceph_version_when_created", version),
             ("container_name", String::new()),
             ("cpu", cpu),
-            ("created_at", String::new()),
+            ("created_at", created_at),
             ("default_device_class", self.opts.device_class.clone()),
             ("device_ids", String::new()),
             ("device_paths", String::new()),
-            ("devices", devname),
+            ("devices", disk.clone()),
             ("distro", osr("ID")),
             ("distro_description", osr("PRETTY_NAME")),
             ("distro_version", osr("VERSION_ID")),
@@ -1440,9 +1450,15 @@ impl Daemon {
             ("osd_objectstore", "ferrostore".into()),
             ("osdspec_affinity", String::new()),
             ("rotational", "0".into()),
-            ("ferrostore_device", dev),
+            ("ferrostore_bdev_path", dev),
+            ("ferrostore_bdev_size", self.dd_size().to_string()),
+            ("ferrostore_bdev_block_size", "4096".into()),
+            ("ferrostore_bdev_rotational", "0".into()),
+            ("ferrostore_bdev_type", "ssd".into()),
+            ("ferrostore_bdev_driver", "io_uring".into()),
+            ("ferrostore_bdev_access_mode", "O_DIRECT".into()),
             ("ferrostore_shards", self.dd.shards.to_string()),
-            ("ferrostore_size", self.dd_size().to_string()),
+            ("objectstore_numa_unknown_devices", disk),
         ];
         for (k, v) in kv {
             m.insert(k.to_string(), v);
@@ -1573,6 +1589,30 @@ pub fn pool_is_ferro_only(map: &OsdMap, rule: u8, class: &str) -> bool {
         }
     }
     !devices.is_empty() && devices.iter().all(|d| cm.class_map.get(d) == Some(&class_id))
+}
+
+/// The disk holding `path` (a block device itself, or the device of the file system a block file lives on), as
+/// its kernel name (`vda`, `nvme0n1`): what ceph-osd reports as `devices`.
+fn underlying_disk(path: &std::path::Path) -> Option<String> {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    let md = std::fs::metadata(path).ok()?;
+    let dev = if md.file_type().is_block_device() {
+        md.rdev()
+    } else {
+        md.dev()
+    };
+    let (major, minor) = (libc::major(dev), libc::minor(dev));
+    let link = std::fs::read_link(format!("/sys/dev/block/{major}:{minor}")).ok()?;
+    let name = link.file_name()?.to_string_lossy().to_string();
+    // A partition's sysfs directory sits inside its disk's.
+    let parent = std::path::Path::new("/sys/dev/block").join(&link);
+    if parent.join("partition").exists() {
+        return parent
+            .parent()
+            .and_then(|p| p.file_name())
+            .map(|n| n.to_string_lossy().to_string());
+    }
+    Some(name)
 }
 
 /// The active mgr's msgr2 address from an encoded MgrMap (epoch, then `active_addrs`).

@@ -135,3 +135,21 @@ fn mgr_report_tail_matches_real_osds() {
         .count();
     assert!(n > 10, "{n} reports end with the empty tail");
 }
+
+/// The active mgr's address comes out of the real MgrMaps the monitor sent (nonce included: the mgr checks it).
+#[test]
+fn mgr_address_from_real_mgrmaps() {
+    let Some(all) = common::all_messages() else { return };
+    let mut found = 0;
+    for (_, _, m) in &all {
+        if m.msg_type == ceph_msgs::msg_type::MGR_MAP {
+            let mm = ceph_msgs::MMgrMap::from_message(m).unwrap();
+            if let Some((a, nonce)) = ferro_osd::daemon::mgr_active_addr(&mm.map) {
+                assert!(a.ip().is_loopback() && a.port() >= 6800, "{a}");
+                assert_ne!(nonce, 0);
+                found += 1;
+            }
+        }
+    }
+    assert!(found > 0, "no MgrMap with an active mgr");
+}
