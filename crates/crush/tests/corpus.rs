@@ -3,45 +3,23 @@
 //! Pacific's features; newer samples decode (their extra trailing fields are recognised) or are refused with an
 //! error, never a panic.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
+use bytes::Bytes;
+use ceph_corpus::PACIFIC_FEATURES;
 use crush::CrushMap;
 use denc::Encoder;
 
-/// The feature mask a Ceph 16.2.15 daemon advertises.
-const PACIFIC_FEATURES: u64 = 0x3f01_cfbd_fffd_ffff;
-
-fn corpus_root() -> Option<PathBuf> {
-    let dir = match std::env::var_os("FERRO_CORPUS") {
-        Some(p) => PathBuf::from(p),
-        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/corpus"),
-    };
-    dir.is_dir().then_some(dir)
-}
-
-fn samples() -> Vec<(String, PathBuf, Vec<u8>)> {
-    let Some(root) = corpus_root() else {
-        return Vec::new();
-    };
-    let mut out = Vec::new();
-    let mut versions: Vec<_> = std::fs::read_dir(&root)
-        .map(|rd| rd.filter_map(|e| e.ok()).map(|e| e.file_name()).collect())
-        .unwrap_or_default();
-    versions.sort();
-    for v in versions {
-        let dir = root.join(&v).join("objects/CrushWrapper");
-        let Ok(rd) = std::fs::read_dir(&dir) else {
-            continue;
-        };
-        let mut files: Vec<_> = rd.filter_map(|e| e.ok()).map(|e| e.path()).collect();
-        files.sort();
-        for f in files {
-            if let Ok(bytes) = std::fs::read(&f) {
-                out.push((v.to_string_lossy().into_owned(), f, bytes));
-            }
-        }
-    }
-    out
+/// Every CrushWrapper sample as `(version, path, bytes)`, versions oldest first.
+fn samples() -> Vec<(String, PathBuf, Bytes)> {
+    ceph_corpus::versions()
+        .into_iter()
+        .flat_map(|v| {
+            ceph_corpus::samples(&v, "CrushWrapper")
+                .into_iter()
+                .map(move |(p, b)| (v.clone(), p, b))
+        })
+        .collect()
 }
 
 #[test]

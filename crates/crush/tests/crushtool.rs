@@ -8,29 +8,19 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use crush::hash::{CRUSH_HASH_RJENKINS1, crush_hash32_2};
 use crush::{BucketKind, CrushMap, op};
 use denc::Encoder;
 
-const PACIFIC_FEATURES: u64 = 0x3f01_cfbd_fffd_ffff;
+use ceph_corpus::PACIFIC_FEATURES;
 const MAX_X: u32 = 1023;
 
+mod common;
+use common::{run, testdata};
+
 fn crushtool() -> Option<PathBuf> {
-    let found = std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths)
-            .map(|p| p.join("crushtool"))
-            .find(|p| p.is_file())
-    });
-    if found.is_none() {
-        assert!(
-            std::env::var_os("FERRO_REQUIRE_CLUSTER").is_none(),
-            "crushtool not found on PATH and FERRO_REQUIRE_CLUSTER is set"
-        );
-        eprintln!("skipping: crushtool not found on PATH (install ceph-base 16.2.15 to run this test)");
-    }
-    found
+    common::tool("crushtool")
 }
 
 /// A scratch directory unique to this test process and test name.
@@ -38,22 +28,6 @@ fn scratch(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("ferro-crush-{}-{name}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("create scratch dir");
     dir
-}
-
-fn run(tool: &Path, args: &[&str]) -> String {
-    let out = Command::new(tool).args(args).output().expect("run crushtool");
-    assert!(
-        out.status.success(),
-        "crushtool {args:?} failed: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn testdata(name: &str) -> String {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata").join(name);
-    std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
 }
 
 fn load(path: &Path) -> CrushMap {
@@ -607,30 +581,22 @@ fn decoded_maps_match_decompiled_text() {
         ],
     );
     let mut checked = vec![bin, legacy];
-    // Corpus maps too, where present.
-    let corpus = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/corpus");
-    if let Ok(rd) = std::fs::read_dir(&corpus) {
-        for v in rd.flatten() {
-            if let Ok(files) = std::fs::read_dir(v.path().join("objects/CrushWrapper"))
-                && v.file_name().to_string_lossy().starts_with("16.2")
-            {
-                checked.extend(files.flatten().map(|f| f.path()));
-            }
-        }
-    }
+    // Corpus maps too, where present. Newer ones (Reef, Squid, Tentacle) cannot re-encode identically with
+    // Pacific features, but Pacific's crushtool maps them, and so must we.
     let mut corpus_mappings = 0;
-    // Newer corpus maps (Reef, Squid, Tentacle) cannot re-encode identically with Pacific features, but Pacific's
-    // crushtool maps them, and so must we.
     let mut newer = Vec::new();
-    if let Ok(rd) = std::fs::read_dir(&corpus) {
-        for v in rd.flatten() {
-            if let Ok(files) = std::fs::read_dir(v.path().join("objects/CrushWrapper"))
-                && !v.file_name().to_string_lossy().starts_with("16.2")
-            {
-                newer.extend(files.flatten().map(|f| f.path()));
-            }
+    let mut from_corpus = Vec::new();
+    for v in ceph_corpus::versions() {
+        let paths = ceph_corpus::samples(&v, "CrushWrapper")
+            .into_iter()
+            .map(|(p, _)| p);
+        if v.starts_with("16.2") {
+            from_corpus.extend(paths);
+        } else {
+            newer.extend(paths);
         }
     }
+    checked.extend(from_corpus.iter().cloned());
     for bin in &newer {
         let bytes = std::fs::read(bin).expect("read");
         let map = CrushMap::decode_bytes(bytes).unwrap_or_else(|e| panic!("{}: {e}", bin.display()));
@@ -646,7 +612,7 @@ fn decoded_maps_match_decompiled_text() {
         );
         // The corpus maps are small; map them too.
         let map = load(bin);
-        if bin.starts_with(&corpus) && map.rules.iter().flatten().next().is_some() && map.max_devices > 0 {
+        if from_corpus.contains(bin) && map.rules.iter().flatten().next().is_some() && map.max_devices > 0 {
             corpus_mappings += compare(&tool, bin, &map, 3, &[], None).values().sum::<usize>();
         }
     }

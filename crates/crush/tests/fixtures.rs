@@ -10,7 +10,7 @@ use crush::{Bucket, BucketKind, ChooseArg, CrushMap, Rule, RuleStep, Tunables, o
 use denc::{Decoder, Encoder};
 use proptest::prelude::*;
 
-const PACIFIC_FEATURES: u64 = 0x3f01_cfbd_fffd_ffff;
+use ceph_corpus::PACIFIC_FEATURES;
 
 fn fixture(name: &str) -> Vec<u8> {
     let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata").join(name);

@@ -6,44 +6,13 @@
 //! Without osdmaptool/crushtool on PATH these tests print a "skipping" line, unless `FERRO_REQUIRE_CLUSTER` is set
 //! (then they fail).
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::PathBuf;
 
 use crush::CrushMap;
 use crush::hash::{CRUSH_HASH_RJENKINS1, ceph_stable_mod, ceph_str_hash_rjenkins, crush_hash32_2};
 
-fn tool(name: &str) -> Option<PathBuf> {
-    let found = std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths)
-            .map(|p| p.join(name))
-            .find(|p| p.is_file())
-    });
-    if found.is_none() {
-        assert!(
-            std::env::var_os("FERRO_REQUIRE_CLUSTER").is_none(),
-            "{name} not found on PATH and FERRO_REQUIRE_CLUSTER is set"
-        );
-        eprintln!("skipping: {name} not found on PATH (install ceph 16.2.15 to run this test)");
-    }
-    found
-}
-
-fn run(tool: &Path, args: &[&str]) -> String {
-    let out = Command::new(tool).args(args).output().expect("run tool");
-    assert!(
-        out.status.success(),
-        "{} {args:?} failed: {}{}",
-        tool.display(),
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn testdata(name: &str) -> String {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata").join(name);
-    std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
-}
+mod common;
+use common::{run, testdata, tool};
 
 /// The pool fields placement needs, from `osdmaptool --dump plain`.
 struct Pool {
