@@ -132,19 +132,31 @@ impl<T: Send> Consumer<T> {
 
     /// Take up to `max` values in one go, freeing their slots with a single store at the end (batched per poll).
     pub fn drain(&mut self, max: usize, mut f: impl FnMut(T)) -> usize {
+        /// Publishes the consumed position even if `f` panics, so no value is read (or dropped) twice.
+        struct Publish<'a, T> {
+            inner: &'a Inner<T>,
+            head: &'a mut usize,
+        }
+        impl<T> Drop for Publish<'_, T> {
+            fn drop(&mut self) {
+                self.inner.head.0.store(*self.head, Ordering::Release);
+            }
+        }
         self.tail_cache = self.inner.tail.0.load(Ordering::Acquire);
         let n = self.tail_cache.wrapping_sub(self.head).min(max);
-        for i in 0..n {
-            let slot = &self.inner.slots[self.head.wrapping_add(i) & self.inner.mask];
-            // SAFETY: as in `pop`; the slot is freed only by the store below, after the value was moved out.
+        let inner = &*self.inner;
+        let g = Publish {
+            inner,
+            head: &mut self.head,
+        };
+        for _ in 0..n {
+            let slot = &inner.slots[*g.head & inner.mask];
+            // SAFETY: as in `pop`; the position is consumed (locally) before `f` runs and published by the guard.
             let v = unsafe { (*slot.get()).assume_init_read() };
-            // Advance before calling out so a panicking `f` cannot make us read the slot twice on drop.
-            if i + 1 == n {
-                self.head = self.head.wrapping_add(n);
-                self.inner.head.0.store(self.head, Ordering::Release);
-            }
+            *g.head = g.head.wrapping_add(1);
             f(v);
         }
+        drop(g);
         n
     }
 
@@ -175,6 +187,31 @@ mod tests {
         assert_eq!(got, vec![1, 2, 3, 4]);
         assert_eq!(c.pop(), None);
         assert!(c.is_empty());
+    }
+
+    #[test]
+    fn a_panicking_drain_callback_drops_nothing_twice() {
+        let v = Arc::new(());
+        let (mut p, mut c) = channel(8);
+        for _ in 0..5 {
+            p.push(v.clone()).unwrap();
+        }
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let mut k = 0;
+            c.drain(10, |_x| {
+                k += 1;
+                if k == 2 {
+                    panic!("callback panics on the second value");
+                }
+            });
+        }));
+        assert!(r.is_err());
+        // Two were consumed (and dropped); three remain, and are dropped once with the ring.
+        assert_eq!(Arc::strong_count(&v), 4);
+        assert!(c.pop().is_some());
+        drop(p);
+        drop(c);
+        assert_eq!(Arc::strong_count(&v), 1);
     }
 
     #[test]
