@@ -17,6 +17,7 @@ mod mgr;
 mod mon;
 pub mod osd;
 pub mod osd_op;
+pub mod osd_rep;
 mod osdmap;
 
 use bytes::Bytes;
