@@ -354,12 +354,21 @@ pub(crate) enum Envelope<M> {
     Adopt(Box<Adopt>),
 }
 
-/// A socket on its way to another core: nothing was ever submitted on it.
+/// A socket on its way to another core: nothing was ever submitted on it. Closed if dropped undelivered (a ring
+/// or overflow queue torn down at shutdown).
 pub(crate) struct Adopt {
     fd: RawFd,
     peer: Option<SocketAddr>,
     listener: ListenerId,
     proto: ListenProto,
+}
+
+impl Drop for Adopt {
+    fn drop(&mut self) {
+        if self.fd >= 0 {
+            sys::close(self.fd);
+        }
+    }
 }
 
 enum TimerKind {
@@ -1438,16 +1447,13 @@ impl<M: Send + 'static> CoreCtx<M> {
                 match m {
                     Envelope::User(m) => svc.on_cross_core(self, from, m),
                     Envelope::Adopt(a) => {
-                        let Adopt {
-                            fd,
-                            peer,
-                            listener,
-                            proto,
-                        } = *a;
+                        let mut a = a;
                         if self.stopping {
-                            sys::close(fd);
-                            continue;
+                            continue; // dropping `a` closes the socket
                         }
+                        let fd = std::mem::replace(&mut a.fd, -1);
+                        let (peer, listener, proto) = (a.peer, a.listener, a.proto.clone());
+                        drop(a);
                         let Some(id) = self.adopt(svc, fd, peer, listener, proto) else {
                             continue;
                         };

@@ -18,7 +18,7 @@ use std::net::SocketAddr;
 use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant};
 
-const N: u64 = 400;
+const N: u64 = 250;
 
 fn payload(i: u64) -> Bytes {
     let len = match i % 5 {
