@@ -445,9 +445,9 @@ fn version_queries_are_answered_by_handle() {
     );
 }
 
-#[test]
-fn monmap_replaces_the_hunt_list_and_foreign_fsid_is_ignored() {
-    // The captured monmap (mon "a" at 127.0.0.1:3700, fsid d298bafc-...).
+/// The monmap of the captured crc-mode cluster (mon "a" at 127.0.0.1:3700, fsid d298bafc-...), from the
+/// captured MMonMap in ceph-msgs' fixtures.
+fn captured_monmap() -> Bytes {
     let raw = std::fs::read(concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../ceph-msgs/testdata/mon-messages.bin"
@@ -457,7 +457,12 @@ fn monmap_replaces_the_hunt_list_and_foreign_fsid_is_ignored() {
         .windows(4)
         .position(|w| w == [0x09, 0x06, 0xa0, 0x00])
         .unwrap();
-    let monmap = Bytes::copy_from_slice(&raw[pos..pos + 0xa6]);
+    Bytes::copy_from_slice(&raw[pos..pos + 0xa6])
+}
+
+#[test]
+fn monmap_replaces_the_hunt_list_and_foreign_fsid_is_ignored() {
+    let monmap = captured_monmap();
     let fsid = MonMapLite::decode(monmap.clone()).unwrap().fsid;
     let t0 = Instant::now();
     let mut c = MonClient::<FakeMap>::new(
@@ -491,16 +496,7 @@ fn monmap_replaces_the_hunt_list_and_foreign_fsid_is_ignored() {
 
 #[test]
 fn without_an_fsid_commands_wait_for_the_monmap() {
-    let raw = std::fs::read(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../ceph-msgs/testdata/mon-messages.bin"
-    ))
-    .unwrap();
-    let pos = raw
-        .windows(4)
-        .position(|w| w == [0x09, 0x06, 0xa0, 0x00])
-        .unwrap();
-    let monmap = Bytes::copy_from_slice(&raw[pos..pos + 0xa6]);
+    let monmap = captured_monmap();
     let fsid = MonMapLite::decode(monmap.clone()).unwrap().fsid;
     let t0 = Instant::now();
     let mut c = MonClient::<FakeMap>::new(Config { fsid: None, ..cfg() }, targets(1), 1);
