@@ -19,8 +19,10 @@ use crate::util;
 
 /// The interpreter that has the distribution's `rados` module (a pyenv `python3` on PATH may not).
 const PYTHON: &str = "/usr/bin/python3";
-/// Bound on a group's pool becoming active+clean.
+/// Bound on a group's pool becoming active+clean (quick mode: shorter, to stay within its time budget
+/// when a kind cannot serve the pool).
 const CLEAN_TIMEOUT: Duration = Duration::from_secs(120);
+const CLEAN_TIMEOUT_QUICK: Duration = Duration::from_secs(40);
 /// Slack on top of a test's runtime before its client is killed.
 const CLIENT_SLACK: Duration = Duration::from_secs(90);
 
@@ -81,8 +83,8 @@ pub struct RunOptions {
     pub runtime_s: u32,
     /// Tests to run, in order.
     pub tests: Vec<TestDef>,
-    /// Quick (smoke test) mode, recorded in the report. It also starts no mgr and so does not wait for
-    /// active+clean PGs (that state comes from the mgr): the untimed prefill waits for the PGs instead.
+    /// Quick (smoke test) mode, recorded in the report. At pool size 1 it also starts no mgr and so does not
+    /// wait for active+clean PGs (that state comes from the mgr): the untimed prefill waits for them instead.
     pub quick: bool,
     /// Workspace root (for the commit id).
     pub workspace: PathBuf,
@@ -174,7 +176,7 @@ pub fn run(o: &RunOptions) -> Result<Report> {
     let t0 = Instant::now();
     let spec = ClusterSpec {
         classic_osds: 0,
-        mgr: !o.quick,
+        mgr: mgr_needed(o),
         osd_block_size_bytes: o.device_size_bytes,
         ..ClusterSpec::default()
     }
@@ -402,44 +404,74 @@ fn make_pool(c: &Cluster, o: &RunOptions, g: &GroupReport) -> Result<()> {
         &g.device_class,
     ])?;
     let pg = o.pg_num.to_string();
-    c.ceph(&["osd", "pool", "create", &g.pool, &pg, &pg, "replicated", rule])?;
-    if o.pool_size != 1 {
-        let size = o.pool_size.to_string();
-        let min = (o.pool_size - o.pool_size / 2).to_string();
-        c.ceph(&[
-            "osd",
-            "pool",
-            "set",
-            &g.pool,
-            "size",
-            &size,
-            "--yes-i-really-mean-it",
-        ])?;
-        c.ceph(&["osd", "pool", "set", &g.pool, "min_size", &min])?;
-    } else {
-        c.ceph(&[
-            "osd",
-            "pool",
-            "set",
-            &g.pool,
-            "size",
-            "1",
-            "--yes-i-really-mean-it",
-        ])?;
-    }
+    // The size is given at creation, never changed afterwards: an OSD that opened its PGs at size 1 and
+    // ignored a later size change would otherwise serve a "size 3" pool without replicating.
+    let size = o.pool_size.to_string();
+    c.ceph(&[
+        "osd",
+        "pool",
+        "create",
+        &g.pool,
+        &pg,
+        &pg,
+        "replicated",
+        rule,
+        "--size",
+        &size,
+    ])?;
+    let min = (o.pool_size - o.pool_size / 2).to_string();
+    c.ceph(&["osd", "pool", "set", &g.pool, "min_size", &min])?;
     c.ceph(&["osd", "pool", "application", "enable", &g.pool, "rados"])?;
-    if o.quick {
+    if !mgr_needed(o) {
+        // Quick mode at size 1 runs without a mgr (no PG states): the untimed prefill waits for the PGs.
         return Ok(());
     }
-    c.wait_for(&format!("pool {} active+clean", g.pool), CLEAN_TIMEOUT, || {
+    let what = format!("pool {} active+clean with {} replicas", g.pool, o.pool_size);
+    // A wrong acting set is final (it ends the wait at once), not "not yet".
+    let bound = if o.quick {
+        CLEAN_TIMEOUT_QUICK
+    } else {
+        CLEAN_TIMEOUT
+    };
+    let verdict = c.wait_for(&what, bound, || {
         let v = c.ceph_json(&["pg", "ls-by-pool", &g.pool])?;
-        let stats = v["pg_stats"].as_array().or_else(|| v.as_array());
-        Ok(stats
-            .filter(|s| s.len() == o.pg_num as usize)
-            .filter(|s| s.iter().all(|p| p["state"] == "active+clean"))
-            .map(|_| ()))
+        Ok(match pgs_ready(&v, o.pg_num, o.pool_size) {
+            Ok(Some(())) => Some(Ok(())),
+            Ok(None) => None,
+            Err(why) => Some(Err(why)),
+        })
     })?;
+    verdict.map_err(|why| crate::error::bad("ceph pg ls-by-pool", why))?;
     Ok(())
+}
+
+/// A mgr is needed for PG states: always except in quick mode at pool size 1.
+fn mgr_needed(o: &RunOptions) -> bool {
+    !o.quick || o.pool_size > 1
+}
+
+/// From `ceph pg ls-by-pool --format=json`: `Ok(Some(()))` when all `pg_num` PGs are active+clean with
+/// `size` OSDs in their acting set, `Ok(None)` while not yet, `Err` when a PG claims active+clean with a
+/// smaller acting set (its primary is not replicating; the numbers would not be comparable).
+fn pgs_ready(v: &serde_json::Value, pg_num: u32, size: u32) -> std::result::Result<Option<()>, String> {
+    let Some(stats) = v["pg_stats"].as_array().or_else(|| v.as_array()) else {
+        return Ok(None);
+    };
+    let mut clean = 0u32;
+    for p in stats {
+        if p["state"] != "active+clean" {
+            continue;
+        }
+        let acting = p["acting"].as_array().map_or(0, Vec::len);
+        if acting != size as usize {
+            return Err(format!(
+                "PG {} reports active+clean with {acting} of {size} replicas in its acting set",
+                p["pgid"].as_str().unwrap_or("?")
+            ));
+        }
+        clean += 1;
+    }
+    Ok((clean == pg_num && stats.len() == pg_num as usize).then_some(()))
 }
 
 fn fio(c: &Cluster, job: &FioJob, tag: &str, timeout: Duration) -> Result<crate::report::Measurement> {
@@ -572,6 +604,34 @@ mod tests {
             quick: true,
             workspace: ".".into(),
         }
+    }
+
+    #[test]
+    fn pg_readiness_checks_the_acting_set() {
+        let pg = |id: &str, state: &str, acting: &[u32]| serde_json::json!({"pgid": id, "state": state, "acting": acting});
+        let v = |pgs: Vec<serde_json::Value>| serde_json::json!({"pg_ready": true, "pg_stats": pgs});
+        let all = v(vec![
+            pg("1.0", "active+clean", &[0, 1, 2]),
+            pg("1.1", "active+clean", &[1, 2, 0]),
+        ]);
+        assert_eq!(pgs_ready(&all, 2, 3), Ok(Some(())));
+        let peering = v(vec![
+            pg("1.0", "active+clean", &[0, 1, 2]),
+            pg("1.1", "peering", &[1]),
+        ]);
+        assert_eq!(pgs_ready(&peering, 2, 3), Ok(None));
+        let missing = v(vec![pg("1.0", "active+clean", &[0, 1, 2])]);
+        assert_eq!(pgs_ready(&missing, 2, 3), Ok(None));
+        // What a primary that ignores replication reports: clean with one OSD in a size-3 pool.
+        let liar = v(vec![
+            pg("1.0", "active+clean", &[2]),
+            pg("1.1", "active+clean", &[0, 1, 2]),
+        ]);
+        let e = pgs_ready(&liar, 2, 3).unwrap_err();
+        assert!(e.contains("1.0") && e.contains("1 of 3"), "{e}");
+        assert_eq!(pgs_ready(&serde_json::json!(null), 2, 3), Ok(None));
+        let size1 = v(vec![pg("2.0", "active+clean", &[4])]);
+        assert_eq!(pgs_ready(&size1, 1, 1), Ok(Some(())));
     }
 
     #[test]
