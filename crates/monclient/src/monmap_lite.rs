@@ -1,12 +1,7 @@
 // SPDX-License-Identifier: LGPL-3.0-or-later
 //! The part of a MonMap a MonClient needs: fsid, epoch and each monitor's name and addresses, in rank order.
-//!
-//! Layout (`src/mon/MonMap.cc`, v9/6 in Pacific, checked against a captured MMonMap): ENCODE_START header, raw
-//! fsid, u32 epoch, [v<7: legacy `map<string, entity_addr_t>`], utime last_changed, utime created,
-//! mon_feature_t persistent, mon_feature_t optional, `map<string, mon_info_t>`, `vector<string>` ranks, ...
-//! mon_info_t is ENCODE_START(5,1){ name, entity_addrvec_t public_addrs, u16 priority, u16 weight, crush_loc }.
+//! Decoded by the `monmap` crate (the whole map, every version Ceph still reads), then reduced to that.
 
-use std::collections::BTreeMap;
 use std::net::SocketAddr;
 
 use bytes::Bytes;
@@ -42,40 +37,26 @@ pub struct MonMapLite {
 impl MonMapLite {
     /// Decode an encoded MonMap (the payload of MMonMap).
     pub fn decode(bytes: Bytes) -> Result<Self, DecodeError> {
-        let mut outer = Decoder::new(bytes);
-        let (h, mut d) = outer.start_struct("MonMap", 9)?;
-        if h.version < 7 {
-            return Err(DecodeError::TooOld {
-                type_name: "MonMap",
-                version: h.version,
-                oldest: 7,
-            });
-        }
-        let fsid = d.take_array()?;
-        let epoch = d.u32()?;
-        d.skip(16)?; // last_changed, created
-        for _ in 0..2 {
-            d.start_struct("mon_feature_t", 1)?; // persistent and optional features
-        }
-        let n = d.length("mon_info map", 5)?;
-        let mut info = BTreeMap::new();
-        for _ in 0..n {
-            let key = d.string()?;
-            let (_h, mut m) = d.start_struct("mon_info_t", 5)?;
-            let name = m.string()?;
-            let addrs = EntityAddrvec::decode(&mut m)?;
-            info.insert(key, MonInfo { name, addrs });
-        }
-        let ranks: Vec<String> = d.decode()?;
-        let mut mons = Vec::with_capacity(ranks.len());
-        for r in &ranks {
-            if let Some(m) = info.remove(r) {
-                mons.push(m);
+        let mut map = monmap::MonMap::decode(&mut Decoder::new(bytes))?;
+        let mut mons = Vec::with_capacity(map.mon_info.len());
+        for r in &map.ranks {
+            if let Some(m) = map.mon_info.remove(r) {
+                mons.push(MonInfo {
+                    name: m.name,
+                    addrs: m.public_addrs,
+                });
             }
         }
         // Monitors not in the rank list (should not happen) still get tried, after the ranked ones.
-        mons.extend(info.into_values());
-        Ok(MonMapLite { fsid, epoch, mons })
+        mons.extend(map.mon_info.into_values().map(|m| MonInfo {
+            name: m.name,
+            addrs: m.public_addrs,
+        }));
+        Ok(MonMapLite {
+            fsid: map.fsid.0,
+            epoch: map.epoch,
+            mons,
+        })
     }
 
     /// Only the epoch (for subscriptions), without decoding the rest.
