@@ -1249,6 +1249,14 @@ impl Daemon {
             free += sh.free_bytes;
             lat = lat.max(sh.commit_latency_ns);
             for (spgid, s) in &sh.pgs {
+                // PGs of deleted pools are not reported (their data stays until PG removal exists).
+                if !self
+                    .monc
+                    .osdmap()
+                    .is_some_and(|m| m.pools.contains_key(&(spgid.pgid.pool as i64)))
+                {
+                    continue;
+                }
                 let life = self.pgs.get(spgid).copied().unwrap_or_default();
                 let ps = stats::pg_stat(self.whoami, epoch, seq, s, &life, now);
                 let mut e = Encoder::new(PACIFIC_FEATURES);
