@@ -41,17 +41,48 @@ fn pair(mode: u32) -> (Connection, Connection) {
     (c, s)
 }
 
-fn shuttle(a: &mut Connection, b: &mut Connection, now: Instant) -> usize {
+/// How received bytes reach the connection. Both first gather the sender's output into receive buffers of at
+/// most `RECV_BUF` bytes, standing in for the kernel's copy into the reactor's buffer.
+#[derive(Clone, Copy, PartialEq)]
+enum Feed {
+    /// `handle_input(&[u8])`: msgr2 copies again.
+    Copy,
+    /// `handle_input_bytes(Bytes)`: msgr2 keeps the receive buffer (crc mode: no second copy).
+    Zero,
+}
+
+const RECV_BUF: usize = 256 << 10;
+
+fn deliver(to: &mut Connection, out: &mut Vec<Bytes>, feed: Feed, now: Instant) -> usize {
+    let total: usize = out.iter().map(|b| b.len()).sum();
+    let mut recv = bytes::BytesMut::with_capacity(total);
+    for b in out.drain(..) {
+        recv.extend_from_slice(&b);
+    }
+    let mut recv = recv.freeze();
+    while !recv.is_empty() {
+        let chunk = recv.split_to(recv.len().min(RECV_BUF));
+        match feed {
+            Feed::Copy => to.handle_input(now, &chunk).unwrap(),
+            Feed::Zero => to.handle_input_bytes(now, chunk).unwrap(),
+        }
+    }
+    total
+}
+
+fn shuttle(a: &mut Connection, b: &mut Connection, now: Instant, feed: Feed) -> usize {
     let mut n = 0;
+    let mut out = Vec::new();
     loop {
         let mut moved = false;
-        while let Some(x) = a.poll_output() {
-            n += x.len();
-            b.handle_input(now, &x).unwrap();
+        a.drain_output(&mut out);
+        if !out.is_empty() {
+            n += deliver(b, &mut out, feed, now);
             moved = true;
         }
-        while let Some(x) = b.poll_output() {
-            a.handle_input(now, &x).unwrap();
+        b.drain_output(&mut out);
+        if !out.is_empty() {
+            deliver(a, &mut out, feed, now);
             moved = true;
         }
         if !moved {
@@ -60,7 +91,6 @@ fn shuttle(a: &mut Connection, b: &mut Connection, now: Instant) -> usize {
     }
 }
 
-/// CPU time of this thread: throughput per core even when the machine is shared.
 fn thread_cpu_secs() -> f64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
@@ -74,48 +104,55 @@ fn thread_cpu_secs() -> f64 {
 fn main() {
     for (mode, name) in [(CON_MODE_CRC, "crc"), (CON_MODE_SECURE, "secure")] {
         for size in [4096usize, 65536, 4 << 20] {
-            let (mut c, mut s) = pair(mode);
-            let now = Instant::now();
-            shuttle(&mut c, &mut s, now);
-            assert!(c.is_ready() && s.is_ready());
-            while s.poll_event().is_some() {}
-            let data = Bytes::from(vec![0x5a; size]);
-            let total_bytes = 256usize << 20;
-            let count = (total_bytes / size).max(16);
-            let start = Instant::now();
-            let cpu0 = thread_cpu_secs();
-            let mut wire = 0;
-            let mut got = 0;
-            for i in 0..count {
-                let mut m = Message::new(42, 1, 1, Bytes::from_static(b"front"));
-                m.tid = i as u64;
-                m.data = data.clone();
-                c.send(m).unwrap();
-                if i % 64 == 63 {
-                    wire += shuttle(&mut c, &mut s, now);
-                    while let Some(e) = s.poll_event() {
-                        if let Event::Message(_) = e {
-                            got += 1;
+            for feed in [Feed::Copy, Feed::Zero] {
+                let fname = if feed == Feed::Copy {
+                    "handle_input"
+                } else {
+                    "handle_input_bytes"
+                };
+                let (mut c, mut s) = pair(mode);
+                let now = Instant::now();
+                shuttle(&mut c, &mut s, now, feed);
+                assert!(c.is_ready() && s.is_ready());
+                while s.poll_event().is_some() {}
+                let data = Bytes::from(vec![0x5a; size]);
+                let total_bytes = 256usize << 20;
+                let count = (total_bytes / size).max(16);
+                let start = Instant::now();
+                let cpu0 = thread_cpu_secs();
+                let mut wire = 0;
+                let mut got = 0;
+                for i in 0..count {
+                    let mut m = Message::new(42, 1, 1, Bytes::from_static(b"front"));
+                    m.tid = i as u64;
+                    m.data = data.clone();
+                    c.send(m).unwrap();
+                    if i % 64 == 63 {
+                        wire += shuttle(&mut c, &mut s, now, feed);
+                        while let Some(e) = s.poll_event() {
+                            if let Event::Message(_) = e {
+                                got += 1;
+                            }
                         }
                     }
                 }
-            }
-            wire += shuttle(&mut c, &mut s, now);
-            while let Some(e) = s.poll_event() {
-                if let Event::Message(_) = e {
-                    got += 1;
+                wire += shuttle(&mut c, &mut s, now, feed);
+                while let Some(e) = s.poll_event() {
+                    if let Event::Message(_) = e {
+                        got += 1;
+                    }
                 }
-            }
-            let el = thread_cpu_secs() - cpu0;
-            let wall = start.elapsed().as_secs_f64();
-            assert_eq!(got, count);
-            println!(
-                "{name:6} {size:>8} B messages: {:>8.0} msg/s, {:>6.2} GB/s payload per CPU-second (encode + decode; \
+                let el = thread_cpu_secs() - cpu0;
+                let wall = start.elapsed().as_secs_f64();
+                assert_eq!(got, count);
+                println!(
+                    "{name:6} {fname:18} {size:>8} B messages: {:>8.0} msg/s, {:>6.2} GB/s payload per CPU-second (encode + decode; \
                  wall {wall:.2} s, {} MB on the wire)",
-                count as f64 / el,
-                (count * size) as f64 / el / 1e9,
-                wire >> 20
-            );
+                    count as f64 / el,
+                    (count * size) as f64 / el / 1e9,
+                    wire >> 20
+                );
+            }
         }
     }
 }

@@ -3,7 +3,7 @@
 //!
 //! A [`Connection`] is one logical session with one peer. It is driven by its owner:
 //!
-//! * bytes from the socket go into [`Connection::handle_input`];
+//! * bytes from the socket go into [`Connection::handle_input_bytes`] (or [`Connection::handle_input`], which copies);
 //! * bytes to write come out of [`Connection::poll_output`] (a list of shared buffers, for vectored writes);
 //! * what happened comes out of [`Connection::poll_event`];
 //! * [`Connection::poll_timeout`] says when to call [`Connection::handle_timeout`] (keepalives, idle timeout);
@@ -1001,13 +1001,22 @@ impl Connection {
 
     /// Bytes received from the socket. On `Err` the transport is unusable (the matching `Faulted`/`Closed`
     /// event is queued); drop the socket.
+    ///
+    /// This copies `data`; a caller that owns its receive buffer should use [`Connection::handle_input_bytes`].
     pub fn handle_input(&mut self, now: Instant, data: &[u8]) -> R {
+        self.handle_input_bytes(now, Bytes::copy_from_slice(data))
+    }
+
+    /// Bytes received from the socket, kept without copying: in crc mode MESSAGE segments (front, middle, data)
+    /// come out as slices of these buffers unless a segment spans two of them. Errors as for
+    /// [`Connection::handle_input`].
+    pub fn handle_input_bytes(&mut self, now: Instant, data: Bytes) -> R {
         if !self.has_transport() {
             return Err(ConnError::InvalidState(self.t.state.name()));
         }
         self.t.last_rx = Some(now);
         self.stats.bytes_in += data.len() as u64;
-        self.t.decoder.push(data);
+        self.t.decoder.push_bytes(data);
         // While the owner decides on an AcceptRequest the peer should be waiting for our answer; do not let it
         // pile up input meanwhile.
         if self.t.state == State::AcceptPending
@@ -1036,6 +1045,8 @@ impl Connection {
                 }
                 State::Closed | State::Standby | State::AcceptPending => return Ok(()),
                 _ => {
+                    // The raw frame is only needed while the pre-auth transcript is kept.
+                    self.t.decoder.set_keep_raw(self.t.pre_auth_rx.is_some());
                     let Some(frame) = self.t.decoder.next_frame()? else {
                         return Ok(());
                     };

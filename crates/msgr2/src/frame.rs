@@ -14,6 +14,8 @@
 //!   [num_segments > 1:] seal(pad(seg1) | pad(seg2) | pad(seg3) | epilogue{u8 late_status, 15 zero B}) + tag
 //! ```
 
+use std::collections::VecDeque;
+
 use bytes::{BufMut, Bytes, BytesMut};
 use ceph_crc::ceph_crc32c;
 
@@ -31,8 +33,6 @@ pub const CRC_EPILOGUE_LEN: usize = 1 + 3 * 4;
 /// rev1 secure-mode epilogue (before the tag): late_status + padding to one cipher block.
 pub const SECURE_EPILOGUE_LEN: usize = 16;
 const CIPHER_BLOCK: usize = 16;
-/// The most the decoder reserves for a frame before its bytes have arrived.
-const RESERVE_AHEAD: usize = 16 << 20;
 
 /// Epilogue late_status: the frame is complete (low nibble 0xE); 0x1 means the sender aborted it.
 pub const LATE_STATUS_COMPLETE: u8 = 0x0E;
@@ -121,6 +121,9 @@ pub enum FrameError {
     SegmentTooLong { segment: usize, len: u32, limit: u32 },
     #[error("frame of {len} bytes exceeds the limit of {limit}")]
     FrameTooLong { len: u64, limit: u64 },
+    /// Cannot happen for a validated preamble; kept as an error rather than a panic on input bytes.
+    #[error("frame shorter than its preamble says")]
+    Truncated,
     #[error("unknown frame tag {0}")]
     UnknownTag(u8),
     #[error("bad epilogue late_status {0:#04x}")]
@@ -304,11 +307,10 @@ impl GcmStream {
         Ok(())
     }
 
-    /// Open `buf` = ciphertext ‖ tag in place and drop the tag.
-    fn open(&mut self, buf: &mut BytesMut) -> Result<(), FrameError> {
+    /// Open `buf` = ciphertext ‖ tag in place; the plaintext is `buf[..len - TAG_LEN]` (the tag bytes stay).
+    fn open_slice(&mut self, buf: &mut [u8]) -> Result<(), FrameError> {
         let nonce = self.next_nonce();
-        self.key.open_in_place(&nonce, &mut buf[..])?;
-        buf.truncate(buf.len() - TAG_LEN);
+        self.key.open_in_place(&nonce, buf)?;
         Ok(())
     }
 }
@@ -505,32 +507,172 @@ impl Frame {
 #[derive(Debug)]
 enum RxState {
     Preamble,
-    /// Secure mode: the first block is decrypted; waiting for the rest.
+    /// Secure mode: the first block is decrypted in place at the start of `frame`, the one buffer the whole frame
+    /// is decrypted into; waiting for the rest.
     SecureRest {
         preamble: Preamble,
-        head: Bytes,
+        frame: BytesMut,
         rest_len: usize,
     },
 }
 
-/// An incremental frame parser. Feed received bytes with [`FrameDecoder::push`]; take frames with
-/// [`FrameDecoder::next_frame`]. Nothing is reserved for a frame until its preamble has passed the crc and the
-/// limits, and every length is checked before slicing.
+/// Received bytes as the chain of buffers they arrived in. Taking a range that lies inside one buffer is a
+/// refcounted slice of it; only a range that spans buffers is assembled (copied once).
+#[derive(Debug, Default, Clone)]
+struct RxChain {
+    bufs: VecDeque<Bytes>,
+    len: usize,
+}
+
+impl RxChain {
+    fn push(&mut self, b: Bytes) {
+        if !b.is_empty() {
+            self.len += b.len();
+            self.bufs.push_back(b);
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    fn clear(&mut self) {
+        self.bufs.clear();
+        self.len = 0;
+    }
+
+    /// Copy the first `out.len()` bytes without consuming them; false if fewer are buffered.
+    fn peek(&self, out: &mut [u8]) -> bool {
+        if self.len < out.len() {
+            return false;
+        }
+        let mut at = 0;
+        for b in &self.bufs {
+            if at == out.len() {
+                break;
+            }
+            let k = b.len().min(out.len() - at);
+            out[at..at + k].copy_from_slice(&b[..k]);
+            at += k;
+        }
+        true
+    }
+
+    /// Drop the first `n` bytes (callers check `n <= len`).
+    fn advance(&mut self, mut n: usize) {
+        debug_assert!(n <= self.len);
+        n = n.min(self.len);
+        self.len -= n;
+        while n > 0 {
+            let Some(front) = self.bufs.front_mut() else {
+                return;
+            };
+            if front.len() > n {
+                let _ = front.split_to(n);
+                return;
+            }
+            n -= front.len();
+            self.bufs.pop_front();
+        }
+    }
+
+    /// Consume `out.len()` bytes into `out`; false (nothing consumed) if fewer are buffered.
+    fn read(&mut self, out: &mut [u8]) -> bool {
+        if !self.peek(out) {
+            return false;
+        }
+        self.advance(out.len());
+        true
+    }
+
+    /// Consume `n` contiguous bytes: a slice of the receive buffer when they lie in one, else assembled once.
+    fn take(&mut self, n: usize) -> Option<Bytes> {
+        if self.len < n {
+            return None;
+        }
+        if n == 0 {
+            return Some(Bytes::new());
+        }
+        if let Some(front) = self.bufs.front_mut()
+            && front.len() >= n
+        {
+            let b = front.split_to(n);
+            if front.is_empty() {
+                self.bufs.pop_front();
+            }
+            self.len -= n;
+            return Some(b);
+        }
+        let mut out = BytesMut::with_capacity(n);
+        self.take_into(n, &mut out);
+        Some(out.freeze())
+    }
+
+    /// Consume `n` bytes (callers check `n <= len`) by appending them to `out`.
+    fn take_into(&mut self, mut n: usize, out: &mut BytesMut) {
+        debug_assert!(n <= self.len);
+        while n > 0 {
+            let Some(front) = self.bufs.front_mut() else {
+                return;
+            };
+            let k = front.len().min(n);
+            out.put_slice(&front[..k]);
+            self.len -= k;
+            n -= k;
+            if k == front.len() {
+                self.bufs.pop_front();
+            } else {
+                let _ = front.split_to(k);
+            }
+        }
+    }
+
+    /// Split off the first `n` bytes as their own chain (no copy; callers check `n <= len`).
+    fn split_chain(&mut self, mut n: usize) -> RxChain {
+        debug_assert!(n <= self.len);
+        let mut head = RxChain::default();
+        while n > 0 {
+            let Some(front) = self.bufs.front_mut() else {
+                break;
+            };
+            if front.len() > n {
+                head.push(front.split_to(n));
+                self.len -= n;
+                break;
+            }
+            n -= front.len();
+            self.len -= front.len();
+            if let Some(b) = self.bufs.pop_front() {
+                head.push(b);
+            }
+        }
+        head
+    }
+}
+
+/// An incremental frame parser. Feed received buffers with [`FrameDecoder::push_bytes`] (or copy a slice in with
+/// [`FrameDecoder::push`]); take frames with [`FrameDecoder::next_frame`]. Nothing is reserved for a frame until
+/// its preamble has passed the crc and the limits, and every length is checked before slicing.
+///
+/// In crc mode segments are slices of the received buffers (no copy) unless a segment spans two of them, when it
+/// is assembled once. In secure mode each frame is copied once into its own buffer and decrypted there in place.
 #[derive(Debug)]
 pub struct FrameDecoder {
-    buf: BytesMut,
+    chain: RxChain,
     state: RxState,
     limits: FrameLimits,
     rx: Option<SecureRx>,
+    keep_raw: bool,
 }
 
 impl FrameDecoder {
     pub fn new(limits: FrameLimits) -> Self {
         FrameDecoder {
-            buf: BytesMut::new(),
+            chain: RxChain::default(),
             state: RxState::Preamble,
             limits,
             rx: None,
+            keep_raw: true,
         }
     }
 
@@ -544,35 +686,46 @@ impl FrameDecoder {
         self.limits = limits;
     }
 
+    /// Whether crc-mode frames carry [`Frame::raw`] (default on). Assembling the raw frame copies it when it
+    /// spans receive buffers, so a session turns this off once it no longer needs the bytes (after auth).
+    pub fn set_keep_raw(&mut self, keep: bool) {
+        self.keep_raw = keep;
+    }
+
     pub fn is_secure(&self) -> bool {
         self.rx.is_some()
     }
 
+    /// Copy `data` in (for callers that do not own their receive buffer).
     pub fn push(&mut self, data: &[u8]) {
-        self.buf.extend_from_slice(data);
+        self.chain.push(Bytes::copy_from_slice(data));
+    }
+
+    /// Keep a received buffer without copying it; segments are handed out as slices of it.
+    pub fn push_bytes(&mut self, data: Bytes) {
+        self.chain.push(data);
     }
 
     /// Bytes received but not yet parsed.
     pub fn buffered(&self) -> usize {
-        self.buf.len()
+        self.chain.len()
     }
 
     /// Take exactly `n` raw bytes (for the banner, which precedes framing), if that many are buffered.
     pub fn take_raw(&mut self, n: usize) -> Option<Bytes> {
-        if self.buf.len() < n {
-            return None;
-        }
-        Some(self.buf.split_to(n).freeze())
+        self.chain.take(n)
     }
 
-    /// The bytes buffered but not parsed yet.
-    pub fn peek_buffered(&self) -> &[u8] {
-        &self.buf
+    /// The bytes buffered but not parsed yet (assembled into one buffer; for tools).
+    pub fn peek_buffered(&self) -> Bytes {
+        let mut c = self.chain.clone();
+        let n = c.len();
+        c.take(n).unwrap_or_default()
     }
 
     /// Discard buffered input and any partial frame (the transport was replaced).
     pub fn reset(&mut self) {
-        self.buf.clear();
+        self.chain.clear();
         self.state = RxState::Preamble;
         self.rx = None;
     }
@@ -595,11 +748,10 @@ impl FrameDecoder {
     }
 
     fn next_crc(&mut self) -> Result<Option<Option<Frame>>, FrameError> {
-        if self.buf.len() < PREAMBLE_LEN {
+        let mut pb = [0u8; PREAMBLE_LEN];
+        if !self.chain.peek(&mut pb) {
             return Ok(None);
         }
-        let mut pb = [0u8; PREAMBLE_LEN];
-        pb.copy_from_slice(&self.buf[..PREAMBLE_LEN]);
         let p = Preamble::decode(&pb, &self.limits)?;
         let n = p.n();
         let seg0 = p.seg_len(0);
@@ -607,19 +759,24 @@ impl FrameDecoder {
         if n > 1 {
             total += (1..n).map(|i| p.seg_len(i)).sum::<usize>() + CRC_EPILOGUE_LEN;
         }
-        if self.buf.len() < total {
-            // Reserve ahead for the (validated) frame so large frames are not regrown many times, but never more
-            // than RESERVE_AHEAD before the bytes actually arrive.
-            self.buf.reserve((total - self.buf.len()).min(RESERVE_AHEAD));
+        if self.chain.len() < total {
             return Ok(None);
         }
-        let raw = self.buf.split_to(total).freeze();
+        let mut f = self.chain.split_chain(total);
+        let raw = if self.keep_raw {
+            f.clone().take(total)
+        } else {
+            None
+        };
+        f.advance(PREAMBLE_LEN);
         let mut segments: [Bytes; MAX_SEGMENTS] = Default::default();
-        let mut at = PREAMBLE_LEN;
-        segments[0] = raw.slice(at..at + seg0);
-        at += seg0;
+        segments[0] = f.take(seg0).ok_or(FrameError::Truncated)?;
         if seg0 > 0 {
-            let expected = le32(&raw[at..at + CRC_LEN]);
+            let mut c = [0u8; CRC_LEN];
+            if !f.read(&mut c) {
+                return Err(FrameError::Truncated);
+            }
+            let expected = u32::from_le_bytes(c);
             let computed = ceph_crc32c(u32::MAX, &segments[0]);
             if computed != expected {
                 return Err(FrameError::SegmentCrc {
@@ -628,16 +785,17 @@ impl FrameDecoder {
                     expected,
                 });
             }
-            at += CRC_LEN;
         }
         if n > 1 {
-            let epi_at = total - CRC_EPILOGUE_LEN;
-            let late = raw[epi_at];
             for (i, seg) in segments.iter_mut().enumerate().take(n).skip(1) {
-                let len = p.seg_len(i);
-                *seg = raw.slice(at..at + len);
-                at += len;
-                let expected = le32(&raw[epi_at + 1 + (i - 1) * 4..epi_at + 1 + i * 4]);
+                *seg = f.take(p.seg_len(i)).ok_or(FrameError::Truncated)?;
+            }
+            let mut epi = [0u8; CRC_EPILOGUE_LEN];
+            if !f.read(&mut epi) {
+                return Err(FrameError::Truncated);
+            }
+            for (i, seg) in segments.iter().enumerate().take(n).skip(1) {
+                let expected = le32(&epi[1 + (i - 1) * 4..1 + i * 4]);
                 let computed = ceph_crc32c(u32::MAX, seg);
                 if computed != expected {
                     return Err(FrameError::SegmentCrc {
@@ -647,7 +805,7 @@ impl FrameDecoder {
                     });
                 }
             }
-            if !late_status_ok(late)? {
+            if !late_status_ok(epi[0])? {
                 return Ok(Some(None));
             }
         }
@@ -655,7 +813,7 @@ impl FrameDecoder {
             tag: p.tag,
             preamble: p,
             segments,
-            raw: Some(raw),
+            raw,
         })))
     }
 
@@ -664,13 +822,14 @@ impl FrameDecoder {
             return Ok(None);
         };
         if let RxState::Preamble = self.state {
-            if self.buf.len() < SECURE_HEAD_LEN {
+            if self.chain.len() < SECURE_HEAD_LEN {
                 return Ok(None);
             }
-            let mut head = self.buf.split_to(SECURE_HEAD_LEN);
-            gcm.open(&mut head)?;
+            let mut frame = BytesMut::with_capacity(SECURE_HEAD_LEN);
+            self.chain.take_into(SECURE_HEAD_LEN, &mut frame);
+            gcm.open_slice(&mut frame[..])?;
             let mut pb = [0u8; PREAMBLE_LEN];
-            pb.copy_from_slice(&head[..PREAMBLE_LEN]);
+            pb.copy_from_slice(&frame[..PREAMBLE_LEN]);
             let p = Preamble::decode(&pb, &self.limits)?;
             let n = p.n();
             let seg0_pad = padded(p.seg_len(0));
@@ -684,54 +843,71 @@ impl FrameDecoder {
             }
             self.state = RxState::SecureRest {
                 preamble: p,
-                head: head.freeze(),
+                frame,
                 rest_len,
             };
         }
         let RxState::SecureRest {
             preamble: p,
-            head,
             rest_len,
+            ..
         } = &self.state
         else {
             return Ok(None);
         };
         let (p, rest_len) = (*p, *rest_len);
-        if self.buf.len() < rest_len {
-            self.buf.reserve((rest_len - self.buf.len()).min(RESERVE_AHEAD));
+        if self.chain.len() < rest_len {
             return Ok(None);
         }
-        let head = head.clone();
-        self.state = RxState::Preamble;
+        let RxState::SecureRest { mut frame, .. } = std::mem::replace(&mut self.state, RxState::Preamble)
+        else {
+            return Ok(None);
+        };
+        // The one copy: ciphertext from the receive chain into this frame's buffer, decrypted there in place.
+        frame.reserve(rest_len);
+        self.chain.take_into(rest_len, &mut frame);
         let n = p.n();
         let seg0 = p.seg_len(0);
         let seg0_pad = padded(seg0);
-        let mut segments: [Bytes; MAX_SEGMENTS] = Default::default();
-        if seg0_pad > INLINE_LEN {
-            let mut block = self.buf.split_to(seg0_pad - INLINE_LEN + TAG_LEN);
-            gcm.open(&mut block)?;
-            let mut s = BytesMut::with_capacity(seg0_pad);
-            s.put_slice(&head[PREAMBLE_LEN..PREAMBLE_LEN + INLINE_LEN]);
-            s.put_slice(&block);
-            s.truncate(seg0);
-            segments[0] = s.freeze();
+        let mut off = SECURE_HEAD_LEN;
+        let seg0_at = if seg0_pad > INLINE_LEN {
+            let blk = seg0_pad - INLINE_LEN + TAG_LEN;
+            let b = frame.get_mut(off..off + blk).ok_or(FrameError::Truncated)?;
+            gcm.open_slice(b)?;
+            // Close the gap left by the first block's tag: move the 48 inline bytes up against the rest of
+            // segment 0 (a short memmove inside the frame buffer, not a copy of the segment).
+            let to = off - INLINE_LEN;
+            frame.copy_within(PREAMBLE_LEN..PREAMBLE_LEN + INLINE_LEN, to);
+            off += blk;
+            to
         } else {
-            segments[0] = head.slice(PREAMBLE_LEN..PREAMBLE_LEN + seg0);
-        }
+            PREAMBLE_LEN
+        };
+        let mut seg_ranges = [(0usize, 0usize); MAX_SEGMENTS];
+        seg_ranges[0] = (seg0_at, seg0_at + seg0);
+        let mut late = LATE_STATUS_COMPLETE;
         if n > 1 {
             let len = (1..n).map(|i| padded(p.seg_len(i))).sum::<usize>() + SECURE_EPILOGUE_LEN + TAG_LEN;
-            let mut block = self.buf.split_to(len);
-            gcm.open(&mut block)?;
-            let block = block.freeze();
-            let mut at = 0;
-            for (i, seg) in segments.iter_mut().enumerate().take(n).skip(1) {
+            let b = frame.get_mut(off..off + len).ok_or(FrameError::Truncated)?;
+            gcm.open_slice(b)?;
+            let mut at = off;
+            for (i, r) in seg_ranges.iter_mut().enumerate().take(n).skip(1) {
                 let l = p.seg_len(i);
-                *seg = block.slice(at..at + l);
+                *r = (at, at + l);
                 at += padded(l);
             }
-            if !late_status_ok(block[at])? {
-                return Ok(Some(None));
+            late = *frame.get(at).ok_or(FrameError::Truncated)?;
+        }
+        let frame = frame.freeze();
+        let mut segments: [Bytes; MAX_SEGMENTS] = Default::default();
+        for (seg, &(a, b)) in segments.iter_mut().zip(seg_ranges.iter()).take(n.max(1)) {
+            if b > frame.len() {
+                return Err(FrameError::Truncated);
             }
+            *seg = frame.slice(a..b);
+        }
+        if !late_status_ok(late)? {
+            return Ok(Some(None));
         }
         Ok(Some(Some(Frame {
             tag: p.tag,

@@ -81,7 +81,7 @@ pub fn parse_stream(
                 Role::Connector => {
                     matches!(last.tag(), Some(Tag::AuthRequest | Tag::AuthRequestMore))
                         && next.len() >= PREAMBLE_LEN
-                        && plaintext_preamble(next).is_none_or(|p| p.tag == Tag::AuthSignature as u8)
+                        && plaintext_preamble(&next).is_none_or(|p| p.tag == Tag::AuthSignature as u8)
                 }
             };
             if switch {
@@ -95,7 +95,7 @@ pub fn parse_stream(
                             ..
                         })
                     ),
-                    _ => plaintext_preamble(next).is_none(),
+                    _ => plaintext_preamble(&next).is_none(),
                 };
                 if secure {
                     let Some((provider, secret)) = secret else {

@@ -1202,10 +1202,10 @@ impl<M: Send + 'static> CoreCtx<M> {
                 let data = buf.split().freeze();
                 c.rbuf = buf;
                 if let Proto::Msgr2(m) = &mut c.proto {
-                    // Errors come back as Faulted/Closed events, handled in drive_conn. msgr2 takes `&[u8]`
-                    // today, so its decoder copies; `data` dies here and the buffer is reclaimed next recv.
-                    let _ = m.handle_input(now, &data);
-                    drop(data);
+                    // Errors come back as Faulted/Closed events, handled in drive_conn. msgr2 keeps `data`
+                    // (crc-mode message segments are slices of it), so no second copy of the payload; the
+                    // receive buffer is reclaimed once the last message referencing it is dropped.
+                    let _ = m.handle_input_bytes(now, data);
                     self.stats.recv_bytes += n as u64;
                     self.mark_dirty(conn);
                 } else {

@@ -1,0 +1,218 @@
+// SPDX-License-Identifier: LGPL-3.0-or-later
+//! Zero-copy receive: `Connection::handle_input_bytes` hands MESSAGE segments out as slices of the received
+//! buffers in crc mode, and decodes exactly what the copying `handle_input` path decodes under any chunking.
+#![allow(clippy::unwrap_used)] // test code: a panic is the failure report
+
+use std::time::Instant;
+
+use bytes::{Bytes, BytesMut};
+use msgr2::auth::{CON_MODE_CRC, CON_MODE_SECURE};
+use msgr2::testing::{TestClientAuth, TestServerAuth};
+use msgr2::types::{ENTITY_TYPE_CLIENT, ENTITY_TYPE_OSD, EntityName};
+use msgr2::{AddrVec, Config, Connection, EntityAddr, Event, Message};
+use proptest::prelude::*;
+
+fn pair(mode: u32, now: Instant) -> (Connection, Connection) {
+    let addr = EntityAddr::msgr2("127.0.0.1:6800".parse().unwrap(), 0);
+    let mut ccfg = Config::new(ENTITY_TYPE_CLIENT, 1);
+    ccfg.my_addrs = AddrVec::one(EntityAddr::msgr2("127.0.0.1:40000".parse().unwrap(), 1));
+    let c = Connection::connector(
+        ccfg,
+        Box::new(TestClientAuth::new(
+            EntityName::new(ENTITY_TYPE_CLIENT, "z"),
+            vec![mode],
+        )),
+        addr,
+        ENTITY_TYPE_OSD,
+        now,
+    );
+    let s = Connection::acceptor(
+        Config::new(ENTITY_TYPE_OSD, 0),
+        Box::new(TestServerAuth::new(
+            vec![CON_MODE_SECURE, CON_MODE_CRC],
+            b"0123456789abcdef",
+            &[5u8; 64],
+        )),
+        now,
+    );
+    (c, s)
+}
+
+fn wire_of(c: &mut Connection) -> Bytes {
+    let mut out = Vec::new();
+    c.drain_output(&mut out);
+    let mut w = BytesMut::new();
+    for b in out {
+        w.extend_from_slice(&b);
+    }
+    w.freeze()
+}
+
+/// Handshake through memory (whole buffers, zero-copy API) until both sides are ready.
+fn ready_pair(mode: u32, now: Instant) -> (Connection, Connection) {
+    let (mut c, mut s) = pair(mode, now);
+    for _ in 0..32 {
+        let a = wire_of(&mut c);
+        if !a.is_empty() {
+            s.handle_input_bytes(now, a).unwrap();
+        }
+        let b = wire_of(&mut s);
+        if !b.is_empty() {
+            c.handle_input_bytes(now, b).unwrap();
+        }
+        if c.is_ready() && s.is_ready() {
+            break;
+        }
+    }
+    assert!(c.is_ready() && s.is_ready(), "handshake did not finish");
+    while s.poll_event().is_some() {}
+    while c.poll_event().is_some() {}
+    (c, s)
+}
+
+fn received(s: &mut Connection) -> Vec<Message> {
+    let mut v = Vec::new();
+    while let Some(e) = s.poll_event() {
+        if let Event::Message(m) = e {
+            v.push(m);
+        }
+    }
+    v
+}
+
+fn range_of(b: &[u8]) -> std::ops::Range<usize> {
+    let p = b.as_ptr() as usize;
+    p..p + b.len()
+}
+
+fn inside(part: &[u8], whole: &[u8]) -> bool {
+    let (p, w) = (range_of(part), range_of(whole));
+    p.start >= w.start && p.end <= w.end
+}
+
+#[test]
+fn crc_data_inside_one_buffer_is_not_copied() {
+    let now = Instant::now();
+    let (mut c, mut s) = ready_pair(CON_MODE_CRC, now);
+    let data: Bytes = (0..65536u32)
+        .map(|i| (i * 7 + 3) as u8)
+        .collect::<Vec<u8>>()
+        .into();
+    let m = Message::new(42, 1, 1, Bytes::from_static(b"front bytes")).with_data(data.clone());
+    c.send(m).unwrap();
+    let wire = wire_of(&mut c);
+    s.handle_input_bytes(now, wire.clone()).unwrap();
+    let got = received(&mut s);
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].data, data);
+    assert_eq!(&got[0].front[..], b"front bytes");
+    // The same memory the "kernel" filled: no copy by msgr2.
+    assert!(inside(&got[0].data, &wire), "data segment was copied");
+    assert!(inside(&got[0].front, &wire), "front segment was copied");
+    // And the exact spot: the data bytes are where they sit on the wire.
+    let at = range_of(&got[0].data).start - range_of(&wire).start;
+    assert_eq!(&wire[at..at + data.len()], &data[..]);
+
+    // Split the next frame inside its data segment: that segment is assembled once (a new buffer), the front
+    // (wholly inside the first buffer) is still a slice.
+    let m = Message::new(43, 1, 1, Bytes::from_static(b"second front")).with_data(data.clone());
+    c.send(m).unwrap();
+    let wire = wire_of(&mut c);
+    let cut = wire.len() - 1000;
+    let (a, b) = (wire.slice(..cut), wire.slice(cut..));
+    s.handle_input_bytes(now, a.clone()).unwrap();
+    s.handle_input_bytes(now, b.clone()).unwrap();
+    let got = received(&mut s);
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].data, data);
+    assert_eq!(got[0].msg_type, 43);
+    assert!(
+        inside(&got[0].front, &a),
+        "front inside the first buffer was copied"
+    );
+    assert!(!inside(&got[0].data, &a) && !inside(&got[0].data, &b));
+}
+
+#[test]
+fn secure_mode_decodes_through_the_new_path() {
+    let now = Instant::now();
+    let (mut c, mut s) = ready_pair(CON_MODE_SECURE, now);
+    for (i, (front_len, data_len)) in [(5usize, 0usize), (40, 7), (48, 100), (49, 4096), (300, 65536)]
+        .into_iter()
+        .enumerate()
+    {
+        let front: Bytes = vec![i as u8 + 1; front_len].into();
+        let data: Bytes = (0..data_len).map(|j| (j % 251) as u8).collect::<Vec<u8>>().into();
+        let mut m = Message::new(50 + i as u16, 1, 1, front.clone()).with_data(data.clone());
+        m.middle = Bytes::from(vec![9u8; i * 3]);
+        c.send(m).unwrap();
+        let wire = wire_of(&mut c);
+        // Byte by byte for the small ones, whole for the large one.
+        if wire.len() < 4096 {
+            for k in 0..wire.len() {
+                s.handle_input_bytes(now, wire.slice(k..k + 1)).unwrap();
+            }
+        } else {
+            s.handle_input_bytes(now, wire).unwrap();
+        }
+        let got = received(&mut s);
+        assert_eq!(got.len(), 1);
+        assert_eq!(got[0].front, front);
+        assert_eq!(got[0].middle.len(), i * 3);
+        assert_eq!(got[0].data, data);
+    }
+}
+
+/// Cut `wire` at the given (sorted, deduplicated) points.
+fn chunks(wire: &Bytes, cuts: &[usize]) -> Vec<Bytes> {
+    let mut pts: Vec<usize> = cuts.iter().map(|c| c % (wire.len() + 1)).collect();
+    pts.push(0);
+    pts.push(wire.len());
+    pts.sort_unstable();
+    pts.dedup();
+    pts.windows(2).map(|w| wire.slice(w[0]..w[1])).collect()
+}
+
+/// Send `msgs` over a fresh session; feed the receiver the stream cut at `cuts`, through either API.
+fn run(mode: u32, msgs: &[(usize, usize, usize)], cuts: &[usize], zero_copy: bool) -> Vec<Message> {
+    let now = Instant::now();
+    let (mut c, mut s) = ready_pair(mode, now);
+    for (i, &(f, mid, d)) in msgs.iter().enumerate() {
+        let mut m = Message::new(
+            60,
+            1,
+            1,
+            (0..f).map(|j| (j + i) as u8).collect::<Vec<u8>>().into(),
+        );
+        m.middle = (0..mid).map(|j| (j * 3 + i) as u8).collect::<Vec<u8>>().into();
+        m.data = (0..d).map(|j| (j * 5 + i) as u8).collect::<Vec<u8>>().into();
+        m.tid = i as u64;
+        c.send(m).unwrap();
+    }
+    let wire = wire_of(&mut c);
+    for ch in chunks(&wire, cuts) {
+        if zero_copy {
+            s.handle_input_bytes(now, ch).unwrap();
+        } else {
+            s.handle_input(now, &ch).unwrap();
+        }
+    }
+    received(&mut s)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+    #[test]
+    fn same_messages_as_the_copying_path_under_any_chunking(
+        secure in any::<bool>(),
+        msgs in prop::collection::vec((0usize..200, 0usize..64, 0usize..9000), 1..6),
+        cuts_a in prop::collection::vec(any::<usize>(), 0..40),
+        cuts_b in prop::collection::vec(any::<usize>(), 0..40),
+    ) {
+        let mode = if secure { CON_MODE_SECURE } else { CON_MODE_CRC };
+        let old = run(mode, &msgs, &cuts_a, false);
+        let new = run(mode, &msgs, &cuts_b, true);
+        prop_assert_eq!(old.len(), msgs.len());
+        prop_assert_eq!(old, new);
+    }
+}
