@@ -260,6 +260,8 @@ pub struct Pg {
     /// Not yet peered since construction: the first map starts peering even within the same interval (Ceph's
     /// Initial → Reset on load).
     fresh: bool,
+    /// This interval's authoritative log could not be merged into ours: we must be backfilled.
+    self_needs_backfill: bool,
 }
 
 impl Pg {
@@ -292,6 +294,7 @@ impl Pg {
             next_lease: None,
             outputs: VecDeque::new(),
             fresh: true,
+            self_needs_backfill: false,
         }
     }
 
@@ -479,6 +482,7 @@ impl Pg {
     }
 
     fn start_peering_interval(&mut self) {
+        self.self_needs_backfill = false;
         self.peers.clear();
         self.probing.clear();
         self.auth = None;
@@ -611,6 +615,9 @@ impl Pg {
 
     /// Whether a shard can be brought up to date from the authoritative log (else it needs backfill).
     fn log_recoverable(&self, osd: i32, auth: &PgInfo) -> bool {
+        if osd == self.whoami && self.self_needs_backfill {
+            return false;
+        }
         self.info_of(osd).is_some_and(|i| {
             i.last_backfill.is_max()
                 && (i.last_update >= auth.log_tail || auth.log_tail == Eversion::default())
@@ -618,19 +625,12 @@ impl Pg {
         })
     }
 
-    fn choose_acting_and_get_log(&mut self) {
-        let Some(map) = self.map.clone() else { return };
-        let Some(auth) = self.find_best_info() else {
-            self.set_phase(Phase::Incomplete);
-            return;
-        };
-        let Some(auth_info) = self.info_of(auth).cloned() else {
-            return;
-        };
-        // want: the up set's primary if it can recover from the log, else the authoritative shard; then the up
-        // OSDs that can recover from the log; then other complete shards until the pool's size.
+    /// `calc_replicated_acting`: the up set's primary if it can recover from the log, else the authoritative
+    /// shard; then the up OSDs that can recover from the log (the others are backfill targets); then other
+    /// complete shards until the pool's size.
+    fn compute_want(&self, map: &MapView, auth: i32, auth_info: &PgInfo) -> (Vec<i32>, BTreeSet<i32>) {
         let mut want: Vec<i32> = Vec::new();
-        if self.log_recoverable(map.up_primary, &auth_info) && map.is_up(map.up_primary) {
+        if self.log_recoverable(map.up_primary, auth_info) && map.is_up(map.up_primary) {
             want.push(map.up_primary);
         } else {
             want.push(auth);
@@ -640,7 +640,7 @@ impl Pg {
             if want.contains(&o) {
                 continue;
             }
-            if self.log_recoverable(o, &auth_info) {
+            if self.log_recoverable(o, auth_info) {
                 want.push(o);
             } else {
                 backfill.insert(o);
@@ -652,10 +652,23 @@ impl Pg {
             if want.len() as u32 >= map.pool.size {
                 break;
             }
-            if !want.contains(&o) && map.is_up(o) && self.log_recoverable(o, &auth_info) {
+            if !want.contains(&o) && map.is_up(o) && self.log_recoverable(o, auth_info) {
                 want.push(o);
             }
         }
+        (want, backfill)
+    }
+
+    fn choose_acting_and_get_log(&mut self) {
+        let Some(map) = self.map.clone() else { return };
+        let Some(auth) = self.find_best_info() else {
+            self.set_phase(Phase::Incomplete);
+            return;
+        };
+        let Some(auth_info) = self.info_of(auth).cloned() else {
+            return;
+        };
+        let (want, backfill) = self.compute_want(&map, auth, &auth_info);
         if want != map.acting {
             // The map must change first; an empty request removes a pg_temp that is no longer needed.
             let acting = if want == map.up { Vec::new() } else { want };
@@ -685,17 +698,9 @@ impl Pg {
         if auth == self.whoami {
             self.got_auth_log();
         } else {
-            // ask from the oldest last_update among the shards that will recover from the log
-            let mut since = self.info.last_update;
-            for &o in &map.acting {
-                if let Some(i) = self.info_of(o)
-                    && i.last_update >= auth_info.log_tail
-                    && i.last_update < since
-                {
-                    since = i.last_update;
-                }
-            }
-            self.query(auth, query_type::LOG, since);
+            // Ceph asks from the oldest acting last_update; the full log lets a divergent last_update always
+            // be matched against shared history
+            self.query(auth, query_type::FULLLOG, Eversion::default());
         }
     }
 
@@ -705,8 +710,10 @@ impl Pg {
         match r {
             Ok(r) => self.apply_local(&r, olog, oinfo),
             Err(_) => {
-                // our copy is too old for the log: we would need backfill ourselves; let another shard lead
-                self.set_phase(Phase::Incomplete);
+                // our copy is too old for the log: we need backfill ourselves; let the authoritative shard lead
+                self.self_needs_backfill = true;
+                self.set_phase(Phase::GetInfo);
+                self.choose_acting_and_get_log();
             }
         }
     }
@@ -905,12 +912,16 @@ impl Pg {
             return;
         }
         let Some(map) = self.map.clone() else { return };
-        if map.acting != map.up {
-            // backfill done: the up set can take over; drop the pg_temp
+        // with everything recovered, the best acting set may differ (a backfilled up OSD can take over from a
+        // pg_temp member): ask for it, as Ceph's Recovered state re-runs choose_acting
+        let info = self.info.clone();
+        let (want, _) = self.compute_want(&map, self.whoami, &info);
+        if want != map.acting {
             self.set_phase(Phase::Recovered);
+            let acting = if want == map.up { Vec::new() } else { want };
             self.outputs.push_back(Output::RequestPgTemp {
                 pgid: self.pgid.pgid,
-                acting: Vec::new(),
+                acting,
             });
             return;
         }
@@ -927,8 +938,11 @@ impl Pg {
 
     fn recovered(&mut self, osd: i32, oid: &HObject, version: Eversion) {
         if !self.is_primary() {
-            // a replica told by its primary: update its own missing set
+            // a replica that received a push: its own missing set shrinks
             self.missing.got(oid, version);
+            self.info.last_complete = pglog::last_complete(&self.log, &self.missing);
+            self.persist(Persist::Missing(self.missing.clone()));
+            self.persist_info();
             return;
         }
         if osd == self.whoami {
@@ -949,9 +963,16 @@ impl Pg {
     }
 
     fn backfill_done(&mut self, osd: i32) {
+        let (head, tail) = (self.info.last_update, self.info.log_tail);
         if let Some(p) = self.peers.get_mut(&osd) {
             p.backfill = false;
             p.missing = PgMissing::default();
+            if let Some(i) = &mut p.info {
+                i.last_backfill = HObject::max_value();
+                i.last_update = head;
+                i.last_complete = head;
+                i.log_tail = tail;
+            }
         }
         if self.phase == Phase::Backfilling && self.peers.values().all(|p| !p.backfill) {
             self.start_recovery_or_clean();
@@ -1012,6 +1033,10 @@ impl Pg {
             PeerMsg::Query(q) => self.handle_query(from, &q.query),
             PeerMsg::Notify(n) => {
                 if self.stale(n.notify.epoch_sent) || !self.is_primary() {
+                    return;
+                }
+                if self.phase != Phase::GetInfo {
+                    // a second notify (unsolicited + query answer) must not end a later phase's wait
                     return;
                 }
                 self.peers.entry(from).or_default().info = Some(n.notify.info);
@@ -1115,7 +1140,16 @@ impl Pg {
                     // a replica's log: compute its missing set against ours (`proc_replica_log`)
                     let r = reconcile(&self.log, l.info.last_update, Some(&l.log), &l.missing);
                     let p = self.peers.entry(from).or_default();
-                    p.info = Some(l.info);
+                    let mut info = l.info;
+                    if let Ok(r) = &r
+                        && !r.divergent.is_empty()
+                    {
+                        // as proc_replica_log: the peer's usable history ends where it diverged, so its
+                        // activation log starts there
+                        info.last_update = r.common;
+                        info.last_complete = info.last_complete.min(r.common);
+                    }
+                    p.info = Some(info);
                     p.log = Some(l.log);
                     match r {
                         Ok(r) => p.missing = r.missing,
