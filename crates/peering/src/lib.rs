@@ -113,20 +113,21 @@ pub enum Persist {
     RemoveObject(HObject),
 }
 
-/// Ceph's `PG_STATE_*` flags this machine sets (pg_stat_t state bits).
+/// Ceph's `PG_STATE_*` flags this machine sets (pg_stat_t state bits, osd_types.h).
 pub mod pg_state {
     pub const ACTIVE: u64 = 1 << 1;
     pub const CLEAN: u64 = 1 << 2;
     pub const DOWN: u64 = 1 << 4;
-    pub const PEERING: u64 = 1 << 12;
     pub const DEGRADED: u64 = 1 << 10;
+    pub const PEERING: u64 = 1 << 12;
     pub const RECOVERING: u64 = 1 << 14;
+    pub const INCOMPLETE: u64 = 1 << 16;
+    pub const STALE: u64 = 1 << 17;
+    pub const REMAPPED: u64 = 1 << 18;
+    pub const BACKFILLING: u64 = 1 << 20;
     pub const UNDERSIZED: u64 = 1 << 23;
-    pub const REMAPPED: u64 = 1 << 22;
-    pub const BACKFILLING: u64 = 1 << 21;
-    pub const INCOMPLETE: u64 = 1 << 17;
+    pub const ACTIVATING: u64 = 1 << 24;
     pub const PEERED: u64 = 1 << 25;
-    pub const STALE: u64 = 1 << 15;
 }
 
 /// A state change: Ceph's state-machine path and the `pg_stat_t` state flags.
@@ -382,7 +383,8 @@ impl Pg {
             | Phase::WaitActingChange => PEERING,
             Phase::Down => DOWN | PEERING,
             Phase::Incomplete => INCOMPLETE | PEERING,
-            Phase::Activating | Phase::Recovered => ACTIVE,
+            Phase::Activating => ACTIVATING,
+            Phase::Recovered => ACTIVE,
             Phase::Recovering => ACTIVE | RECOVERING,
             Phase::Backfilling => ACTIVE | BACKFILLING,
             Phase::Clean => ACTIVE | CLEAN,
@@ -392,7 +394,7 @@ impl Pg {
         if base & ACTIVE != 0 && (map.acting.len() as u32) < map.pool.min_size {
             f = (f & !ACTIVE) | PEERED;
         }
-        if self.is_primary() && base & ACTIVE != 0 {
+        if self.is_primary() && base & (ACTIVE | ACTIVATING) != 0 {
             if undersized {
                 f |= UNDERSIZED;
             }
