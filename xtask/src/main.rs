@@ -157,9 +157,41 @@ fn cluster(action: ClusterCmd) -> Result<(), Box<dyn std::error::Error>> {
             };
             let c = Cluster::start_detached(&dir, &spec)?;
             if let Some(f) = &ferro {
+                if classic_osds > 0 {
+                    // ferro-osd cannot backfill, so it serves only pools whose rule stays within its device class;
+                    // keep the classic OSDs' pools (e.g. the mgr's) on a class rule before ferro OSDs join.
+                    c.ceph(&[
+                        "osd",
+                        "crush",
+                        "rule",
+                        "create-replicated",
+                        "on-hdd",
+                        "default",
+                        "osd",
+                        "hdd",
+                    ])?;
+                    for pool in c.ceph(&["osd", "pool", "ls"])?.lines().filter(|l| !l.is_empty()) {
+                        c.ceph(&["osd", "pool", "set", pool, "crush_rule", "on-hdd"])?;
+                    }
+                }
                 for _ in 0..ferro_osds {
                     let id = c.add_osd(f)?;
                     eprintln!("ferro-osd osd.{id} up");
+                }
+                if classic_osds > 0 {
+                    c.ceph(&[
+                        "osd",
+                        "crush",
+                        "rule",
+                        "create-replicated",
+                        "on-ferro",
+                        "default",
+                        "osd",
+                        "ferro",
+                    ])?;
+                    eprintln!(
+                        "CRUSH rules: on-hdd (classic OSDs, existing pools), on-ferro (ferro-osd OSDs)"
+                    );
                 }
             }
             eprintln!(
