@@ -913,3 +913,147 @@ no_data!(
     MOSDPGUpdateLogMissing,
     MOSDPGUpdateLogMissingReply
 );
+
+/// `MOSDPGNotify` (80, v7/6), the legacy batch form Pacific still sends (e.g. answering a query for a PG it
+/// does not have).
+#[derive(Debug, Clone, PartialEq)]
+pub struct MOSDPGNotify {
+    pub epoch: u32,
+    pub pg_list: Vec<PgNotify>,
+}
+impl MOSDPGNotify {
+    fn enc(&self, e: &mut Encoder) {
+        e.u32(self.epoch);
+        e.encode(&self.pg_list);
+    }
+    fn dec(d: &mut Decoder, _: &Bytes) -> Result<Self, DecodeError> {
+        Ok(MOSDPGNotify {
+            epoch: d.u32()?,
+            pg_list: d.decode()?,
+        })
+    }
+}
+message!(MOSDPGNotify, rep_msg::PG_NOTIFY, 7, 6, "PGnot", prio::HIGH);
+
+/// `MOSDPGRemove` (84, v3): delete these PG shards (strays no longer needed).
+#[derive(Debug, Clone, PartialEq)]
+pub struct MOSDPGRemove {
+    pub epoch: u32,
+    pub pg_list: Vec<SpgId>,
+}
+impl MOSDPGRemove {
+    fn enc(&self, e: &mut Encoder) {
+        e.u32(self.epoch);
+        e.encode(&self.pg_list);
+    }
+    fn dec(d: &mut Decoder, _: &Bytes) -> Result<Self, DecodeError> {
+        Ok(MOSDPGRemove {
+            epoch: d.u32()?,
+            pg_list: d.decode()?,
+        })
+    }
+}
+message!(MOSDPGRemove, rep_msg::PG_REMOVE, 3, 3, "PGrm", prio::HIGH);
+
+/// `MRecoveryReserve` types.
+pub mod recovery_reserve {
+    pub const REQUEST: i32 = 0;
+    pub const GRANT: i32 = 1;
+    pub const RELEASE: i32 = 2;
+    pub const REVOKE: i32 = 3;
+}
+
+/// `MRecoveryReserve` (150, v3): the primary reserves a recovery slot on each replica before recovering.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MRecoveryReserve {
+    pub pgid: SpgId,
+    pub query_epoch: u32,
+    pub reserve_type: i32,
+    pub priority: u32,
+}
+impl MRecoveryReserve {
+    fn enc(&self, e: &mut Encoder) {
+        e.encode(&self.pgid.pgid);
+        e.u32(self.query_epoch);
+        e.i32(self.reserve_type);
+        e.encode(&self.pgid.shard);
+        e.u32(self.priority);
+    }
+    fn dec(d: &mut Decoder, _: &Bytes) -> Result<Self, DecodeError> {
+        let pg: PgId = d.decode()?;
+        let query_epoch = d.u32()?;
+        let reserve_type = d.i32()?;
+        let shard = d.decode()?;
+        Ok(MRecoveryReserve {
+            pgid: SpgId::new(pg, shard),
+            query_epoch,
+            reserve_type,
+            priority: d.u32()?,
+        })
+    }
+}
+message!(
+    MRecoveryReserve,
+    rep_msg::RECOVERY_RESERVE,
+    3,
+    2,
+    "MRecoveryReserve",
+    prio::HIGH
+);
+
+/// `MBackfillReserve` types.
+pub mod backfill_reserve {
+    pub const REQUEST: i32 = 0;
+    pub const GRANT: i32 = 1;
+    pub const REJECT_TOOFULL: i32 = 2;
+    pub const RELEASE: i32 = 3;
+    pub const REVOKE_TOOFULL: i32 = 4;
+    pub const REVOKE: i32 = 5;
+}
+
+/// `MBackfillReserve` (99, v5): the primary reserves a backfill slot on each target. Not in the capture yet.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MBackfillReserve {
+    pub pgid: SpgId,
+    pub query_epoch: u32,
+    pub reserve_type: i32,
+    pub priority: u32,
+    pub primary_num_bytes: i64,
+    pub shard_num_bytes: i64,
+}
+impl MBackfillReserve {
+    fn enc(&self, e: &mut Encoder) {
+        e.encode(&self.pgid.pgid);
+        e.u32(self.query_epoch);
+        e.i32(self.reserve_type);
+        e.u32(self.priority);
+        e.encode(&self.pgid.shard);
+        e.i64(self.primary_num_bytes);
+        e.i64(self.shard_num_bytes);
+    }
+    fn dec(d: &mut Decoder, _: &Bytes) -> Result<Self, DecodeError> {
+        let pg: PgId = d.decode()?;
+        let query_epoch = d.u32()?;
+        let reserve_type = d.i32()?;
+        let priority = d.u32()?;
+        let shard = d.decode()?;
+        Ok(MBackfillReserve {
+            pgid: SpgId::new(pg, shard),
+            query_epoch,
+            reserve_type,
+            priority,
+            primary_num_bytes: d.i64()?,
+            shard_num_bytes: d.i64()?,
+        })
+    }
+}
+message!(
+    MBackfillReserve,
+    rep_msg::BACKFILL_RESERVE,
+    5,
+    4,
+    "MBackfillReserve",
+    prio::HIGH
+);
+
+no_data!(MOSDPGNotify, MOSDPGRemove, MRecoveryReserve, MBackfillReserve);

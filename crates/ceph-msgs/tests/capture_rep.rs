@@ -115,6 +115,10 @@ fn replication_messages_reencode_identically() {
             rep_msg::PG_RECOVERY_DELETE_REPLY => roundtrip::<MOSDPGRecoveryDeleteReply>(m).map_name(),
             rep_msg::PG_UPDATE_LOG_MISSING => roundtrip::<MOSDPGUpdateLogMissing>(m).map_name(),
             rep_msg::PG_UPDATE_LOG_MISSING_REPLY => roundtrip::<MOSDPGUpdateLogMissingReply>(m).map_name(),
+            rep_msg::PG_NOTIFY => roundtrip::<MOSDPGNotify>(m).map_name(),
+            rep_msg::PG_REMOVE => roundtrip::<MOSDPGRemove>(m).map_name(),
+            rep_msg::RECOVERY_RESERVE => roundtrip::<MRecoveryReserve>(m).map_name(),
+            rep_msg::BACKFILL_RESERVE => roundtrip::<MBackfillReserve>(m).map_name(),
             _ => continue,
         };
         *counts.entry(name).or_default() += 1;
@@ -135,6 +139,9 @@ fn replication_messages_reencode_identically() {
         "pg_lease_ack",
         "MOSDPGPush",
         "MOSDPGPushReply",
+        "PGnot",
+        "PGrm",
+        "MRecoveryReserve",
     ] {
         assert!(counts.contains_key(k), "no {k} in the capture: {counts:?}");
     }
@@ -225,6 +232,14 @@ fn uncaptured_messages_round_trip() {
         min_epoch: 2,
         pg_trim_to: Eversion::default(),
         pg_roll_forward_to: Eversion::new(3, 1),
+    });
+    rt(MBackfillReserve {
+        pgid,
+        query_epoch: 4,
+        reserve_type: backfill_reserve::REQUEST,
+        priority: 110,
+        primary_num_bytes: 1 << 20,
+        shard_num_bytes: 0,
     });
     rt(MOSDPGUpdateLogMissingReply {
         map_epoch: 3,
