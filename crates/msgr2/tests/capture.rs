@@ -5,14 +5,11 @@
 //! wire bytes. Skips (with a message) if the capture or the `xz` tool is absent.
 #![allow(clippy::unwrap_used)] // test code: a panic is the failure report
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use common::{Stream, capture_path, read_xz, tcp_streams};
-
 use bytes::Bytes;
+use ceph_capture::{Capture, Stream};
 use msgr2::control::{BANNER_PREFIX, Control};
 use msgr2::frame::{FrameDecoder, FrameLimits, Tag, concat, encode_frame};
 use msgr2::message::Message;
@@ -141,28 +138,37 @@ fn check_stream(data: &[u8], what: &str, sum: &mut Summary) -> bool {
     true
 }
 
+/// Both directions of every TCP connection in the capture, with the role of the side that sent them and a name.
+fn directions(cap: &Capture) -> Vec<(&Stream, msgr2::frame::Role, String)> {
+    let mut v = Vec::new();
+    for c in cap.connections() {
+        v.push((
+            &c.to_server,
+            msgr2::frame::Role::Connector,
+            format!("{} -> {} (connector)", c.client, c.server),
+        ));
+        v.push((
+            &c.to_client,
+            msgr2::frame::Role::Acceptor,
+            format!("{} -> {} (acceptor)", c.server, c.client),
+        ));
+    }
+    v
+}
+
 #[test]
 fn crc_capture_parses_and_reencodes() {
-    let Some(pcap) = read_xz(&capture_path("crc/crc.pcap.xz")) else {
+    let Some(cap) = ceph_capture::load("crc") else {
         return;
     };
-    let streams = tcp_streams(&pcap);
+    let streams = directions(&cap);
     let mut sum = Summary::default();
     let mut gaps = 0;
-    for s in &streams {
-        let (data, gap) = s.assemble();
-        if gap {
+    for (s, _, what) in &streams {
+        if s.has_gap() {
             gaps += 1;
         }
-        let what = format!(
-            "{}:{} -> {}:{} ({})",
-            s.src.0.map(|b| b.to_string()).join("."),
-            s.src.1,
-            s.dst.0.map(|b| b.to_string()).join("."),
-            s.dst.1,
-            if s.connector { "connector" } else { "acceptor" }
-        );
-        check_stream(&data, &what, &mut sum);
+        check_stream(s.bytes(), what, &mut sum);
     }
     eprintln!(
         "{} TCP directions, {} msgr2 streams, {} with a partial frame at capture end, {} with capture gaps",
@@ -213,24 +219,15 @@ fn fixture_session_start_parses() {
     );
 }
 
-fn role(s: &Stream) -> msgr2::frame::Role {
-    if s.connector {
-        msgr2::frame::Role::Connector
-    } else {
-        msgr2::frame::Role::Acceptor
-    }
-}
-
 /// The replay reader finds where the pre-auth bytes end: right before this side's AUTH_SIGNATURE (crc mode).
 #[test]
 fn crc_capture_pre_auth_boundaries() {
-    let Some(pcap) = read_xz(&capture_path("crc/crc.pcap.xz")) else {
+    let Some(cap) = ceph_capture::load("crc") else {
         return;
     };
     let mut checked = 0;
-    for s in tcp_streams(&pcap) {
-        let (data, _) = s.assemble();
-        let Ok(sf) = msgr2::replay::parse_stream(&data, role(&s), None) else {
+    for (s, role, _) in directions(&cap) {
+        let Ok(sf) = msgr2::replay::parse_stream(s.bytes(), role, None) else {
             continue;
         };
         let Some(k) = sf.switched_at else { continue };
@@ -255,13 +252,12 @@ fn crc_capture_pre_auth_boundaries() {
 /// AUTH_DONE says secure mode. (Decrypting the rest needs the cephx-derived secret: see crates/cephx.)
 #[test]
 fn secure_capture_parses_until_the_switch() {
-    let Some(pcap) = read_xz(&capture_path("secure/secure.pcap.xz")) else {
+    let Some(cap) = ceph_capture::load("secure") else {
         return;
     };
     let (mut streams, mut secure_sessions) = (0, 0);
-    for s in tcp_streams(&pcap) {
-        let (data, _) = s.assemble();
-        let Ok(sf) = msgr2::replay::parse_stream(&data, role(&s), None) else {
+    for (s, role, _) in directions(&cap) {
+        let Ok(sf) = msgr2::replay::parse_stream(s.bytes(), role, None) else {
             continue;
         };
         streams += 1;

@@ -7,14 +7,11 @@
 //! from `pre_auth_len`, and every MESSAGE must re-encode into a frame that decrypts to the same segments.
 #![allow(clippy::unwrap_used)] // test code: a panic is the failure report
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use bytes::Bytes;
 use cephx::client::MonAuthClient;
-use common::{capture_path, connections, read_xz, tcp_streams};
 use denc::{Decode, Decoder};
 use msgr2::control::Control;
 use msgr2::crypto::default_provider;
@@ -22,8 +19,8 @@ use msgr2::frame::{Role, Tag};
 use msgr2::message::Message;
 use msgr2::replay::parse_stream;
 
-fn keyring_key(name: &str, file: &str) -> cephx::CryptoKey {
-    let path = capture_path("secure").join(file);
+fn keyring_key(dir: &std::path::Path, name: &str, file: &str) -> cephx::CryptoKey {
+    let path = dir.join(file);
     let text = std::fs::read_to_string(&path).unwrap();
     let keyring = ceph_config::Keyring::parse(&text, &path.display().to_string()).unwrap();
     cephx::CryptoKey::from_base64(keyring.key_of(name).unwrap()).unwrap()
@@ -35,7 +32,7 @@ fn control(f: &msgr2::frame::Frame) -> Control {
 
 #[test]
 fn secure_mon_sessions_decrypt_and_signatures_verify() {
-    let Some(pcap) = read_xz(&capture_path("secure/secure.pcap.xz")) else {
+    let (Some(dir), Some(cap)) = (ceph_capture::capture_dir("secure"), ceph_capture::load("secure")) else {
         return;
     };
     let keys: BTreeMap<String, cephx::CryptoKey> = [
@@ -44,23 +41,18 @@ fn secure_mon_sessions_decrypt_and_signatures_verify() {
         ("mgr.x", "keyring.mgr.x"),
     ]
     .into_iter()
-    .map(|(n, f)| (n.to_string(), keyring_key(n, f)))
+    .map(|(n, f)| (n.to_string(), keyring_key(&dir, n, f)))
     .collect();
     let cephx_provider: Arc<dyn cephx::CryptoProvider> = Arc::new(cephx::AwsLcProvider);
     let ours = default_provider();
-    let streams = tcp_streams(&pcap);
     let now = cephx::UTime::new(1_762_000_000, 0);
     let mut previous: Vec<MonAuthClient> = Vec::new();
     let (mut sessions, mut secure_frames, mut messages) = (0, 0, 0);
-    for (to_server, to_client) in connections(&streams) {
-        if to_server.dst.1 != 3800 {
-            continue;
-        }
-        let (up, _) = to_server.assemble();
-        let (down, _) = to_client.assemble();
+    for c in cap.to_port(3800) {
+        let (up, down) = (c.to_server.bytes(), c.to_client.bytes());
         // The clear part: who authenticates, the challenge, AUTH_DONE.
-        let c_plain = parse_stream(&up, Role::Connector, None).unwrap();
-        let s_plain = parse_stream(&down, Role::Acceptor, None).unwrap();
+        let c_plain = parse_stream(up, Role::Connector, None).unwrap();
+        let s_plain = parse_stream(down, Role::Acceptor, None).unwrap();
         let Some(Control::AuthRequest {
             method: 2, payload, ..
         }) = c_plain
@@ -118,8 +110,8 @@ fn secure_mon_sessions_decrypt_and_signatures_verify() {
         let cs: &[u8] = &session.connection_secret;
 
         // The whole connection, decrypted by msgr2's own reader.
-        let c = parse_stream(&up, Role::Connector, Some((ours.as_ref(), cs))).unwrap();
-        let s = parse_stream(&down, Role::Acceptor, Some((ours.as_ref(), cs))).unwrap();
+        let c = parse_stream(up, Role::Connector, Some((ours.as_ref(), cs))).unwrap();
+        let s = parse_stream(down, Role::Acceptor, Some((ours.as_ref(), cs))).unwrap();
         assert_eq!(
             (c.pre_auth_len, s.pre_auth_len),
             (c_plain.pre_auth_len, s_plain.pre_auth_len)

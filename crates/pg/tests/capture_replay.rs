@@ -15,7 +15,7 @@ use std::collections::{BTreeMap, HashMap};
 use bytes::Bytes;
 use ceph_msgs::CephMessage;
 use ceph_msgs::osd_op::{MOSDOp, MOSDOpReply, MWatchNotify, flag, op, osd_msg_type};
-use common::{MESSAGE_TAG, frames, read_capture, tcp_streams, to_message};
+use common::{MESSAGE_TAG, frames, read_capture, to_message};
 use denc::{EntityAddr, EntityNameT, ShardId, SpgId, Utime};
 use ferrostore::{Event, MkfsOptions, SimConfig, SimDevice, Store, StoreConfig, mkfs};
 use msgr2::control::Control;
@@ -55,28 +55,12 @@ fn store() -> Store<SimDevice> {
 
 #[test]
 fn replies_equal_a_real_osds() {
-    let Some(pcap) = read_capture() else { return };
-    let streams = tcp_streams(&pcap);
-    // pair the two directions of each connection
-    let mut by_key: HashMap<(common::Endpoint, common::Endpoint), Vec<usize>> = HashMap::new();
-    for (i, s) in streams.iter().enumerate() {
-        by_key.entry((s.src, s.dst)).or_default().push(i);
-    }
+    let Some(cap) = read_capture() else { return };
     let mut reqs: Vec<Req> = Vec::new();
     let mut real_notifies: Vec<MWatchNotify> = Vec::new();
     let mut our_notifies: Vec<MWatchNotify> = Vec::new();
-    for (ci, s) in streams.iter().enumerate() {
-        if !s.connector {
-            continue;
-        }
-        let Some(rev) = by_key.get(&(s.dst, s.src)).and_then(|v| {
-            v.iter()
-                .copied()
-                .filter(|&j| streams[j].start_us >= s.start_us)
-                .min_by_key(|&j| streams[j].start_us)
-        }) else {
-            continue;
-        };
+    for (ci, c) in cap.connections().iter().enumerate() {
+        let s = &c.to_server;
         let mut entity_type = 0u8;
         let mut gid = 0i64;
         let mut addr = EntityAddr::default();
@@ -92,9 +76,9 @@ fn replies_equal_a_real_osds() {
                             // the address the client announced (its IP learned from HELLO, port 0 for a client
                             // that does not listen): what the OSD reports for it (lock owners, watchers)
                             if let Some(a) = ci.addrs.0.first() {
-                                let sock = a.addr.unwrap_or_else(|| {
-                                    std::net::SocketAddr::new(std::net::Ipv4Addr::from(s.src.0).into(), 0)
-                                });
+                                let sock = a
+                                    .addr
+                                    .unwrap_or_else(|| std::net::SocketAddr::new(c.client.ip(), 0));
                                 addr = EntityAddr::new(a.ty, sock, a.nonce);
                             }
                         }
@@ -114,7 +98,7 @@ fn replies_equal_a_real_osds() {
             continue;
         }
         let mut replies: HashMap<u64, MOSDOpReply> = HashMap::new();
-        for (_, f) in frames(&streams[rev]) {
+        for (_, f) in frames(&c.to_client) {
             if f.tag == MESSAGE_TAG {
                 let m = to_message(&f);
                 if m.msg_type == osd_msg_type::WATCH_NOTIFY {

@@ -11,15 +11,19 @@ use std::collections::BTreeMap;
 
 use ceph_msgs::CephMessage;
 use ceph_msgs::osd_op::{MOSDOp, MOSDOpReply, MWatchNotify, op, osd_msg_type};
-use common::{messages, read_capture, tcp_streams};
+use common::{messages, read_capture};
 
 #[test]
 fn client_ops_replies_and_notifies_reencode_identically() {
-    let Some(pcap) = read_capture() else { return };
+    let Some(cap) = read_capture() else { return };
     let mut counts: BTreeMap<&'static str, usize> = BTreeMap::new();
     let mut op_codes: BTreeMap<&'static str, usize> = BTreeMap::new();
-    for s in tcp_streams(&pcap) {
-        for m in messages(&s) {
+    for s in cap
+        .connections()
+        .iter()
+        .flat_map(|c| [&c.to_server, &c.to_client])
+    {
+        for m in messages(s) {
             match m.msg_type {
                 osd_msg_type::OSD_OP => {
                     let o = MOSDOp::decode_message(&m).unwrap_or_else(|e| panic!("MOSDOp: {e}"));
