@@ -76,6 +76,48 @@ pub enum PeerMsg {
     LeaseAck(MOSDPGLeaseAck),
 }
 
+impl PeerMsg {
+    /// The wire message for a peer with `features` (what the driver hands to msgr2).
+    pub fn to_message(&self, features: u64) -> ceph_msgs::Message {
+        use ceph_msgs::CephMessage;
+        match self {
+            PeerMsg::Notify(m) => m.to_message(features),
+            PeerMsg::Query(m) => m.to_message(features),
+            PeerMsg::Info(m) => m.to_message(features),
+            PeerMsg::Log(m) => m.to_message(features),
+            PeerMsg::Lease(m) => m.to_message(features),
+            PeerMsg::LeaseAck(m) => m.to_message(features),
+        }
+    }
+
+    /// A received message, if it is one peering handles (`Ok(None)` for other types).
+    pub fn from_message(m: &ceph_msgs::Message) -> Result<Option<PeerMsg>, ceph_msgs::MsgError> {
+        use ceph_msgs::CephMessage;
+        use ceph_msgs::osd_rep::rep_msg;
+        Ok(Some(match m.msg_type {
+            rep_msg::PG_NOTIFY2 => PeerMsg::Notify(Box::new(MOSDPGNotify2::from_message(m)?)),
+            rep_msg::PG_QUERY2 => PeerMsg::Query(MOSDPGQuery2::from_message(m)?),
+            rep_msg::PG_INFO2 => PeerMsg::Info(Box::new(MOSDPGInfo2::from_message(m)?)),
+            rep_msg::PG_LOG => PeerMsg::Log(Box::new(MOSDPGLog::from_message(m)?)),
+            rep_msg::PG_LEASE => PeerMsg::Lease(MOSDPGLease::from_message(m)?),
+            rep_msg::PG_LEASE_ACK => PeerMsg::LeaseAck(MOSDPGLeaseAck::from_message(m)?),
+            _ => return Ok(None),
+        }))
+    }
+
+    /// The PG a message is about.
+    pub fn spgid(&self) -> SpgId {
+        match self {
+            PeerMsg::Notify(m) => m.spgid,
+            PeerMsg::Query(m) => m.spgid,
+            PeerMsg::Info(m) => m.spgid,
+            PeerMsg::Log(m) => m.spgid(),
+            PeerMsg::Lease(m) => m.spgid,
+            PeerMsg::LeaseAck(m) => m.spgid,
+        }
+    }
+}
+
 /// What the driver feeds in.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Event {

@@ -205,7 +205,12 @@ impl Sim {
         match out {
             Output::Send { to, msg } => {
                 if self.running.contains(&to) {
-                    self.bus.push_back((osd, to, msg));
+                    // through the wire encoding, as a real driver would send it
+                    let wire = msg.to_message(denc::CEPH_FEATURES_ALL);
+                    let back = PeerMsg::from_message(&wire).unwrap().unwrap();
+                    assert_eq!(back, msg);
+                    assert_eq!(back.spgid(), spgid());
+                    self.bus.push_back((osd, to, back));
                 }
             }
             Output::NeedUpThru { epoch } => {
