@@ -287,10 +287,8 @@ impl Default for OsdMap {
 const CLIENT_MAX: u8 = 10;
 const OSD_ONLY_MAX: u8 = 12;
 
-/// Ceph's crc convention: CRC-32C with no pre/post inversion, seed -1.
-pub(crate) fn ceph_crc32c(seed: u32, data: &[u8]) -> u32 {
-    !crc32c::crc32c_append(!seed, data)
-}
+/// Ceph's crc convention (CRC-32C with no pre/post inversion, seed -1), shared with every other crate.
+pub(crate) use ceph_crc::ceph_crc32c;
 
 /// Encode one address vector per slot, as a single legacy address each when the peer predates addrvecs.
 pub(crate) fn encode_addrvecs(v: &[EntityAddrvec], e: &mut Encoder, as_addr: bool) {
