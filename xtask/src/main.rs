@@ -3,8 +3,9 @@
 //!
 //! - `cluster up|down|status`: a throwaway real Ceph 16.2 cluster (crate `testcluster`) for manual work,
 //!   demos and benchmarks.
-//! - `bench store`, `bench compare` and `sim` are planned; each gets its own variant of [`Cmd`] and its own
-//!   module here.
+//! - `bench store`: ferrostore against raw fio on the same file (binary `ferrostore-bench`).
+//! - `bench compare`: BlueStore against ferro-osd in one throwaway cluster (crate `bench-compare`).
+//! - `sim` is planned.
 
 use std::io::Write as _;
 use std::path::PathBuf;
@@ -33,7 +34,7 @@ enum Cmd {
         #[command(subcommand)]
         action: BenchCmd,
     },
-    // Planned (added by their owners): `Bench { store }`, `Sim { .. }`.
+    // Planned: `Sim { .. }` (docs/architecture.md).
 }
 
 #[derive(Subcommand)]
@@ -41,6 +42,12 @@ enum BenchCmd {
     /// BlueStore vs ferro-osd in one throwaway cluster: the same fio/OMAP matrix on a pool per OSD kind
     /// (crate bench-compare; docs/benchmarks.md).
     Compare(bench_compare::CompareArgs),
+    /// ferrostore vs raw fio (io_uring, O_DIRECT, same file, same queue depth); arguments go to
+    /// `ferrostore-bench` (`--path FILE|/dev/X`, `--size 2G`, `--runtime 5`, `--loop`, `--only NAME`, ...).
+    Store {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
 }
 
 #[derive(Subcommand)]
@@ -120,7 +127,36 @@ fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
         Cmd::Bench {
             action: BenchCmd::Compare(args),
         } => Ok(bench_compare::main_with_args(args)?),
+        Cmd::Bench {
+            action: BenchCmd::Store { args },
+        } => bench_store(args),
     }
+}
+
+/// Runs the engine benchmark as a release binary: a debug build would measure the compiler, not the engine.
+fn bench_store(mut args: Vec<String>) -> Result<(), Box<dyn std::error::Error>> {
+    for (flag, default) in [("--size", "2G"), ("--runtime", "5")] {
+        if !args.iter().any(|a| a == flag) {
+            args.extend([flag.to_string(), default.to_string()]);
+        }
+    }
+    let status = std::process::Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+        .args([
+            "run",
+            "--quiet",
+            "--release",
+            "-p",
+            "ferrostore",
+            "--bin",
+            "ferrostore-bench",
+            "--",
+        ])
+        .args(&args)
+        .status()?;
+    if !status.success() {
+        return Err(format!("ferrostore-bench failed: {status}").into());
+    }
+    Ok(())
 }
 
 fn cluster(action: ClusterCmd) -> Result<(), Box<dyn std::error::Error>> {
