@@ -5,7 +5,7 @@
 //! cluster peers) and the MonClient core; reader threads only move bytes from sockets into the event channel.
 //! Client ops go to the shard worker owning their PG; durable replies come back through the same channel.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io::{Read, Write};
 use std::net::{IpAddr, Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -1109,12 +1109,29 @@ impl Daemon {
                 if ua.acting_primary != self.whoami {
                     continue;
                 }
-                if ua.acting.len() > 1 {
-                    // Replication to other OSDs is not implemented: such PGs are not served.
+                if pool.size != 1 || ua.acting.len() != 1 {
+                    // Replication is not implemented yet. Serving such a PG alone would report it active+clean
+                    // with one copy where the pool asks for more: it stays inactive instead (clients wait, as
+                    // they do on any inactive PG) and the operator is told once per pool.
+                    if self.warned_pools.insert(*pid) {
+                        self.log(&format!(
+                            "pool {pid} is not served: size {} needs replication, which ferro-osd does not do yet",
+                            pool.size
+                        ));
+                    }
                     continue;
                 }
                 want.push((SpgId::new(pgid, denc::ShardId::NO_SHARD), info.clone()));
             }
+        }
+        // PGs we serve that the new map no longer lets us serve alone (pool resized, deleted, remapped).
+        let keep: BTreeSet<SpgId> = want.iter().map(|(s, _)| *s).collect();
+        let gone: Vec<SpgId> = self.pgs.keys().filter(|s| !keep.contains(s)).copied().collect();
+        for spgid in gone {
+            self.log(&format!("pg {spgid}: no longer served at epoch {epoch}"));
+            self.pgs.remove(&spgid);
+            let w = worker::shard_of(&spgid, self.dd.shards);
+            let _ = self.workers[w].send(WorkerMsg::ClosePg { spgid });
         }
         for (spgid, info) in want {
             let w = worker::shard_of(&spgid, self.dd.shards);

@@ -31,6 +31,11 @@ pub enum WorkerMsg {
         pool: PoolInfo,
     },
     Op(Box<ClientOp>),
+    /// Stop serving a PG (its data stays on disk): the map gave it a shape we cannot serve. Writes already
+    /// accepted are made durable and answered first.
+    ClosePg {
+        spgid: SpgId,
+    },
     Disconnect(ConnId),
     /// Snapshot of PG statistics and store usage.
     Stats(Sender<ShardStats>),
@@ -175,6 +180,21 @@ pub fn run(
                     }
                     Err(e) => eprintln!("ferro-osd: pg {spgid}: {e}"),
                 }
+            }
+            Some(WorkerMsg::ClosePg { spgid }) => {
+                while store.unacked() > 0 {
+                    if let Err(e) = store.wait(&mut evs) {
+                        return Err(format!("ferrostore shard {shard}: {e}"));
+                    }
+                    for ev in evs.drain(..) {
+                        if let ferrostore::Event::Durable(seq) = ev {
+                            for p in pgs.values_mut() {
+                                send(p.on_commit(seq), &events);
+                            }
+                        }
+                    }
+                }
+                pgs.remove(&spgid);
             }
             Some(WorkerMsg::SetPool { spgid, pool }) => {
                 if let Some(p) = pgs.get_mut(&spgid) {

@@ -275,6 +275,36 @@ fn ferro_osd_serves_unmodified_clients() {
             assert_eq!(v["num_pgs"], 17);
         }
     }
+
+    // A pool resized to 3 copies cannot be served without replication: a write must not be acknowledged
+    // with a single copy (it waits, as on any inactive PG, and the client times out).
+    c.ceph(&["osd", "pool", "set", "fp", "size", "3", "--yes-i-really-mean-it"])
+        .unwrap();
+    c.wait_for("ferro-osd to drop the resized pool's PGs", t, || {
+        let o = run(
+            env_cmd(&c, "ceph").args(["daemon", &format!("osd.{id}"), "status"]),
+            t,
+        );
+        let v: serde_json::Value = serde_json::from_str(&o).unwrap();
+        Ok((v["num_pgs"] == 1).then_some(()))
+    })
+    .unwrap();
+    let put = env_cmd(&c, "rados")
+        .args([
+            "--rados-osd-op-timeout",
+            "3",
+            "-p",
+            "fp",
+            "put",
+            "resized",
+            &p(&src),
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        !put.status.success(),
+        "a write to a size-3 pool was acknowledged by a lone ferro-osd"
+    );
 }
 
 #[test]
