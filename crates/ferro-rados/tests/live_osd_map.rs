@@ -26,7 +26,16 @@ use ferro_rados::{Cluster, ConnectOptions, map_object_in};
 use osdmap::{OsdMap, PgId};
 use testcluster::{ClusterSpec, start_or_skip};
 
+/// Names per pool and phase compared with the monitor's answer. CI keeps it small; the acceptance run
+/// (docs/ferro-rados.md) sets `FERRO_OSDMAP_NAMES_PER_POOL` so that more than 10,000 names are compared.
 const NAMES_PER_POOL: usize = 100;
+
+fn names_per_pool() -> usize {
+    std::env::var("FERRO_OSDMAP_NAMES_PER_POOL")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(NAMES_PER_POOL)
+}
 const CLI_NAMES_PER_POOL: usize = 1;
 
 fn spec(mode: &str) -> ClusterSpec {
@@ -213,7 +222,7 @@ impl Ctx<'_> {
 
         // 2. Object names against the monitor's own `osd map` answer, at the answer's epoch.
         for (pi, pool) in self.pools.clone().iter().enumerate() {
-            let mut ns_names: Vec<(String, &str)> = names(seed ^ pi as u64, NAMES_PER_POOL)
+            let mut ns_names: Vec<(String, &str)> = names(seed ^ pi as u64, names_per_pool())
                 .into_iter()
                 .map(|n| (n, ""))
                 .collect();
