@@ -122,31 +122,52 @@ fn live_maps_and_placement() {
         "getcrushmap and the map's embedded CRUSH agree"
     );
 
-    // Every PG, as the cluster reports it.
-    let dump = cluster.ceph_json(&["pg", "dump", "pgs_brief"]).unwrap();
-    let stats = dump.get("pg_stats").cloned().unwrap_or(dump.clone());
-    let mut pgs = 0;
-    for pg in stats.as_array().unwrap() {
-        let id = pg["pgid"].as_str().unwrap();
-        let (pool, seed) = id.split_once('.').unwrap();
-        let pgid = PgId::new(pool.parse().unwrap(), u32::from_str_radix(seed, 16).unwrap());
-        let ua = m.pg_to_up_acting_osds(pgid).unwrap();
-        assert_eq!(widen(&ua.up), ints(&pg["up"]), "up of {id}");
-        assert_eq!(widen(&ua.acting), ints(&pg["acting"]), "acting of {id}");
-        assert_eq!(
-            i64::from(ua.up_primary),
-            pg["up_primary"].as_i64().unwrap(),
-            "up_primary of {id}"
-        );
-        assert_eq!(
-            i64::from(ua.acting_primary),
-            pg["acting_primary"].as_i64().unwrap(),
-            "acting_primary of {id}"
-        );
-        pgs += 1;
-    }
-    let expected: u32 = m.pools.values().map(|p| p.pg_num).sum();
-    assert_eq!(pgs, expected as usize, "every PG compared");
+    // Every PG, as the cluster reports it. The mgr's PG stats trail the OSDMap (a PG reports its new up/acting
+    // only after it re-peers on the new epoch), so compare a freshly fetched map with `pg dump` until the mgr has
+    // caught up; every PG must then agree exactly. On timeout the last disagreement is the failure.
+    let mut last_mismatch = String::new();
+    let compared = cluster.wait_for(
+        "pg dump to agree with our placement",
+        Duration::from_secs(90),
+        || {
+            let m = OsdMap::decode_all(cluster.osd_map_bytes(None).unwrap()).unwrap();
+            let dump = cluster.ceph_json(&["pg", "dump", "pgs_brief"]).unwrap();
+            let stats = dump.get("pg_stats").cloned().unwrap_or(dump.clone());
+            let mut pgs = 0;
+            for pg in stats.as_array().unwrap() {
+                let id = pg["pgid"].as_str().unwrap();
+                let (pool, seed) = id.split_once('.').unwrap();
+                let pgid = PgId::new(pool.parse().unwrap(), u32::from_str_radix(seed, 16).unwrap());
+                let ua = m.pg_to_up_acting_osds(pgid).unwrap();
+                let ours = (
+                    widen(&ua.up),
+                    widen(&ua.acting),
+                    i64::from(ua.up_primary),
+                    i64::from(ua.acting_primary),
+                );
+                let theirs = (
+                    ints(&pg["up"]),
+                    ints(&pg["acting"]),
+                    pg["up_primary"].as_i64().unwrap(),
+                    pg["acting_primary"].as_i64().unwrap(),
+                );
+                if ours != theirs {
+                    last_mismatch = format!(
+                        "e{}: {id}: ours (up, acting, up_primary, acting_primary) {ours:?}, mgr {theirs:?}",
+                        m.epoch
+                    );
+                    return Ok(None);
+                }
+                pgs += 1;
+            }
+            let expected: u32 = m.pools.values().map(|p| p.pg_num).sum();
+            Ok((pgs == expected as usize).then_some(pgs))
+        },
+    );
+    let pgs = compared.unwrap_or_else(|e| panic!("{e}; last mismatch: {last_mismatch}"));
+    eprintln!("live: {pgs} PGs: up, acting and primaries equal the cluster's");
+    // The cluster has settled on this map (the mgr agrees with it): the object checks below use it.
+    let m = OsdMap::decode_all(cluster.osd_map_bytes(None).unwrap()).unwrap();
 
     // Objects, with and without a namespace.
     let mut objects = 0;
@@ -164,6 +185,15 @@ fn live_maps_and_placement() {
                 pool: pool_id,
                 nspace: bytes::Bytes::from(ns.to_string()),
                 ..ObjectLocator::default()
+            };
+            // Compare with the map of the epoch the monitor answered at.
+            let answered = j["epoch"].as_u64().unwrap() as u32;
+            let at_epoch;
+            let m = if answered == m.epoch {
+                &m
+            } else {
+                at_epoch = OsdMap::decode_all(cluster.osd_map_bytes(Some(answered)).unwrap()).unwrap();
+                &at_epoch
             };
             let raw = m.object_locator_to_pg(name.as_bytes(), &loc).unwrap();
             let (pg, ua) = m.object_to_up_acting(name.as_bytes(), &loc).unwrap();
