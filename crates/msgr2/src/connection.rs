@@ -1126,7 +1126,7 @@ impl Connection {
             return self.handle_message(m);
         }
         let ctl = Control::decode(tag, frame.segments[0].clone()).map_err(|e| ConnError::Payload {
-            what: tag_name(tag),
+            what: tag.name(),
             detail: e.to_string(),
         })?;
         match (self.t.state, ctl) {
@@ -1868,30 +1868,5 @@ impl Transport {
     /// Stop recording sent bytes; what was recorded is kept until the peer's signature is checked.
     fn pre_auth_tx_freeze(&mut self) {
         self.pre_auth_tx_done = self.pre_auth_tx.take();
-    }
-}
-
-fn tag_name(tag: Tag) -> &'static str {
-    match tag {
-        Tag::Hello => "HELLO",
-        Tag::AuthRequest => "AUTH_REQUEST",
-        Tag::AuthBadMethod => "AUTH_BAD_METHOD",
-        Tag::AuthReplyMore => "AUTH_REPLY_MORE",
-        Tag::AuthRequestMore => "AUTH_REQUEST_MORE",
-        Tag::AuthDone => "AUTH_DONE",
-        Tag::AuthSignature => "AUTH_SIGNATURE",
-        Tag::ClientIdent => "CLIENT_IDENT",
-        Tag::ServerIdent => "SERVER_IDENT",
-        Tag::IdentMissingFeatures => "IDENT_MISSING_FEATURES",
-        Tag::SessionReconnect => "SESSION_RECONNECT",
-        Tag::SessionReset => "SESSION_RESET",
-        Tag::SessionRetry => "SESSION_RETRY",
-        Tag::SessionRetryGlobal => "SESSION_RETRY_GLOBAL",
-        Tag::SessionReconnectOk => "SESSION_RECONNECT_OK",
-        Tag::Wait => "WAIT",
-        Tag::Message => "MESSAGE",
-        Tag::Keepalive2 => "KEEPALIVE2",
-        Tag::Keepalive2Ack => "KEEPALIVE2_ACK",
-        Tag::Ack => "ACK",
     }
 }

@@ -74,6 +74,32 @@ pub enum Tag {
 }
 
 impl Tag {
+    /// The tag's name as Ceph spells it in logs (`frames_v2.h`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Tag::Hello => "HELLO",
+            Tag::AuthRequest => "AUTH_REQUEST",
+            Tag::AuthBadMethod => "AUTH_BAD_METHOD",
+            Tag::AuthReplyMore => "AUTH_REPLY_MORE",
+            Tag::AuthRequestMore => "AUTH_REQUEST_MORE",
+            Tag::AuthDone => "AUTH_DONE",
+            Tag::AuthSignature => "AUTH_SIGNATURE",
+            Tag::ClientIdent => "CLIENT_IDENT",
+            Tag::ServerIdent => "SERVER_IDENT",
+            Tag::IdentMissingFeatures => "IDENT_MISSING_FEATURES",
+            Tag::SessionReconnect => "SESSION_RECONNECT",
+            Tag::SessionReset => "SESSION_RESET",
+            Tag::SessionRetry => "SESSION_RETRY",
+            Tag::SessionRetryGlobal => "SESSION_RETRY_GLOBAL",
+            Tag::SessionReconnectOk => "SESSION_RECONNECT_OK",
+            Tag::Wait => "WAIT",
+            Tag::Message => "MESSAGE",
+            Tag::Keepalive2 => "KEEPALIVE2",
+            Tag::Keepalive2Ack => "KEEPALIVE2_ACK",
+            Tag::Ack => "ACK",
+        }
+    }
+
     pub fn from_u8(v: u8) -> Option<Tag> {
         use Tag::*;
         Some(match v {

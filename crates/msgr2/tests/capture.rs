@@ -23,31 +23,6 @@ struct Summary {
     partial_tail_streams: usize,
 }
 
-fn tag_name(t: Tag) -> &'static str {
-    match t {
-        Tag::Hello => "HELLO",
-        Tag::AuthRequest => "AUTH_REQUEST",
-        Tag::AuthBadMethod => "AUTH_BAD_METHOD",
-        Tag::AuthReplyMore => "AUTH_REPLY_MORE",
-        Tag::AuthRequestMore => "AUTH_REQUEST_MORE",
-        Tag::AuthDone => "AUTH_DONE",
-        Tag::AuthSignature => "AUTH_SIGNATURE",
-        Tag::ClientIdent => "CLIENT_IDENT",
-        Tag::ServerIdent => "SERVER_IDENT",
-        Tag::IdentMissingFeatures => "IDENT_MISSING_FEATURES",
-        Tag::SessionReconnect => "SESSION_RECONNECT",
-        Tag::SessionReset => "SESSION_RESET",
-        Tag::SessionRetry => "SESSION_RETRY",
-        Tag::SessionRetryGlobal => "SESSION_RETRY_GLOBAL",
-        Tag::SessionReconnectOk => "SESSION_RECONNECT_OK",
-        Tag::Wait => "WAIT",
-        Tag::Message => "MESSAGE",
-        Tag::Keepalive2 => "KEEPALIVE2",
-        Tag::Keepalive2Ack => "KEEPALIVE2_ACK",
-        Tag::Ack => "ACK",
-    }
-}
-
 /// Parse one direction of a msgr2 stream in crc mode, checking everything we can. Returns false if the stream is
 /// not msgr2.
 fn check_stream(data: &[u8], what: &str, sum: &mut Summary) -> bool {
@@ -77,7 +52,7 @@ fn check_stream(data: &[u8], what: &str, sum: &mut Summary) -> bool {
             Err(e) => panic!("{what}: frame error after {:?}: {e}", sum.frames),
         };
         let tag = f.tag().unwrap_or_else(|| panic!("{what}: unknown tag {}", f.tag));
-        *sum.frames.entry(tag_name(tag)).or_default() += 1;
+        *sum.frames.entry(tag.name()).or_default() += 1;
         if first {
             assert_eq!(tag, Tag::Hello, "{what}: the first frame is HELLO");
             first = false;
