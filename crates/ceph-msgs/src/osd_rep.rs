@@ -462,11 +462,48 @@ impl MOSDPGTrim {
 message!(MOSDPGTrim, rep_msg::PG_TRIM, 2, 2, "pg_trim", prio::HIGH);
 
 /// The common tail of push, pull and push-reply messages (none of them carries a trace in Pacific).
-fn enc_recovery_tail(e: &mut Encoder, cost: u64, pgid: SpgId, from: PgShard, min_epoch: u32) {
+/// The body Push, Pull and PushReply share: `pg_t, epoch, vector<op>, cost, shard, from, min_epoch`.
+struct RecoveryBody<T> {
+    pgid: SpgId,
+    map_epoch: u32,
+    ops: Vec<T>,
+    cost: u64,
+    from: PgShard,
+    min_epoch: u32,
+}
+
+fn enc_recovery<T: Encode>(
+    e: &mut Encoder,
+    pgid: SpgId,
+    map_epoch: u32,
+    ops: &[T],
+    cost: u64,
+    from: PgShard,
+    min_epoch: u32,
+) {
+    e.encode(&pgid.pgid);
+    e.u32(map_epoch);
+    e.encode(ops);
     e.u64(cost);
     e.encode(&pgid.shard);
     e.encode(&from);
     e.u32(min_epoch);
+}
+
+fn dec_recovery<T: Decode>(d: &mut Decoder) -> Result<RecoveryBody<T>, DecodeError> {
+    let pg: PgId = d.decode()?;
+    let map_epoch = d.u32()?;
+    let ops = d.decode()?;
+    let cost = d.u64()?;
+    let shard = d.decode()?;
+    Ok(RecoveryBody {
+        pgid: SpgId::new(pg, shard),
+        map_epoch,
+        ops,
+        cost,
+        from: d.decode()?,
+        min_epoch: d.u32()?,
+    })
 }
 
 /// `MOSDPGPush` (105, v4): object data pushed to a shard that misses it.
@@ -482,25 +519,26 @@ pub struct MOSDPGPush {
 }
 impl MOSDPGPush {
     fn enc(&self, e: &mut Encoder) {
-        e.encode(&self.pgid.pgid);
-        e.u32(self.map_epoch);
-        e.encode(&self.pushes);
-        enc_recovery_tail(e, self.cost, self.pgid, self.from, self.min_epoch);
+        enc_recovery(
+            e,
+            self.pgid,
+            self.map_epoch,
+            &self.pushes,
+            self.cost,
+            self.from,
+            self.min_epoch,
+        );
         e.bool(self.is_repair);
     }
     fn dec(d: &mut Decoder, _: &Bytes) -> Result<Self, DecodeError> {
-        let pg: PgId = d.decode()?;
-        let map_epoch = d.u32()?;
-        let pushes = d.decode()?;
-        let cost = d.u64()?;
-        let shard = d.decode()?;
+        let b = dec_recovery(d)?;
         Ok(MOSDPGPush {
-            pgid: SpgId::new(pg, shard),
-            map_epoch,
-            pushes,
-            cost,
-            from: d.decode()?,
-            min_epoch: d.u32()?,
+            from: b.from,
+            pgid: b.pgid,
+            map_epoch: b.map_epoch,
+            min_epoch: b.min_epoch,
+            pushes: b.ops,
+            cost: b.cost,
             is_repair: d.bool()?,
         })
     }
@@ -519,24 +557,25 @@ pub struct MOSDPGPull {
 }
 impl MOSDPGPull {
     fn enc(&self, e: &mut Encoder) {
-        e.encode(&self.pgid.pgid);
-        e.u32(self.map_epoch);
-        e.encode(&self.pulls);
-        enc_recovery_tail(e, self.cost, self.pgid, self.from, self.min_epoch);
+        enc_recovery(
+            e,
+            self.pgid,
+            self.map_epoch,
+            &self.pulls,
+            self.cost,
+            self.from,
+            self.min_epoch,
+        );
     }
     fn dec(d: &mut Decoder, _: &Bytes) -> Result<Self, DecodeError> {
-        let pg: PgId = d.decode()?;
-        let map_epoch = d.u32()?;
-        let pulls = d.decode()?;
-        let cost = d.u64()?;
-        let shard = d.decode()?;
+        let b = dec_recovery(d)?;
         Ok(MOSDPGPull {
-            pgid: SpgId::new(pg, shard),
-            map_epoch,
-            pulls,
-            cost,
-            from: d.decode()?,
-            min_epoch: d.u32()?,
+            from: b.from,
+            pgid: b.pgid,
+            map_epoch: b.map_epoch,
+            min_epoch: b.min_epoch,
+            pulls: b.ops,
+            cost: b.cost,
         })
     }
 }
@@ -554,24 +593,25 @@ pub struct MOSDPGPushReply {
 }
 impl MOSDPGPushReply {
     fn enc(&self, e: &mut Encoder) {
-        e.encode(&self.pgid.pgid);
-        e.u32(self.map_epoch);
-        e.encode(&self.replies);
-        enc_recovery_tail(e, self.cost, self.pgid, self.from, self.min_epoch);
+        enc_recovery(
+            e,
+            self.pgid,
+            self.map_epoch,
+            &self.replies,
+            self.cost,
+            self.from,
+            self.min_epoch,
+        );
     }
     fn dec(d: &mut Decoder, _: &Bytes) -> Result<Self, DecodeError> {
-        let pg: PgId = d.decode()?;
-        let map_epoch = d.u32()?;
-        let replies = d.decode()?;
-        let cost = d.u64()?;
-        let shard = d.decode()?;
+        let b = dec_recovery(d)?;
         Ok(MOSDPGPushReply {
-            pgid: SpgId::new(pg, shard),
-            map_epoch,
-            replies,
-            cost,
-            from: d.decode()?,
-            min_epoch: d.u32()?,
+            from: b.from,
+            pgid: b.pgid,
+            map_epoch: b.map_epoch,
+            min_epoch: b.min_epoch,
+            replies: b.ops,
+            cost: b.cost,
         })
     }
 }
