@@ -146,6 +146,21 @@ fn detached_cluster_survives_its_handle_and_stop_dir_kills_it() {
         .spawn()
         .unwrap();
 
+    // spawn() can return before the child's exec has replaced its environment: wait (bounded) until the marker
+    // is visible in /proc, as it is for any daemon a script started earlier.
+    let marker = format!("{}={}", testcluster::MARKER_ENV, again.dir().display());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !std::fs::read(format!("/proc/{}/environ", extra.id()))
+        .unwrap_or_default()
+        .split(|b| *b == 0)
+        .any(|kv| kv == marker.as_bytes())
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the marked process never showed its marker"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
     assert_eq!(Cluster::stop_dir(&base).unwrap(), 2);
     assert!(
         !extra.wait().unwrap().success(),
