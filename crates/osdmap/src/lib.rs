@@ -10,6 +10,7 @@
 //! Everything here is sans-IO: bytes in, values out.
 
 pub mod apply;
+pub mod build;
 pub mod features;
 pub mod inc;
 pub mod map;
