@@ -1,0 +1,1343 @@
+// SPDX-License-Identifier: LGPL-3.0-or-later
+//! Log-based recovery of one PG, primary and replica side (Ceph's `ReplicatedBackend` push/pull and
+//! `PrimaryLogPG::recover_primary`/`recover_replicas` semantics, sans-IO).
+//!
+//! Primary: peering's `StartRecovery` names the objects each OSD misses ([`Recovery::start`]). Objects are
+//! taken in need-version order (a client op waiting for one moves it to the front: [`Recovery::prioritize`]),
+//! at most `osd_recovery_max_active` at a time per PG. For each object:
+//! * the primary misses it → MOSDPGPull to an up OSD that has it; the answer is MOSDPGPush with the object in
+//!   chunks of at most `osd_recovery_max_chunk` bytes (more MOSDPGPull follow for later chunks); applied
+//!   locally (a multi-chunk object goes to a temp object that is renamed over the target at the end, as Ceph
+//!   does); once durable: [`RecoveryEvent::Recovered`] for the primary;
+//! * replicas miss it → MOSDPGPush chunk by chunk, each acknowledged with MOSDPGPushReply after the replica's
+//!   transaction is durable; after the last chunk: `Recovered` for that replica;
+//! * the newest log entry is a delete → the primary removes its copy, replicas get MOSDPGRecoveryDelete and
+//!   answer MOSDPGRecoveryDeleteReply once the removal is durable.
+//!
+//! Replica (and pull source): [`Recovery::handle_message`] applies pushes and recovery deletes, answers after
+//! durability ([`Recovery::on_durable`]), and answers pulls from its own store. MRecoveryReserve requests from
+//! a primary are granted at once (no local reservation slots on the replica side yet).
+//!
+//! The store primitives (build a `PushOp` from an object, apply one, remove, scan in hobject order) are the
+//! `pub(crate)` functions at the end; backfill uses them too.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+use bytes::{Bytes, BytesMut};
+use ceph_msgs::CephMessage;
+use ceph_msgs::osd_rep::{
+    MOSDPGPull, MOSDPGPush, MOSDPGPushReply, MOSDPGRecoveryDelete, MOSDPGRecoveryDeleteReply,
+    MRecoveryReserve, recovery_reserve, rep_msg,
+};
+use denc::{Decode, Decoder, Eversion, HObject, PgShard, ShardId, SpgId};
+use ferrostore::{Device, Op, Store, StoreError, Transaction};
+use osd_types::object_info::ObjectInfo;
+use osd_types::pg_missing::PgMissing;
+use osd_types::recovery::{ObjectRecoveryInfo, ObjectRecoveryProgress, PullOp, PushOp, PushReplyOp};
+use osd_types::snapset::{IntervalSet, SnapSet};
+
+use crate::{CoreError, RecoveryCtx, RecoveryEvent};
+
+/// `osd_recovery_max_omap_entries_per_chunk` (8096).
+pub const MAX_OMAP_ENTRIES_PER_CHUNK: usize = 8096;
+/// `osd_push_per_object_cost` (1000): the fixed part of a push's queue cost.
+const PUSH_PER_OBJECT_COST: u64 = 1000;
+/// `object_info_t`'s attribute (`OI_ATTR`) and the SnapSet's (`SS_ATTR`).
+const OI_ATTR: &[u8] = b"_";
+const SS_ATTR: &[u8] = b"snapset";
+
+/// Recovery and backfill counters of one PG, for `pg_stat_t` (degraded/misplaced/unfound object counts,
+/// `num_objects_recovered`, `num_bytes_recovered`, `num_keys_recovered`) and for tests of the throttles.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Progress {
+    /// Object copies still missing on acting OSDs (recovery not finished for them), Ceph's
+    /// `num_objects_degraded` without the undersized part (the core adds `(size - acting) * objects`).
+    pub objects_degraded: u64,
+    /// Objects a backfill target does not hold yet (`num_objects_misplaced`), summed over targets.
+    pub objects_misplaced: u64,
+    /// Objects missing on the primary that no up OSD could provide (`num_objects_unfound`).
+    pub objects_unfound: u64,
+    /// Objects recovered or backfilled so far (per object and target).
+    pub objects_recovered: u64,
+    pub bytes_recovered: u64,
+    pub keys_recovered: u64,
+    /// Objects in flight now, and the most ever in flight at once (the throttle's high-water mark).
+    pub ops_in_flight: u64,
+    pub max_ops_in_flight: u64,
+}
+
+impl Progress {
+    /// Sum of two PGs' (or recovery's and backfill's) counters; the high-water mark is the larger one.
+    pub fn add(&mut self, o: &Progress) {
+        self.objects_degraded += o.objects_degraded;
+        self.objects_misplaced += o.objects_misplaced;
+        self.objects_unfound += o.objects_unfound;
+        self.objects_recovered += o.objects_recovered;
+        self.bytes_recovered += o.bytes_recovered;
+        self.keys_recovered += o.keys_recovered;
+        self.ops_in_flight += o.ops_in_flight;
+        self.max_ops_in_flight = self.max_ops_in_flight.max(o.max_ops_in_flight);
+    }
+}
+
+/// One push to one peer: what is being sent and how far the last sent chunk got.
+#[derive(Debug, Clone)]
+pub(crate) struct PushState {
+    pub(crate) info: ObjectRecoveryInfo,
+    /// `after_progress` of the last chunk sent (`data_complete` once the last chunk is out).
+    pub(crate) progress: ObjectRecoveryProgress,
+}
+
+/// A pull from one source.
+#[derive(Debug, Clone)]
+struct PullState {
+    from: i32,
+    info: ObjectRecoveryInfo,
+}
+
+/// One object being recovered.
+#[derive(Debug, Clone)]
+struct Obj {
+    need: Eversion,
+    /// The newest log entry deletes it.
+    delete: bool,
+    /// The primary lacks it (pull first).
+    primary_missing: bool,
+    /// Replicas that lack it (push, or recovery-delete, once the primary has it).
+    peers: BTreeSet<i32>,
+    started: bool,
+    pull: Option<PullState>,
+    /// Sources that could not provide it.
+    tried: BTreeSet<i32>,
+    /// The local transaction that completes the primary's copy (pull or delete), until durable.
+    local_seq: Option<u64>,
+    pushes: BTreeMap<i32, PushState>,
+    deletes: BTreeSet<i32>,
+}
+
+/// A message to send once a local transaction is durable (replica answers), and what it recovered.
+#[derive(Debug)]
+struct Deferred {
+    seq: u64,
+    to: i32,
+    msg: ceph_msgs::Message,
+    recovered: Vec<(HObject, Eversion)>,
+}
+
+/// Answers the replica side sends after durability (shared with backfill).
+#[derive(Debug, Default)]
+pub(crate) struct Replies {
+    pending: VecDeque<Deferred>,
+}
+
+impl Replies {
+    fn push(&mut self, d: Deferred) {
+        self.pending.push_back(d);
+    }
+    /// Everything waiting for transactions up to `seq` (ferrostore acknowledges in order).
+    pub(crate) fn on_durable(&mut self, seq: u64, out: &mut Vec<RecoveryEvent>, whoami: i32) {
+        while self.pending.front().is_some_and(|d| d.seq <= seq) {
+            let Some(d) = self.pending.pop_front() else { break };
+            for (oid, version) in d.recovered {
+                out.push(RecoveryEvent::Recovered {
+                    osd: whoami,
+                    oid,
+                    version,
+                });
+            }
+            out.push(RecoveryEvent::Send { to: d.to, msg: d.msg });
+        }
+    }
+}
+
+/// Recovery state of one PG (primary or replica side).
+#[derive(Debug)]
+pub struct Recovery {
+    spgid: SpgId,
+    /// `same_interval_since` when recovery started; work from another interval is dropped.
+    interval: u32,
+    objs: BTreeMap<HObject, Obj>,
+    /// Objects not started yet, in need-version order.
+    queue: BTreeSet<(Eversion, HObject)>,
+    /// Objects a client op waits for: started before the queue.
+    front: VecDeque<HObject>,
+    active: BTreeSet<HObject>,
+    /// Missing sets as peering gave them (pull sources must not be missing the object).
+    missing: BTreeMap<i32, PgMissing>,
+    unfound: BTreeSet<HObject>,
+    replies: Replies,
+    progress: Progress,
+}
+
+impl Recovery {
+    pub fn new(spgid: SpgId) -> Self {
+        Recovery {
+            spgid,
+            interval: 0,
+            objs: BTreeMap::new(),
+            queue: BTreeSet::new(),
+            front: VecDeque::new(),
+            active: BTreeSet::new(),
+            missing: BTreeMap::new(),
+            unfound: BTreeSet::new(),
+            replies: Replies::default(),
+            progress: Progress::default(),
+        }
+    }
+
+    /// The PG this state belongs to.
+    pub fn spgid(&self) -> SpgId {
+        self.spgid
+    }
+
+    /// Peering's `Output::StartRecovery` on the primary: the objects each OSD (the primary included) misses.
+    /// Replaces any recovery in progress (peering only restarts recovery in a new interval).
+    pub fn start<D: Device>(&mut self, ctx: &mut RecoveryCtx<'_, D>, missing: BTreeMap<i32, PgMissing>) {
+        self.reset();
+        self.interval = ctx.same_interval_since;
+        for (osd, m) in &missing {
+            for (oid, item) in &m.missing {
+                let o = self.objs.entry(oid.clone()).or_insert_with(|| Obj {
+                    need: item.need,
+                    delete: item.is_delete(),
+                    primary_missing: false,
+                    peers: BTreeSet::new(),
+                    started: false,
+                    pull: None,
+                    tried: BTreeSet::new(),
+                    local_seq: None,
+                    pushes: BTreeMap::new(),
+                    deletes: BTreeSet::new(),
+                });
+                if item.need > o.need {
+                    o.need = item.need;
+                    o.delete = item.is_delete();
+                }
+                if *osd == ctx.whoami {
+                    o.primary_missing = true;
+                } else {
+                    o.peers.insert(*osd);
+                }
+            }
+        }
+        for (oid, o) in &self.objs {
+            self.queue.insert((o.need, oid.clone()));
+        }
+        self.missing = missing;
+        self.kick(ctx);
+    }
+
+    /// A recovery message for this PG from `osd.<from>`: MOSDPGPush, MOSDPGPushReply, MOSDPGPull,
+    /// MOSDPGRecoveryDelete(+Reply), MRecoveryReserve. Malformed input is an error (the core logs and drops it);
+    /// messages of an older interval are ignored.
+    pub fn handle_message<D: Device>(
+        &mut self,
+        ctx: &mut RecoveryCtx<'_, D>,
+        from: i32,
+        msg: &ceph_msgs::Message,
+    ) -> Result<(), CoreError> {
+        let dec_err = |e: ceph_msgs::MsgError| CoreError::Decode {
+            from,
+            msg_type: msg.msg_type,
+            err: e.to_string(),
+        };
+        match msg.msg_type {
+            rep_msg::PG_PUSH => {
+                let m = MOSDPGPush::from_message(msg).map_err(dec_err)?;
+                if m.min_epoch < ctx.same_interval_since {
+                    return Ok(());
+                }
+                for pop in m.pushes {
+                    let is_pull_reply = self
+                        .objs
+                        .get(&pop.soid)
+                        .and_then(|o| o.pull.as_ref())
+                        .is_some_and(|p| p.from == from);
+                    if is_pull_reply && self.interval == ctx.same_interval_since {
+                        self.pull_response(ctx, from, pop)?;
+                    } else {
+                        handle_replica_push(ctx, &mut self.replies, from, &pop)?;
+                    }
+                }
+            }
+            rep_msg::PG_PUSH_REPLY => {
+                let m = MOSDPGPushReply::from_message(msg).map_err(dec_err)?;
+                if m.min_epoch < ctx.same_interval_since || self.interval != ctx.same_interval_since {
+                    return Ok(());
+                }
+                for r in m.replies {
+                    self.push_reply(ctx, from, &r.soid)?;
+                }
+            }
+            rep_msg::PG_PULL => {
+                let m = MOSDPGPull::from_message(msg).map_err(dec_err)?;
+                if m.min_epoch < ctx.same_interval_since {
+                    return Ok(());
+                }
+                let mut pushes = Vec::new();
+                for pull in &m.pulls {
+                    pushes.push(answer_pull(ctx, pull)?);
+                }
+                send_pushes(ctx, from, pushes);
+            }
+            rep_msg::PG_RECOVERY_DELETE => {
+                let m = MOSDPGRecoveryDelete::from_message(msg).map_err(dec_err)?;
+                if m.min_epoch < ctx.same_interval_since {
+                    return Ok(());
+                }
+                let mut txn = Transaction::new();
+                let cid = pg::keys::collection_id(&ctx.spgid);
+                let mut recovered = Vec::new();
+                for (oid, v) in &m.objects {
+                    let key = pg::keys::object_key(oid, &ctx.spgid);
+                    if ctx.store.exists(&cid, &key)? {
+                        txn.push(Op::Remove {
+                            cid: cid.clone(),
+                            oid: key,
+                        });
+                    }
+                    if ctx.peering.missing().is_missing(oid) {
+                        recovered.push((oid.clone(), *v));
+                    }
+                }
+                let reply = MOSDPGRecoveryDeleteReply {
+                    from: PgShard::new(ctx.whoami, ctx.spgid.shard),
+                    pgid: SpgId::new(ctx.spgid.pgid, ShardId::NO_SHARD),
+                    map_epoch: ctx.epoch,
+                    min_epoch: m.min_epoch,
+                    objects: m.objects.clone(),
+                }
+                .to_message(ctx.cfg.peer_features);
+                let seq = queue(ctx, &txn)?;
+                self.replies.push(Deferred {
+                    seq,
+                    to: from,
+                    msg: reply,
+                    recovered,
+                });
+            }
+            rep_msg::PG_RECOVERY_DELETE_REPLY => {
+                let m = MOSDPGRecoveryDeleteReply::from_message(msg).map_err(dec_err)?;
+                if m.min_epoch < ctx.same_interval_since || self.interval != ctx.same_interval_since {
+                    return Ok(());
+                }
+                for (oid, _) in &m.objects {
+                    let Some(o) = self.objs.get_mut(oid) else { continue };
+                    if o.deletes.remove(&from) {
+                        o.peers.remove(&from);
+                        ctx.out.push(RecoveryEvent::Recovered {
+                            osd: from,
+                            oid: oid.clone(),
+                            version: o.need,
+                        });
+                        self.progress.objects_recovered += 1;
+                        self.maybe_finish(oid);
+                    }
+                }
+                self.kick(ctx);
+            }
+            rep_msg::RECOVERY_RESERVE => {
+                let m = MRecoveryReserve::from_message(msg).map_err(dec_err)?;
+                if m.reserve_type == recovery_reserve::REQUEST {
+                    let grant = MRecoveryReserve {
+                        pgid: m.pgid,
+                        query_epoch: m.query_epoch,
+                        reserve_type: recovery_reserve::GRANT,
+                        priority: m.priority,
+                    };
+                    ctx.out.push(RecoveryEvent::Send {
+                        to: from,
+                        msg: grant.to_message(ctx.cfg.peer_features),
+                    });
+                }
+            }
+            t => {
+                ctx.out.push(RecoveryEvent::Log(format!(
+                    "pg {}: recovery ignores message type {t} from osd.{from}",
+                    self.spgid
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Store transaction `seq` (and all before it) is durable.
+    pub fn on_durable<D: Device>(&mut self, ctx: &mut RecoveryCtx<'_, D>, seq: u64) {
+        self.replies.on_durable(seq, ctx.out, ctx.whoami);
+        if self.interval != ctx.same_interval_since {
+            return;
+        }
+        let done: Vec<HObject> = self
+            .objs
+            .iter()
+            .filter(|(_, o)| o.local_seq.is_some_and(|s| s <= seq))
+            .map(|(k, _)| k.clone())
+            .collect();
+        for oid in done {
+            if let Err(e) = self.local_recovered(ctx, &oid) {
+                ctx.out.push(RecoveryEvent::Log(format!(
+                    "pg {}: recovery of {oid} after the local copy: {e}",
+                    self.spgid
+                )));
+            }
+        }
+        self.kick(ctx);
+    }
+
+    /// Continue work (called after every input that may have freed throttle slots, and on ticks).
+    pub fn tick<D: Device>(&mut self, ctx: &mut RecoveryCtx<'_, D>) {
+        self.kick(ctx);
+    }
+
+    /// A client op waits for `oid` (missing on the primary or degraded on a replica): recover it next.
+    pub fn prioritize(&mut self, oid: &HObject) {
+        if self.objs.get(oid).is_some_and(|o| !o.started) && !self.front.contains(oid) {
+            self.front.push_back(oid.clone());
+        }
+    }
+
+    /// A new interval (or the PG stops): drop everything in flight; peering starts recovery again. Answers a
+    /// replica still owes (pushes being made durable) are kept: they are harmless to an old primary.
+    pub fn reset(&mut self) {
+        self.objs.clear();
+        self.queue.clear();
+        self.front.clear();
+        self.active.clear();
+        self.missing.clear();
+        self.unfound.clear();
+        self.progress.ops_in_flight = 0;
+    }
+
+    /// Whether recovery work is pending or in flight (on the primary).
+    pub fn is_active(&self) -> bool {
+        !self.objs.is_empty()
+    }
+
+    /// Whether the primary lacks `oid` (reads and writes of it must wait for [`RecoveryEvent::Recovered`]).
+    pub fn is_missing_on_primary(&self, oid: &HObject) -> bool {
+        self.objs.get(oid).is_some_and(|o| o.primary_missing)
+    }
+
+    /// Whether some acting replica lacks `oid` or it is being pushed (writes to it wait, as Ceph's
+    /// `is_degraded_or_backfilling_object`).
+    pub fn is_degraded(&self, oid: &HObject) -> bool {
+        self.objs.contains_key(oid)
+    }
+
+    /// Counters for pg_stat.
+    pub fn progress(&self) -> Progress {
+        let mut p = self.progress;
+        p.objects_degraded = self
+            .objs
+            .values()
+            .map(|o| o.peers.len() as u64 + u64::from(o.primary_missing))
+            .sum();
+        p.objects_unfound = self.unfound.len() as u64;
+        p.ops_in_flight = self.active.len() as u64;
+        p
+    }
+
+    // ---- primary side ----
+
+    fn kick<D: Device>(&mut self, ctx: &mut RecoveryCtx<'_, D>) {
+        if self.interval != ctx.same_interval_since {
+            return;
+        }
+        let max = (ctx.cfg.osd_recovery_max_active as usize).max(1);
+        while self.active.len() < max {
+            let next = loop {
+                match self.front.pop_front() {
+                    Some(oid) => {
+                        if self.objs.get(&oid).is_some_and(|o| !o.started) {
+                            break Some(oid);
+                        }
+                    }
+                    None => break None,
+                }
+            };
+            let next = next.or_else(|| {
+                self.queue
+                    .iter()
+                    .find(|(_, oid)| self.objs.get(oid).is_some_and(|o| !o.started))
+                    .map(|(_, oid)| oid.clone())
+            });
+            let Some(oid) = next else { break };
+            if let Some(o) = self.objs.get(&oid) {
+                self.queue.remove(&(o.need, oid.clone()));
+            }
+            if let Err(e) = self.start_object(ctx, &oid) {
+                ctx.out.push(RecoveryEvent::Log(format!(
+                    "pg {}: recovery of {oid} failed to start: {e}",
+                    self.spgid
+                )));
+                // keep it out of the way; a new interval retries it
+                self.active.remove(&oid);
+                self.unfound.insert(oid);
+            }
+        }
+        self.progress.max_ops_in_flight = self.progress.max_ops_in_flight.max(self.active.len() as u64);
+    }
+
+    fn start_object<D: Device>(
+        &mut self,
+        ctx: &mut RecoveryCtx<'_, D>,
+        oid: &HObject,
+    ) -> Result<(), CoreError> {
+        let Some(o) = self.objs.get_mut(oid) else {
+            return Ok(());
+        };
+        o.started = true;
+        self.active.insert(oid.clone());
+        if !o.primary_missing {
+            return self.start_pushes(ctx, oid);
+        }
+        if o.delete {
+            let seq = remove_local(ctx, oid)?;
+            match seq {
+                Some(seq) => {
+                    o.local_seq = Some(seq);
+                    ctx.out.push(RecoveryEvent::WaitDurable(seq));
+                    Ok(())
+                }
+                None => self.local_recovered(ctx, oid),
+            }
+        } else {
+            self.send_pull(ctx, oid)
+        }
+    }
+
+    /// Pick an up OSD that holds `oid` and ask it for the first chunk.
+    fn send_pull<D: Device>(&mut self, ctx: &mut RecoveryCtx<'_, D>, oid: &HObject) -> Result<(), CoreError> {
+        let Some(o) = self.objs.get_mut(oid) else {
+            return Ok(());
+        };
+        let Some(from) = pull_source(ctx, &self.missing, oid, &o.tried) else {
+            ctx.out.push(RecoveryEvent::Log(format!(
+                "pg {}: {oid} {} is unfound (no up OSD has it)",
+                self.spgid, o.need
+            )));
+            o.started = false;
+            self.active.remove(oid);
+            self.unfound.insert(oid.clone());
+            return Ok(());
+        };
+        let mut copy_subset = IntervalSet::new();
+        copy_subset.insert(0, u64::MAX);
+        let have = self
+            .missing
+            .get(&ctx.whoami)
+            .and_then(|m| m.missing.get(oid))
+            .map(|i| i.have)
+            .unwrap_or_default();
+        let info = ObjectRecoveryInfo {
+            soid: oid.clone(),
+            version: o.need,
+            // unknown until the source answers (Ceph's `(uint64_t)-1`)
+            size: u64::MAX,
+            copy_subset,
+            object_exist: have != Eversion::default(),
+            ..Default::default()
+        };
+        o.pull = Some(PullState {
+            from,
+            info: info.clone(),
+        });
+        let pull = PullOp {
+            soid: oid.clone(),
+            recovery_info: info,
+            recovery_progress: ObjectRecoveryProgress::default(),
+        };
+        send_pulls(ctx, from, vec![pull]);
+        Ok(())
+    }
+
+    /// A chunk the primary pulled.
+    fn pull_response<D: Device>(
+        &mut self,
+        ctx: &mut RecoveryCtx<'_, D>,
+        from: i32,
+        pop: PushOp,
+    ) -> Result<(), CoreError> {
+        let oid = pop.soid.clone();
+        let Some(o) = self.objs.get_mut(&oid) else {
+            return Ok(());
+        };
+        if pop.version == Eversion::default() || pop.version < o.need {
+            // the source does not have it (a blank push) or has an older copy: try another one
+            o.tried.insert(from);
+            o.pull = None;
+            return self.send_pull(ctx, &oid);
+        }
+        let Some(pull) = o.pull.as_mut() else {
+            return Ok(());
+        };
+        if pull.info.size == u64::MAX {
+            pull.info.size = pop.recovery_info.size;
+            pull.info.copy_subset = pop.recovery_info.copy_subset.clone();
+            pull.info.oi = pop.recovery_info.oi.clone();
+            pull.info.ss = pop.recovery_info.ss.clone();
+        }
+        let interval = ctx.same_interval_since;
+        let seq = apply_push(ctx.store, &ctx.spgid, interval, &pop)?;
+        self.progress.bytes_recovered += pop.data.len() as u64;
+        self.progress.keys_recovered += pop.omap_entries.len() as u64;
+        if pop.after_progress.data_complete {
+            o.pull = None;
+            o.local_seq = Some(seq);
+            ctx.out.push(RecoveryEvent::WaitDurable(seq));
+        } else {
+            let next = PullOp {
+                soid: oid,
+                recovery_info: pull.info.clone(),
+                recovery_progress: pop.after_progress.clone(),
+            };
+            send_pulls(ctx, from, vec![next]);
+        }
+        Ok(())
+    }
+
+    /// The primary's copy is complete and durable: report it, then serve the replicas.
+    fn local_recovered<D: Device>(
+        &mut self,
+        ctx: &mut RecoveryCtx<'_, D>,
+        oid: &HObject,
+    ) -> Result<(), CoreError> {
+        let Some(o) = self.objs.get_mut(oid) else {
+            return Ok(());
+        };
+        o.local_seq = None;
+        o.primary_missing = false;
+        ctx.out.push(RecoveryEvent::Recovered {
+            osd: ctx.whoami,
+            oid: oid.clone(),
+            version: o.need,
+        });
+        self.progress.objects_recovered += 1;
+        self.start_pushes(ctx, oid)
+    }
+
+    fn start_pushes<D: Device>(
+        &mut self,
+        ctx: &mut RecoveryCtx<'_, D>,
+        oid: &HObject,
+    ) -> Result<(), CoreError> {
+        let Some(o) = self.objs.get_mut(oid) else {
+            return Ok(());
+        };
+        let peers: Vec<i32> = o.peers.iter().copied().collect();
+        if o.delete {
+            for p in peers {
+                o.deletes.insert(p);
+                let m = MOSDPGRecoveryDelete {
+                    from: PgShard::new(ctx.whoami, ctx.spgid.shard),
+                    pgid: SpgId::new(ctx.spgid.pgid, ShardId::NO_SHARD),
+                    map_epoch: ctx.epoch,
+                    min_epoch: ctx.same_interval_since,
+                    cost: PUSH_PER_OBJECT_COST,
+                    objects: vec![(oid.clone(), o.need)],
+                };
+                ctx.out.push(RecoveryEvent::Send {
+                    to: p,
+                    msg: m.to_message(ctx.cfg.peer_features),
+                });
+            }
+        } else if !peers.is_empty() {
+            let info = local_push_info(ctx.store, &ctx.spgid, oid)?;
+            if info.version < o.need {
+                return Err(CoreError::Other(format!(
+                    "local copy of {oid} is {} but {} is needed",
+                    info.version, o.need
+                )));
+            }
+            for p in peers {
+                let pop = build_push_op(
+                    ctx.store,
+                    &ctx.spgid,
+                    &info,
+                    &ObjectRecoveryProgress::default(),
+                    ctx.cfg.osd_recovery_max_chunk,
+                )?;
+                self.progress.bytes_recovered += pop.data.len() as u64;
+                self.progress.keys_recovered += pop.omap_entries.len() as u64;
+                o.pushes.insert(
+                    p,
+                    PushState {
+                        info: pop.recovery_info.clone(),
+                        progress: pop.after_progress.clone(),
+                    },
+                );
+                send_pushes(ctx, p, vec![pop]);
+            }
+        }
+        self.maybe_finish(oid);
+        Ok(())
+    }
+
+    fn push_reply<D: Device>(
+        &mut self,
+        ctx: &mut RecoveryCtx<'_, D>,
+        from: i32,
+        oid: &HObject,
+    ) -> Result<(), CoreError> {
+        let Some(o) = self.objs.get_mut(oid) else {
+            return Ok(());
+        };
+        let Some(ps) = o.pushes.get_mut(&from) else {
+            return Ok(());
+        };
+        if ps.progress.data_complete {
+            o.pushes.remove(&from);
+            o.peers.remove(&from);
+            ctx.out.push(RecoveryEvent::Recovered {
+                osd: from,
+                oid: oid.clone(),
+                version: o.need,
+            });
+            self.progress.objects_recovered += 1;
+            self.maybe_finish(oid);
+            self.kick(ctx);
+            return Ok(());
+        }
+        let pop = build_push_op(
+            ctx.store,
+            &ctx.spgid,
+            &ps.info,
+            &ps.progress,
+            ctx.cfg.osd_recovery_max_chunk,
+        )?;
+        self.progress.bytes_recovered += pop.data.len() as u64;
+        self.progress.keys_recovered += pop.omap_entries.len() as u64;
+        ps.progress = pop.after_progress.clone();
+        send_pushes(ctx, from, vec![pop]);
+        Ok(())
+    }
+
+    fn maybe_finish(&mut self, oid: &HObject) {
+        let done = self.objs.get(oid).is_some_and(|o| {
+            o.started && !o.primary_missing && o.local_seq.is_none() && o.pull.is_none() && o.peers.is_empty()
+        });
+        if done {
+            self.objs.remove(oid);
+            self.active.remove(oid);
+        }
+    }
+}
+
+// ---- message helpers ----
+
+fn my_shard(ctx_whoami: i32, spgid: &SpgId) -> PgShard {
+    PgShard::new(ctx_whoami, spgid.shard)
+}
+
+pub(crate) fn send_pushes<D: Device>(ctx: &mut RecoveryCtx<'_, D>, to: i32, pushes: Vec<PushOp>) {
+    if pushes.is_empty() {
+        return;
+    }
+    let cost = pushes
+        .iter()
+        .map(|p| p.data.len() as u64 + PUSH_PER_OBJECT_COST)
+        .sum();
+    let m = MOSDPGPush {
+        from: my_shard(ctx.whoami, &ctx.spgid),
+        pgid: SpgId::new(ctx.spgid.pgid, ShardId::NO_SHARD),
+        map_epoch: ctx.epoch,
+        min_epoch: ctx.same_interval_since,
+        pushes,
+        cost,
+        is_repair: false,
+    };
+    ctx.out.push(RecoveryEvent::Send {
+        to,
+        msg: m.to_message(ctx.cfg.peer_features),
+    });
+}
+
+fn send_pulls<D: Device>(ctx: &mut RecoveryCtx<'_, D>, to: i32, pulls: Vec<PullOp>) {
+    let m = MOSDPGPull {
+        from: my_shard(ctx.whoami, &ctx.spgid),
+        pgid: SpgId::new(ctx.spgid.pgid, ShardId::NO_SHARD),
+        map_epoch: ctx.epoch,
+        min_epoch: ctx.same_interval_since,
+        cost: PUSH_PER_OBJECT_COST * pulls.len() as u64,
+        pulls,
+    };
+    ctx.out.push(RecoveryEvent::Send {
+        to,
+        msg: m.to_message(ctx.cfg.peer_features),
+    });
+}
+
+fn queue<D: Device>(ctx: &mut RecoveryCtx<'_, D>, txn: &Transaction) -> Result<u64, CoreError> {
+    let seq = ctx.store.queue_transaction(txn)?;
+    ctx.out.push(RecoveryEvent::WaitDurable(seq));
+    Ok(seq)
+}
+
+/// An up OSD (acting, up, or a peer peering reported a missing set for) that is not a backfill target, not
+/// `tried`, and not missing `oid`.
+fn pull_source<D: Device>(
+    ctx: &RecoveryCtx<'_, D>,
+    missing: &BTreeMap<i32, PgMissing>,
+    oid: &HObject,
+    tried: &BTreeSet<i32>,
+) -> Option<i32> {
+    let map = ctx.peering.last_map()?;
+    let mut candidates: BTreeSet<i32> = map.acting.iter().chain(map.up.iter()).copied().collect();
+    candidates.extend(missing.keys().copied());
+    let backfill = ctx.peering.backfill_targets();
+    candidates.into_iter().find(|&o| {
+        o != ctx.whoami
+            && o >= 0
+            && map.is_up(o)
+            && !backfill.contains(&o)
+            && !tried.contains(&o)
+            && !missing.get(&o).is_some_and(|m| m.is_missing(oid))
+    })
+}
+
+/// The replica side of a push (recovery or backfill): apply the chunk, answer MOSDPGPushReply once durable,
+/// and report the object recovered when it completes something peering had in our missing set.
+pub(crate) fn handle_replica_push<D: Device>(
+    ctx: &mut RecoveryCtx<'_, D>,
+    replies: &mut Replies,
+    from: i32,
+    pop: &PushOp,
+) -> Result<(), CoreError> {
+    let seq = apply_push(ctx.store, &ctx.spgid, ctx.same_interval_since, pop)?;
+    ctx.out.push(RecoveryEvent::WaitDurable(seq));
+    let reply = MOSDPGPushReply {
+        from: my_shard(ctx.whoami, &ctx.spgid),
+        pgid: SpgId::new(ctx.spgid.pgid, ShardId::NO_SHARD),
+        map_epoch: ctx.epoch,
+        min_epoch: ctx.same_interval_since,
+        replies: vec![PushReplyOp {
+            soid: pop.soid.clone(),
+        }],
+        cost: PUSH_PER_OBJECT_COST,
+    }
+    .to_message(ctx.cfg.peer_features);
+    let recovered = if pop.after_progress.data_complete && ctx.peering.missing().is_missing(&pop.soid) {
+        vec![(pop.soid.clone(), pop.version)]
+    } else {
+        Vec::new()
+    };
+    replies.push(Deferred {
+        seq,
+        to: from,
+        msg: reply,
+        recovered,
+    });
+    Ok(())
+}
+
+/// A pull source's answer: the next chunk of the object, or a blank push when it does not have the version
+/// asked for (the puller then tries another source).
+fn answer_pull<D: Device>(ctx: &mut RecoveryCtx<'_, D>, pull: &PullOp) -> Result<PushOp, CoreError> {
+    let blank = PushOp {
+        soid: pull.soid.clone(),
+        ..Default::default()
+    };
+    let mut info = pull.recovery_info.clone();
+    let progress = &pull.recovery_progress;
+    let cid = pg::keys::collection_id(&ctx.spgid);
+    let key = pg::keys::object_key(&pull.soid, &ctx.spgid);
+    let st = match ctx.store.stat(&cid, &key) {
+        Ok(st) => st,
+        Err(StoreError::NotFound) => return Ok(blank),
+        Err(e) => return Err(e.into()),
+    };
+    if progress.first && info.size == u64::MAX {
+        info.size = st.size;
+        info.copy_subset = intersect(&info.copy_subset, &range_set(0, st.size));
+    }
+    match object_version(ctx.store, &ctx.spgid, &pull.soid)? {
+        Some(v) if v == info.version => {}
+        _ => return Ok(blank),
+    }
+    build_push_op(
+        ctx.store,
+        &ctx.spgid,
+        &info,
+        progress,
+        ctx.cfg.osd_recovery_max_chunk,
+    )
+}
+
+fn remove_local<D: Device>(ctx: &mut RecoveryCtx<'_, D>, oid: &HObject) -> Result<Option<u64>, CoreError> {
+    Ok(remove_objects(ctx.store, &ctx.spgid, std::slice::from_ref(oid))?)
+}
+
+// ---- store primitives (shared with backfill) ----
+
+fn range_set(off: u64, len: u64) -> IntervalSet {
+    let mut s = IntervalSet::new();
+    if len > 0 {
+        s.insert(off, len);
+    }
+    s
+}
+
+fn range_end(s: &IntervalSet) -> u64 {
+    s.iter().map(|(o, l)| o.saturating_add(*l)).max().unwrap_or(0)
+}
+
+/// The intersection of two interval sets.
+fn intersect(a: &IntervalSet, b: &IntervalSet) -> IntervalSet {
+    let mut out = IntervalSet::new();
+    for (&ao, &al) in a {
+        let ae = ao.saturating_add(al);
+        for (&bo, &bl) in b {
+            let be = bo.saturating_add(bl);
+            let s = ao.max(bo);
+            let e = ae.min(be);
+            if s < e {
+                out.insert(s, e - s);
+            }
+        }
+    }
+    out
+}
+
+/// Ceph's `span_of`: at most `len` bytes of `s`, starting at offset `start`.
+fn span_of(s: &IntervalSet, start: u64, mut len: u64) -> IntervalSet {
+    let mut out = IntervalSet::new();
+    for (&o, &l) in s {
+        if len == 0 {
+            break;
+        }
+        let e = o.saturating_add(l);
+        if e <= start {
+            continue;
+        }
+        let b = o.max(start);
+        let take = (e - b).min(len);
+        out.insert(b, take);
+        len -= take;
+    }
+    out
+}
+
+/// The version in an object's `object_info_t` (`None` when the object or its `_` attribute is absent).
+pub(crate) fn object_version<D: Device>(
+    store: &mut Store<D>,
+    spgid: &SpgId,
+    oid: &HObject,
+) -> Result<Option<Eversion>, CoreError> {
+    let cid = pg::keys::collection_id(spgid);
+    let key = pg::keys::object_key(oid, spgid);
+    match store.getattr(&cid, &key, OI_ATTR) {
+        Ok(b) => {
+            let oi =
+                ObjectInfo::decode_all(b).map_err(|e| CoreError::Other(format!("{oid}: bad _ attr: {e}")))?;
+            Ok(Some(oi.version))
+        }
+        Err(StoreError::NotFound | StoreError::NoData) => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// What the primary pushes of its own copy of `oid`: version, size and `object_info_t` from the `_` attribute,
+/// the SnapSet from `snapset`, the whole object as the copy subset.
+pub(crate) fn local_push_info<D: Device>(
+    store: &mut Store<D>,
+    spgid: &SpgId,
+    oid: &HObject,
+) -> Result<ObjectRecoveryInfo, CoreError> {
+    let cid = pg::keys::collection_id(spgid);
+    let key = pg::keys::object_key(oid, spgid);
+    let st = store.stat(&cid, &key)?;
+    let oi = match store.getattr(&cid, &key, OI_ATTR) {
+        Ok(b) => {
+            ObjectInfo::decode_all(b).map_err(|e| CoreError::Other(format!("{oid}: bad _ attr: {e}")))?
+        }
+        Err(StoreError::NoData) => return Err(CoreError::Other(format!("{oid}: no object_info_t"))),
+        Err(e) => return Err(e.into()),
+    };
+    let ss = match store.getattr(&cid, &key, SS_ATTR) {
+        Ok(b) => SnapSet::decode_all(b).unwrap_or_default(),
+        Err(_) => SnapSet::default(),
+    };
+    Ok(ObjectRecoveryInfo {
+        soid: oid.clone(),
+        version: oi.version,
+        size: st.size,
+        copy_subset: range_set(0, st.size),
+        oi,
+        ss,
+        clone_subset: BTreeMap::new(),
+        // replaced whole on the receiver (remove + recreate), so nothing of an older copy survives
+        object_exist: false,
+    })
+}
+
+/// Ceph's `build_push_op`: the next chunk of `info.soid` from `progress`: on the first chunk the attributes and
+/// omap header; then omap entries from `omap_recovered_to` and data (only the mapped extents, as fiemap says)
+/// up to `max_chunk` bytes in all.
+pub(crate) fn build_push_op<D: Device>(
+    store: &mut Store<D>,
+    spgid: &SpgId,
+    info: &ObjectRecoveryInfo,
+    progress: &ObjectRecoveryProgress,
+    max_chunk: u64,
+) -> Result<PushOp, CoreError> {
+    let cid = pg::keys::collection_id(spgid);
+    let key = pg::keys::object_key(&info.soid, spgid);
+    let mut info = info.clone();
+    let mut op = PushOp {
+        soid: info.soid.clone(),
+        version: info.version,
+        before_progress: progress.clone(),
+        ..Default::default()
+    };
+    let mut new = progress.clone();
+    let mut available = max_chunk.max(1);
+    if progress.first {
+        op.omap_header = store.omap_get_header(&cid, &key)?;
+        op.attrset = store.getattrs(&cid, &key)?.into_iter().collect();
+        if let Some(b) = op.attrset.get(OI_ATTR) {
+            let oi = ObjectInfo::decode_all(b.clone())
+                .map_err(|e| CoreError::Other(format!("{}: bad _ attr: {e}", info.soid)))?;
+            if oi.version != info.version {
+                return Err(CoreError::Other(format!(
+                    "push of {} {} but the local copy is {}",
+                    info.soid, info.version, oi.version
+                )));
+            }
+            info.oi = oi;
+        }
+        new.first = false;
+    }
+    if !progress.omap_complete {
+        let mut start = progress.omap_recovered_to.as_bytes().to_vec();
+        let mut complete = false;
+        'omap: loop {
+            let batch = store.omap_iterate(&cid, &key, &start, 256)?;
+            if batch.is_empty() {
+                complete = true;
+                break;
+            }
+            for (k, v) in &batch {
+                let sz = (k.len() + v.len()) as u64;
+                if op.omap_entries.len() >= MAX_OMAP_ENTRIES_PER_CHUNK
+                    || (!op.omap_entries.is_empty() && available <= sz)
+                {
+                    new.omap_recovered_to = String::from_utf8_lossy(k).into_owned();
+                    break 'omap;
+                }
+                available = available.saturating_sub(sz);
+                op.omap_entries.insert(k.clone(), v.clone());
+            }
+            let Some((last, _)) = batch.last() else { break };
+            start = last.to_vec();
+            start.push(0);
+        }
+        if complete {
+            new.omap_complete = true;
+            new.omap_recovered_to = String::new();
+        }
+    }
+    if available > 0 && new.omap_complete {
+        let end = range_end(&info.copy_subset);
+        let mapped: IntervalSet = if end > 0 {
+            store.fiemap(&cid, &key, 0, end)?.into_iter().collect()
+        } else {
+            IntervalSet::new()
+        };
+        let copy = intersect(&info.copy_subset, &mapped);
+        op.data_included = span_of(&copy, progress.data_recovered_to, available);
+        let included_end = range_end(&op.data_included);
+        new.data_recovered_to = if op.data_included.is_empty() || included_end == range_end(&copy) {
+            end
+        } else {
+            included_end
+        };
+        let total: u64 = op.data_included.values().sum();
+        let mut data = BytesMut::with_capacity(total as usize);
+        for (&o, &l) in &op.data_included {
+            let b = store.read(&cid, &key, o, l)?;
+            if b.len() as u64 != l {
+                return Err(CoreError::Other(format!(
+                    "{}: short read at {o}+{l} ({} bytes)",
+                    info.soid,
+                    b.len()
+                )));
+            }
+            data.extend_from_slice(&b);
+        }
+        op.data = data.freeze();
+    }
+    if new.omap_complete && new.data_recovered_to >= range_end(&info.copy_subset) {
+        new.data_complete = true;
+    }
+    op.recovery_info = info;
+    op.after_progress = new;
+    Ok(op)
+}
+
+/// The temp object a multi-chunk push is assembled in (`get_temp_recovery_object`).
+pub(crate) fn temp_recovery_object(
+    spgid: &SpgId,
+    soid: &HObject,
+    version: Eversion,
+    interval: u32,
+) -> HObject {
+    soid.make_temp_hobject(format!(
+        "temp_recovering_{}_{}_{}_{}",
+        spgid, version, interval, soid.snap
+    ))
+}
+
+/// Ceph's `submit_push_data` as one ferrostore transaction: the first chunk recreates the target (the object
+/// itself if the push is a single chunk, else a temp object) with the pushed size, omap header and attributes;
+/// every chunk writes its data extents and omap entries; the last chunk of a multi-chunk push renames the temp
+/// object over the object.
+pub(crate) fn apply_push<D: Device>(
+    store: &mut Store<D>,
+    spgid: &SpgId,
+    interval: u32,
+    pop: &PushOp,
+) -> Result<u64, CoreError> {
+    let cid = pg::keys::collection_id(spgid);
+    let first = pop.before_progress.first;
+    let complete = pop.after_progress.data_complete;
+    let info = &pop.recovery_info;
+    let target = if first && complete {
+        pop.soid.clone()
+    } else {
+        temp_recovery_object(spgid, &pop.soid, pop.version, interval)
+    };
+    let tkey = pg::keys::object_key(&target, spgid);
+    let total: u64 = pop.data_included.values().sum();
+    if total != pop.data.len() as u64 {
+        return Err(CoreError::Other(format!(
+            "push of {}: {} data bytes for extents of {total}",
+            pop.soid,
+            pop.data.len()
+        )));
+    }
+    let mut txn = Transaction::new();
+    if first {
+        if store.exists(&cid, &tkey)? {
+            txn.push(Op::Remove {
+                cid: cid.clone(),
+                oid: tkey.clone(),
+            });
+        }
+        txn.push(Op::Touch {
+            cid: cid.clone(),
+            oid: tkey.clone(),
+        });
+        txn.push(Op::Truncate {
+            cid: cid.clone(),
+            oid: tkey.clone(),
+            size: info.size,
+        });
+        if !pop.omap_header.is_empty() {
+            txn.push(Op::OmapSetHeader {
+                cid: cid.clone(),
+                oid: tkey.clone(),
+                header: pop.omap_header.clone(),
+            });
+        }
+    } else if !store.exists(&cid, &tkey)? {
+        return Err(CoreError::Other(format!(
+            "push of {}: a later chunk without its first",
+            pop.soid
+        )));
+    }
+    let mut off = 0usize;
+    for (&o, &l) in &pop.data_included {
+        let end = off + l as usize;
+        let data: Bytes = pop.data.slice(off..end);
+        off = end;
+        txn.push(Op::Write {
+            cid: cid.clone(),
+            oid: tkey.clone(),
+            offset: o,
+            data,
+        });
+    }
+    if !pop.omap_entries.is_empty() {
+        txn.push(Op::OmapSetKeys {
+            cid: cid.clone(),
+            oid: tkey.clone(),
+            kvs: pop
+                .omap_entries
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+        });
+    }
+    if !pop.attrset.is_empty() {
+        txn.push(Op::SetAttrs {
+            cid: cid.clone(),
+            oid: tkey.clone(),
+            attrs: pop.attrset.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+        });
+    }
+    if complete && !first {
+        let okey = pg::keys::object_key(&pop.soid, spgid);
+        if store.exists(&cid, &okey)? {
+            txn.push(Op::Remove {
+                cid: cid.clone(),
+                oid: okey.clone(),
+            });
+        }
+        txn.push(Op::Rename {
+            cid: cid.clone(),
+            oid: tkey,
+            new_cid: cid,
+            new_oid: okey,
+        });
+    }
+    Ok(store.queue_transaction(&txn)?)
+}
+
+/// Remove the objects that exist (recovery delete, backfill remove); `None` when none did.
+pub(crate) fn remove_objects<D: Device>(
+    store: &mut Store<D>,
+    spgid: &SpgId,
+    oids: &[HObject],
+) -> Result<Option<u64>, StoreError> {
+    let cid = pg::keys::collection_id(spgid);
+    let mut txn = Transaction::new();
+    for oid in oids {
+        let key = pg::keys::object_key(oid, spgid);
+        if store.exists(&cid, &key)? {
+            txn.push(Op::Remove {
+                cid: cid.clone(),
+                oid: key,
+            });
+        }
+    }
+    if txn.is_empty() {
+        return Ok(None);
+    }
+    store.queue_transaction(&txn).map(Some)
+}
+
+/// Up to `max` objects of the PG from `begin` (inclusive; `None`: from the start) in hobject order with
+/// their versions (pgmeta and temp objects skipped), and where the next scan starts (`max_value` at the end).
+pub(crate) fn scan_range<D: Device>(
+    store: &mut Store<D>,
+    spgid: &SpgId,
+    begin: &HObject,
+    max: usize,
+) -> Result<(BTreeMap<HObject, Eversion>, HObject), CoreError> {
+    let cid = pg::keys::collection_id(spgid);
+    let mut from = if begin.is_min() {
+        Vec::new()
+    } else {
+        pg::keys::ghobject(begin, spgid).to_sort_key()
+    };
+    let mut out = BTreeMap::new();
+    let max = max.max(1);
+    loop {
+        let batch = store.list_objects(&cid, &from, None, max + 1)?;
+        if batch.is_empty() {
+            return Ok((out, HObject::max_value()));
+        }
+        for k in &batch {
+            let Some(g) = pg::keys::from_key(k) else { continue };
+            if g.is_pgmeta() || g.hobj.is_temp() {
+                continue;
+            }
+            if out.len() == max {
+                return Ok((out, g.hobj));
+            }
+            let v = object_version(store, spgid, &g.hobj)?.unwrap_or_default();
+            out.insert(g.hobj, v);
+        }
+        let Some(last) = batch.last() else { break };
+        from = last.name.to_vec();
+        from.push(0);
+    }
+    Ok((out, HObject::max_value()))
+}
+
+/// The first object strictly after `after` (`None`: the first object), with its version.
+pub(crate) fn next_object<D: Device>(
+    store: &mut Store<D>,
+    spgid: &SpgId,
+    after: Option<&HObject>,
+) -> Result<Option<(HObject, Eversion)>, CoreError> {
+    let cid = pg::keys::collection_id(spgid);
+    let mut from = match after {
+        Some(h) => {
+            let mut k = pg::keys::ghobject(h, spgid).to_sort_key();
+            k.push(0);
+            k
+        }
+        None => Vec::new(),
+    };
+    loop {
+        let batch = store.list_objects(&cid, &from, None, 16)?;
+        if batch.is_empty() {
+            return Ok(None);
+        }
+        for k in &batch {
+            let Some(g) = pg::keys::from_key(k) else { continue };
+            if g.is_pgmeta() || g.hobj.is_temp() || after.is_some_and(|a| g.hobj <= *a) {
+                continue;
+            }
+            let v = object_version(store, spgid, &g.hobj)?.unwrap_or_default();
+            return Ok(Some((g.hobj, v)));
+        }
+        let Some(last) = batch.last() else { return Ok(None) };
+        from = last.name.to_vec();
+        from.push(0);
+    }
+}
+
+/// Number of objects in the PG (pgmeta and temp objects not counted).
+pub(crate) fn count_objects<D: Device>(store: &mut Store<D>, spgid: &SpgId) -> Result<u64, CoreError> {
+    let cid = pg::keys::collection_id(spgid);
+    let mut from = Vec::new();
+    let mut n = 0u64;
+    loop {
+        let batch = store.list_objects(&cid, &from, None, 1024)?;
+        if batch.is_empty() {
+            return Ok(n);
+        }
+        for k in &batch {
+            if let Some(g) = pg::keys::from_key(k)
+                && !g.is_pgmeta()
+                && !g.hobj.is_temp()
+            {
+                n += 1;
+            }
+        }
+        let Some(last) = batch.last() else { return Ok(n) };
+        from = last.name.to_vec();
+        from.push(0);
+    }
+}
+
+/// Decode a `map<hobject_t, eversion_t>` (a backfill scan digest) from a message's data segment.
+pub(crate) fn decode_digest(data: &Bytes) -> Result<BTreeMap<HObject, Eversion>, denc::DecodeError> {
+    let mut d = Decoder::new(data.clone());
+    BTreeMap::<HObject, Eversion>::decode(&mut d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn span_and_intersect() {
+        let mut s = IntervalSet::new();
+        s.insert(0, 10);
+        s.insert(20, 10);
+        let a = span_of(&s, 5, 10);
+        assert_eq!(a.into_iter().collect::<Vec<_>>(), vec![(5, 5), (20, 5)]);
+        let b = intersect(&s, &range_set(8, 15));
+        assert_eq!(b.into_iter().collect::<Vec<_>>(), vec![(8, 2), (20, 3)]);
+        assert_eq!(range_end(&s), 30);
+        let mut all = IntervalSet::new();
+        all.insert(0, u64::MAX);
+        assert_eq!(
+            intersect(&all, &range_set(0, 7)).into_iter().collect::<Vec<_>>(),
+            vec![(0, 7)]
+        );
+    }
+}

@@ -1,0 +1,184 @@
+// SPDX-License-Identifier: LGPL-3.0-or-later
+//! Primary-copy replication on the wire: routing peer messages to their PG, MOSDRepOp / MOSDRepOpReply
+//! construction, and the primary's bookkeeping of writes waiting for replicas (Ceph's RepGather).
+
+use std::collections::BTreeSet;
+
+use bytes::Bytes;
+use ceph_msgs::CephMessage;
+use ceph_msgs::osd_rep::{
+    self, CEPH_OSD_FLAG_ONDISK, MOSDPGBackfill, MOSDPGBackfillRemove, MOSDPGPull, MOSDPGPush,
+    MOSDPGPushReply, MOSDPGRecoveryDelete, MOSDPGRecoveryDeleteReply, MOSDPGScan, MOSDPGTrim,
+    MOSDPGUpdateLogMissing, MOSDPGUpdateLogMissingReply, MOSDRepOp, MOSDRepOpReply, TraceInfo, rep_msg,
+};
+use denc::{Decoder, Eversion, HObject, OsdReqId, PgShard, ShardId, SpgId};
+use osd_types::pg_log::PgLogEntry;
+use osd_types::pg_stat::PgStat;
+use osd_types::transaction::Transaction;
+
+/// The PG a peer message is about (see [`crate::route_peer_message`]).
+pub(crate) fn route(m: &ceph_msgs::Message) -> Option<SpgId> {
+    match m.msg_type {
+        // MOSDRepOp and MOSDRepOpReply start alike: map_epoch, min_epoch, trace, reqid, pgid. Reading only that
+        // prefix keeps routing from decoding the transaction.
+        rep_msg::REPOP | rep_msg::REPOPREPLY => {
+            let mut d = Decoder::new(m.front.clone());
+            d.skip(4 + 4 + 24).ok()?;
+            let _: OsdReqId = d.decode().ok()?;
+            d.decode::<SpgId>().ok()
+        }
+        rep_msg::PG_NOTIFY2
+        | rep_msg::PG_QUERY2
+        | rep_msg::PG_INFO2
+        | rep_msg::PG_LOG
+        | rep_msg::PG_LEASE
+        | rep_msg::PG_LEASE_ACK => peering::PeerMsg::from_message(m)
+            .ok()
+            .flatten()
+            .map(|p| p.spgid()),
+        rep_msg::PG_PUSH => MOSDPGPush::from_message(m).ok().map(|x| x.pgid),
+        rep_msg::PG_PULL => MOSDPGPull::from_message(m).ok().map(|x| x.pgid),
+        rep_msg::PG_PUSH_REPLY => MOSDPGPushReply::from_message(m).ok().map(|x| x.pgid),
+        rep_msg::PG_SCAN => MOSDPGScan::from_message(m).ok().map(|x| x.pgid),
+        rep_msg::PG_BACKFILL => MOSDPGBackfill::from_message(m).ok().map(|x| x.pgid),
+        rep_msg::PG_BACKFILL_REMOVE => MOSDPGBackfillRemove::from_message(m).ok().map(|x| x.pgid),
+        rep_msg::PG_RECOVERY_DELETE => MOSDPGRecoveryDelete::from_message(m).ok().map(|x| x.pgid),
+        rep_msg::PG_RECOVERY_DELETE_REPLY => MOSDPGRecoveryDeleteReply::from_message(m).ok().map(|x| x.pgid),
+        rep_msg::PG_UPDATE_LOG_MISSING => MOSDPGUpdateLogMissing::from_message(m).ok().map(|x| x.pgid),
+        rep_msg::PG_UPDATE_LOG_MISSING_REPLY => {
+            MOSDPGUpdateLogMissingReply::from_message(m).ok().map(|x| x.pgid)
+        }
+        rep_msg::PG_TRIM => MOSDPGTrim::from_message(m).ok().map(|x| x.pgid),
+        _ => None,
+    }
+}
+
+/// The `map_epoch` a MOSDRepOp/MOSDRepOpReply starts with.
+pub(crate) fn epoch_prefix(m: &ceph_msgs::Message) -> Option<u32> {
+    Decoder::new(m.front.clone()).u32().ok()
+}
+
+/// Which module handles a peer message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    RepOp,
+    RepOpReply,
+    Peering,
+    Recovery,
+    Backfill,
+    Trim,
+    Other,
+}
+
+pub(crate) fn kind(msg_type: u16) -> Kind {
+    match msg_type {
+        rep_msg::REPOP => Kind::RepOp,
+        rep_msg::REPOPREPLY => Kind::RepOpReply,
+        rep_msg::PG_NOTIFY2
+        | rep_msg::PG_QUERY2
+        | rep_msg::PG_INFO2
+        | rep_msg::PG_LOG
+        | rep_msg::PG_LEASE
+        | rep_msg::PG_LEASE_ACK => Kind::Peering,
+        rep_msg::PG_PUSH
+        | rep_msg::PG_PULL
+        | rep_msg::PG_PUSH_REPLY
+        | rep_msg::PG_RECOVERY_DELETE
+        | rep_msg::PG_RECOVERY_DELETE_REPLY => Kind::Recovery,
+        rep_msg::PG_SCAN | rep_msg::PG_BACKFILL | rep_msg::PG_BACKFILL_REMOVE => Kind::Backfill,
+        rep_msg::PG_TRIM => Kind::Trim,
+        _ => Kind::Other,
+    }
+}
+
+/// One replicated write as the op engine produced it (the pg crate's repop output, adapted in `glue`).
+#[derive(Debug, Clone)]
+pub(crate) struct RepOpData {
+    pub reqid: OsdReqId,
+    pub oid: HObject,
+    pub at_version: Eversion,
+    /// The Ceph ObjectStore::Transaction, shared with every replica's message (no payload copy).
+    pub txn: Transaction,
+    pub log_entries: Vec<PgLogEntry>,
+    pub trim_to: Eversion,
+}
+
+/// A write waiting for replicas (Ceph's RepGather): the client reply leaves when `waiting_on` is empty (the
+/// local commit is the op engine's own hold).
+#[derive(Debug)]
+pub(crate) struct RepGather {
+    pub id: u64,
+    pub data: RepOpData,
+    /// Acting replicas that have not answered ONDISK yet.
+    pub waiting_on: BTreeSet<i32>,
+}
+
+/// Build the MOSDRepOp for one replica.
+pub(crate) fn build_repop(
+    d: &RepOpData,
+    spgid: SpgId,
+    whoami: i32,
+    epoch: u32,
+    min_epoch: u32,
+    min_last_complete_ondisk: Eversion,
+    features: u64,
+) -> ceph_msgs::Message {
+    let mut m = MOSDRepOp {
+        map_epoch: epoch,
+        min_epoch,
+        trace: TraceInfo::default(),
+        reqid: d.reqid,
+        pgid: spgid,
+        poid: d.oid.clone(),
+        acks_wanted: CEPH_OSD_FLAG_ONDISK,
+        version: d.at_version,
+        logbl: Bytes::new(),
+        pg_stats: PgStat::default(),
+        pg_trim_to: d.trim_to,
+        new_temp_oid: HObject::default(),
+        discard_temp_oid: HObject::default(),
+        from: PgShard::new(whoami, ShardId::NO_SHARD),
+        updated_hit_set_history: None,
+        min_last_complete_ondisk,
+        op_t: d.txn.clone(),
+    };
+    m.set_log_entries(&d.log_entries);
+    m.to_message(features)
+}
+
+/// The replica's ONDISK answer.
+pub(crate) fn build_reply(
+    req: &MOSDRepOp,
+    whoami: i32,
+    epoch: u32,
+    min_epoch: u32,
+    last_complete_ondisk: Eversion,
+    result: i32,
+    features: u64,
+) -> ceph_msgs::Message {
+    MOSDRepOpReply {
+        map_epoch: epoch,
+        min_epoch,
+        trace: TraceInfo::default(),
+        reqid: req.reqid,
+        pgid: req.pgid,
+        ack_type: CEPH_OSD_FLAG_ONDISK,
+        result,
+        last_complete_ondisk,
+        from: PgShard::new(whoami, ShardId::NO_SHARD),
+    }
+    .to_message(features)
+}
+
+/// Decode a MOSDRepOp (errors become log lines, never panics).
+pub(crate) fn decode_repop(m: &ceph_msgs::Message) -> Result<MOSDRepOp, String> {
+    MOSDRepOp::from_message(m).map_err(|e| e.to_string())
+}
+
+pub(crate) fn decode_repop_reply(m: &ceph_msgs::Message) -> Result<MOSDRepOpReply, String> {
+    MOSDRepOpReply::from_message(m).map_err(|e| e.to_string())
+}
+
+pub(crate) fn decode_trim(m: &ceph_msgs::Message) -> Result<MOSDPGTrim, String> {
+    osd_rep::MOSDPGTrim::from_message(m).map_err(|e| e.to_string())
+}

@@ -1,0 +1,279 @@
+// SPDX-License-Identifier: LGPL-3.0-or-later
+//! The shard's input handlers: maps (PG placement and life cycle), client ops, peer messages, store events,
+//! timers.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use denc::{SpgId, Utime};
+use ferrostore::Device;
+use osd_types::pg_info::PgInfo;
+use osdmap::OsdMap;
+use peering::{MapView, PoolView};
+
+use crate::pgstate::{Cx, PgState};
+use crate::{ClientOp, MAX_WAITING_FOR_MAP, OsdShard, Output, glue, repl, shard_of};
+
+/// The map-wide part of every PG's [`MapView`] (computed once per epoch).
+struct Base {
+    up_thru: BTreeMap<i32, u32>,
+    up_osds: BTreeSet<i32>,
+}
+
+fn base(m: &OsdMap) -> Base {
+    let mut up_thru = BTreeMap::new();
+    let mut up_osds = BTreeSet::new();
+    for o in 0..m.max_osd.max(0) {
+        if !m.exists(o) {
+            continue;
+        }
+        if let Some(i) = m.osd_info.get(o as usize) {
+            up_thru.insert(o, i.up_thru);
+        }
+        if m.is_up(o) {
+            up_osds.insert(o);
+        }
+    }
+    Base { up_thru, up_osds }
+}
+
+macro_rules! cx {
+    ($s:ident) => {
+        Cx {
+            cfg: &$s.cfg,
+            store: &mut $s.store,
+            out: &mut $s.outputs,
+            now: $s.now,
+            wall: $s.wall,
+            epoch: $s.map.as_ref().map_or(0, |m| m.epoch),
+            errors: &mut $s.errors,
+        }
+    };
+}
+
+impl<D: Device> OsdShard<D> {
+    pub(crate) fn handle_map(&mut self, m: Arc<OsdMap>) {
+        if m.epoch <= self.epoch() {
+            return; // a duplicate or an older epoch
+        }
+        self.map = Some(m.clone());
+        let b = base(&m);
+        let me = self.cfg.whoami;
+        // PGs of deleted pools stop (their data stays on the store until PG removal exists)
+        let gone: Vec<SpgId> = self
+            .pgs
+            .keys()
+            .filter(|s| !m.pools.contains_key(&(s.pgid.pool as i64)))
+            .copied()
+            .collect();
+        for s in gone {
+            self.pgs.remove(&s);
+            self.log(format!("pg {s}: pool deleted at epoch {}; PG closed", m.epoch));
+        }
+        for (&pid, pool) in &m.pools {
+            if !pool.is_replicated() {
+                continue; // erasure-coded pools are not served (no EC backend)
+            }
+            let info = glue::pool_info(&m, pid, pool);
+            for seed in 0..pool.pg_num {
+                let spgid = glue::spgid(pid, seed);
+                if shard_of(&spgid, self.cfg.shards) != self.cfg.shard as usize {
+                    continue;
+                }
+                let held = self.pgs.contains_key(&spgid);
+                let on_disk = self.on_disk.contains(&spgid);
+                let Ok(ua) = m.pg_to_up_acting_osds(spgid.pgid) else {
+                    continue;
+                };
+                let placed = ua.up.contains(&me) || ua.acting.contains(&me);
+                // a PG on disk is loaded even if the map does not place it here (a stray that may hold the only
+                // copy of some writes answers the primary's queries)
+                if !held && !placed && !on_disk {
+                    continue;
+                }
+                if !held && !self.open_pg(spgid, &info, m.epoch, ua.acting_primary == me) {
+                    continue;
+                }
+                let view = MapView {
+                    epoch: m.epoch,
+                    pool: PoolView {
+                        size: u32::from(pool.size),
+                        min_size: u32::from(pool.min_size),
+                    },
+                    up: ua.up.clone(),
+                    up_primary: ua.up_primary,
+                    acting: ua.acting.clone(),
+                    acting_primary: ua.acting_primary,
+                    up_thru: b.up_thru.clone(),
+                    up_osds: b.up_osds.clone(),
+                };
+                let mut cx = cx!(self);
+                if let Some(p) = self.pgs.get_mut(&spgid) {
+                    p.advance(&mut cx, view, info.clone(), pool.last_force_op_resend);
+                }
+            }
+        }
+        // ops that waited for this map
+        let n = self.waiting_for_map.len();
+        for _ in 0..n {
+            let Some(op) = self.waiting_for_map.pop_front() else {
+                break;
+            };
+            self.handle_client_op(op);
+        }
+        // peer messages that waited for this map
+        let n = self.peer_waiting_for_map.len();
+        for _ in 0..n {
+            let Some((from, msg)) = self.peer_waiting_for_map.pop_front() else {
+                break;
+            };
+            self.handle_peer(from, msg);
+        }
+    }
+
+    /// Load (found on the store) or create a PG. Returns whether it is now held.
+    fn open_pg(&mut self, spgid: SpgId, info: &pg::PoolInfo, epoch: u32, primary: bool) -> bool {
+        let mut p = pg::Pg::new(spgid, info.clone(), self.cfg.pg.clone());
+        let exists =
+            self.on_disk.contains(&spgid) || self.store.collection_exists(p.collection()).unwrap_or(false);
+        if exists {
+            if let Err(e) = p.load(&mut self.store) {
+                self.error(format!("pg {spgid}: loading: {e}"));
+                return false;
+            }
+            let d = glue::load_peering(&mut self.store, &p, spgid);
+            let peering = peering::Pg::new(
+                self.cfg.whoami,
+                spgid,
+                d.info,
+                d.log,
+                d.missing,
+                d.past_intervals,
+                self.cfg.peering,
+            );
+            self.on_disk.remove(&spgid);
+            self.pgs
+                .insert(spgid, PgState::new(spgid, p, peering, epoch, false));
+        } else {
+            match p.create(&mut self.store, epoch) {
+                Ok(seq) => {
+                    let peering = peering::Pg::new(
+                        self.cfg.whoami,
+                        spgid,
+                        PgInfo {
+                            pgid: spgid.pgid,
+                            ..PgInfo::default()
+                        },
+                        Default::default(),
+                        Default::default(),
+                        osd_types::past_intervals::PastIntervals::new_compact(),
+                        self.cfg.peering,
+                    );
+                    let mut st = PgState::new(spgid, p, peering, epoch, primary);
+                    st.note_seq(seq);
+                    self.pgs.insert(spgid, st);
+                }
+                Err(e) => {
+                    self.error(format!("pg {spgid}: creating: {e}"));
+                    return false;
+                }
+            }
+        }
+        true
+    }
+
+    pub(crate) fn handle_client_op(&mut self, op: Box<ClientOp>) {
+        if op.msg.osdmap_epoch > self.epoch() {
+            // the client has a newer map: wait for it (Ceph's waiting_for_map)
+            if self.waiting_for_map.len() >= MAX_WAITING_FOR_MAP {
+                self.waiting_for_map.pop_front();
+            }
+            self.waiting_for_map.push_back(op);
+            return;
+        }
+        let spgid = op.msg.pgid;
+        let mut cx = cx!(self);
+        match self.pgs.get_mut(&spgid) {
+            Some(p) => p.client_op(&mut cx, op),
+            None => {
+                // not a PG of ours at an epoch the client shares with us: Ceph drops it (the client resends
+                // when its map sends it elsewhere)
+                self.outputs.push_back(Output::Misdirected {
+                    conn: op.conn,
+                    msg: Box::new(op.msg),
+                });
+            }
+        }
+    }
+
+    pub(crate) fn handle_client_reset(&mut self, conn: pg::ConnId) {
+        let mut cx = cx!(self);
+        for p in self.pgs.values_mut() {
+            p.client_reset(&mut cx, conn);
+        }
+    }
+
+    pub(crate) fn handle_peer(&mut self, from: i32, msg: ceph_msgs::Message) {
+        let Some(spgid) = repl::route(&msg) else {
+            self.peer_msgs_dropped += 1;
+            self.log(format!(
+                "dropping message type {} from osd.{from}: not about a PG or malformed",
+                msg.msg_type
+            ));
+            return;
+        };
+        // a replicated write from a newer epoch waits for our map (its interval may not have started here)
+        if msg.msg_type == ceph_msgs::osd_rep::rep_msg::REPOP
+            && let Some(e) = repl::epoch_prefix(&msg)
+            && e > self.epoch()
+        {
+            if self.peer_waiting_for_map.len() >= MAX_WAITING_FOR_MAP {
+                self.peer_waiting_for_map.pop_front();
+            }
+            self.peer_waiting_for_map.push_back((from, msg));
+            return;
+        }
+        let mut cx = cx!(self);
+        let Some(p) = self.pgs.get_mut(&spgid) else {
+            self.peer_msgs_dropped += 1;
+            self.log(format!(
+                "dropping message type {} from osd.{from} for pg {spgid}: not held here",
+                msg.msg_type
+            ));
+            return;
+        };
+        let t = msg.msg_type;
+        if let Err(e) = p.peer(&mut cx, from, msg) {
+            self.peer_msgs_dropped += 1;
+            self.log(format!(
+                "pg {spgid}: dropping message type {t} from osd.{from}: {e}"
+            ));
+        }
+    }
+
+    pub(crate) fn handle_peer_reset(&mut self, osd: i32) {
+        let mut cx = cx!(self);
+        for p in self.pgs.values_mut() {
+            p.peer_reset(&mut cx, osd);
+        }
+    }
+
+    pub(crate) fn handle_durable(&mut self, seq: u64) {
+        let mut cx = cx!(self);
+        for p in self.pgs.values_mut() {
+            p.on_durable(&mut cx, seq);
+        }
+    }
+
+    pub(crate) fn handle_tick(&mut self) {
+        let mut cx = cx!(self);
+        for p in self.pgs.values_mut() {
+            p.tick(&mut cx);
+        }
+    }
+
+    /// The wall clock as last given (for tests and reports).
+    pub fn wall(&self) -> Utime {
+        self.wall
+    }
+}
