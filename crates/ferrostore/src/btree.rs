@@ -54,6 +54,16 @@ impl Node {
             10 + self.keys[i].len()
         }
     }
+    /// Heap bytes this node holds in memory (approximate: allocations rounded to 16 bytes plus malloc's header).
+    pub fn heap_bytes(&self) -> usize {
+        let alloc = |n: usize| if n == 0 { 0 } else { (n + 8).div_ceil(16) * 16 };
+        std::mem::size_of::<Node>()
+            + alloc(self.keys.capacity() * 24)
+            + alloc(self.vals.capacity() * 24)
+            + alloc(self.kids.capacity() * std::mem::size_of::<Ptr>())
+            + self.keys.iter().map(|k| alloc(k.capacity())).sum::<usize>()
+            + self.vals.iter().map(|v| alloc(v.capacity())).sum::<usize>()
+    }
     fn recompute(&mut self) {
         self.bytes = HEADER + (0..self.keys.len()).map(|i| self.entry_size(i)).sum::<usize>();
     }
@@ -156,10 +166,13 @@ pub struct Tree {
     root: Ptr,
     dirty: Vec<Option<Rc<Node>>>,
     free_ids: Vec<u32>,
-    cache: HashMap<u64, (Rc<Node>, u64)>,
+    cache: HashMap<u64, (Rc<Node>, u64, usize)>,
     lru: BTreeMap<u64, u64>,
     tick: u64,
     cache_cap: usize,
+    /// Byte budget of the clean cache (heap bytes of the decoded nodes) and what it holds now.
+    cache_cap_bytes: usize,
+    cache_bytes: usize,
     /// Disk nodes replaced since the last checkpoint: free once the next checkpoint is durable.
     pub superseded: Vec<u64>,
     pub stats: TreeStats,
@@ -181,6 +194,8 @@ impl Tree {
             lru: BTreeMap::new(),
             tick: 0,
             cache_cap: cache_cap.max(8),
+            cache_cap_bytes: usize::MAX,
+            cache_bytes: 0,
             superseded: Vec::new(),
             stats: TreeStats::default(),
         }
@@ -204,6 +219,23 @@ impl Tree {
 
     pub fn cached_nodes(&self) -> usize {
         self.cache.len()
+    }
+
+    /// Bound the clean cache by heap bytes too (whichever of the two limits is reached first evicts).
+    pub fn set_cache_bytes(&mut self, bytes: usize) {
+        self.cache_cap_bytes = bytes.max(8 * 2 * crate::format::BLOCK);
+        self.evict();
+    }
+
+    /// Heap bytes held by clean cached nodes (maintained incrementally).
+    pub fn cached_bytes(&self) -> usize {
+        self.cache_bytes
+    }
+
+    /// Heap bytes held by cached and dirty nodes (walks them all: for reports, not the hot path).
+    pub fn memory_bytes(&self) -> usize {
+        self.cache.values().map(|(_, _, b)| *b).sum::<usize>()
+            + self.dirty.iter().flatten().map(|n| n.heap_bytes()).sum::<usize>()
     }
 
     fn alloc_mem(&mut self, n: Node) -> u32 {
@@ -241,7 +273,7 @@ impl Tree {
             Ptr::Mem(id) => Ok(self.mem(id).clone()),
             Ptr::Disk(b) => {
                 self.tick += 1;
-                if let Some((n, t)) = self.cache.get_mut(&b) {
+                if let Some((n, t, _)) = self.cache.get_mut(&b) {
                     self.stats.cache_hits += 1;
                     self.lru.remove(t);
                     *t = self.tick;
@@ -259,15 +291,27 @@ impl Tree {
 
     fn insert_clean(&mut self, b: u64, n: Rc<Node>) {
         self.tick += 1;
-        if let Some((_, t)) = self.cache.insert(b, (n, self.tick)) {
+        // Per-entry bookkeeping (map slot, LRU entry) on top of the node's own allocations.
+        let bytes = n.heap_bytes() + 96;
+        self.cache_bytes += bytes;
+        if let Some((_, t, old)) = self.cache.insert(b, (n, self.tick, bytes)) {
             self.lru.remove(&t);
+            self.cache_bytes -= old;
         }
         self.lru.insert(self.tick, b);
-        while self.cache.len() > self.cache_cap {
+        self.evict();
+    }
+
+    /// Drop least recently used clean nodes until both limits hold. Clean nodes are on disk, so eviction never
+    /// affects correctness; a node in use by a caller stays alive through its `Rc` until dropped.
+    fn evict(&mut self) {
+        while self.cache.len() > self.cache_cap || self.cache_bytes > self.cache_cap_bytes {
             let Some((_, victim)) = self.lru.pop_first() else {
                 break;
             };
-            self.cache.remove(&victim);
+            if let Some((_, _, b)) = self.cache.remove(&victim) {
+                self.cache_bytes -= b;
+            }
         }
     }
 
@@ -276,8 +320,9 @@ impl Tree {
             Ptr::Mem(id) => Ok(id),
             Ptr::Disk(b) => {
                 let n = self.node(io, p)?;
-                if let Some((_, t)) = self.cache.remove(&b) {
+                if let Some((_, t, bytes)) = self.cache.remove(&b) {
                     self.lru.remove(&t);
+                    self.cache_bytes -= bytes;
                 }
                 self.superseded.push(b);
                 Ok(self.alloc_mem((*n).clone()))

@@ -67,12 +67,16 @@ impl Drop for AlignedBuf {
 
 /// Recycles read buffers: a 4 MiB read would otherwise pay for a fresh mmap, its zeroing and its page faults.
 /// Bounded (`POOL_MAX_BYTES`); `Mutex` only because `Bytes` owners must be `Send` (never contended: one shard).
-#[derive(Clone, Default)]
-struct BufPool(Arc<Mutex<HashMap<usize, Vec<AlignedBuf>>>>);
+#[derive(Clone)]
+struct BufPool(Arc<Mutex<HashMap<usize, Vec<AlignedBuf>>>>, usize);
 
-const POOL_MAX_BYTES: usize = 64 << 20;
+/// Default `UringOptions::read_pool_bytes`.
+pub const DEFAULT_READ_POOL_BYTES: usize = 16 << 20;
 
 impl BufPool {
+    fn new(max_bytes: usize) -> Self {
+        BufPool(Arc::default(), max_bytes)
+    }
     fn get(&self, len: usize) -> AlignedBuf {
         let reused = self
             .0
@@ -84,7 +88,7 @@ impl BufPool {
     fn put(&self, b: AlignedBuf) {
         if let Ok(mut m) = self.0.lock() {
             let held: usize = m.iter().map(|(l, v)| l * v.len()).sum();
-            if held + b.len <= POOL_MAX_BYTES {
+            if held + b.len <= self.1 {
                 m.entry(b.len).or_default().push(b);
             }
         }
@@ -135,6 +139,8 @@ pub struct UringOptions {
     pub queue_depth: u32,
     /// Write with RWF_DSYNC (FUA on NVMe) instead of issuing fdatasync flushes (the default).
     pub dsync_writes: bool,
+    /// Bytes of idle read buffers kept for reuse (part of the shard's memory budget).
+    pub read_pool_bytes: usize,
 }
 
 impl Default for UringOptions {
@@ -142,6 +148,7 @@ impl Default for UringOptions {
         UringOptions {
             queue_depth: 512,
             dsync_writes: false,
+            read_pool_bytes: DEFAULT_READ_POOL_BYTES,
         }
     }
 }
@@ -203,7 +210,7 @@ impl UringDevice {
             stats: DeviceStats::default(),
             opts,
             logical_block: lbs,
-            pool: BufPool::default(),
+            pool: BufPool::new(opts.read_pool_bytes),
         })
     }
 

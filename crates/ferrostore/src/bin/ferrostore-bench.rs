@@ -27,6 +27,12 @@ struct Args {
     log_align: u64,
     only: Option<String>,
     no_fio: bool,
+    /// `--mem N`: write N GiB of 4K objects with the production StoreConfig and report RSS as it goes.
+    mem_gib: Option<u64>,
+    /// Write size of `--mem` (default 4K); `--mem-unaligned` passes payloads at an odd address (as network
+    /// buffers arrive), which takes the bounce-buffer path.
+    mem_bs: u64,
+    mem_unaligned: bool,
 }
 
 fn parse_size(s: &str) -> Res<u64> {
@@ -50,6 +56,9 @@ fn parse_args() -> Res<Args> {
         log_align: 512,
         only: None,
         no_fio: false,
+        mem_gib: None,
+        mem_bs: 4096,
+        mem_unaligned: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(k) = it.next() {
@@ -63,6 +72,9 @@ fn parse_args() -> Res<Args> {
             "--only" => a.only = Some(val()?),
             "--log-align" => a.log_align = parse_size(&val()?)?,
             "--no-fio" => a.no_fio = true,
+            "--mem-bs" => a.mem_bs = parse_size(&val()?)?,
+            "--mem-unaligned" => a.mem_unaligned = true,
+            "--mem" => a.mem_gib = Some(val()?.parse().map_err(|e| format!("--mem: {e}"))?),
             "-h" | "--help" => {
                 println!(
                     "ferrostore-bench [--path FILE] [--size 2G] [--runtime 5] [--loop] [--durability flush|dsync] [--only NAME]"
@@ -97,6 +109,19 @@ fn pct(sorted: &[u64], p: f64) -> f64 {
         return 0.0;
     }
     sorted[((sorted.len() as f64 - 1.0) * p) as usize] as f64 / 1000.0
+}
+
+fn rss_mib() -> f64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|v| v.parse::<f64>().ok())
+        })
+        .unwrap_or(0.0)
+        / 1024.0
 }
 
 // ------------------------------------------------------------------ fio
@@ -470,6 +495,103 @@ fn omap(kind: u8, qd: usize) -> Runner {
     })
 }
 
+/// Memory bound check: `gib` GiB of 4K writes to new objects at QD16 (then the same objects overwritten when the
+/// device is half full), with `StoreConfig::default()` as ferro-osd mounts it; prints RSS every 1/16 of the way.
+fn mem_run(a: &Args, gib: u64) -> Res<()> {
+    let opts = UringOptions {
+        dsync_writes: a.dsync,
+        ..Default::default()
+    };
+    let dev =
+        UringDevice::open(&a.path, None, opts).map_err(|e| format!("open {}: {e}", a.path.display()))?;
+    let dev = mkfs(dev, &MkfsOptions::default()).map_err(|e| e.to_string())?;
+    let mut s = Store::mount(dev, 0, StoreConfig::default()).map_err(|e| e.to_string())?;
+    let mut t = Transaction::new();
+    t.push(Op::CreateCollection { cid: coll(), bits: 0 });
+    s.commit(&t).map_err(|e| e.to_string())?;
+    let bs = a.mem_bs.max(4096);
+    let data = if a.mem_unaligned {
+        let mut v = vec![0u8; bs as usize + 1];
+        Rng::new(2).fill(&mut v);
+        Bytes::from(v).slice(1..)
+    } else {
+        aligned_random(bs as usize, &mut Rng::new(2))
+    };
+    let total = (gib << 30) / bs;
+    let cap = (a.size / 2 / bs).max(1);
+    let qd = if bs >= 1 << 20 { 4 } else { 16 };
+    let step = (total / 16).max(1);
+    let (mut done, mut queued) = (0u64, 0u64);
+    let mut ev = Vec::new();
+    let mut lat: Vec<u64> = Vec::new();
+    let mut inflight: HashMap<u64, Instant> = HashMap::new();
+    let t0 = Instant::now();
+    let cpu0 = cpu_seconds();
+    println!(
+        "| GiB written | objects | RSS MiB | store memory MiB | cached nodes | dirty nodes | p99 µs (last 1/16) |"
+    );
+    println!("|---:|---:|---:|---:|---:|---:|---:|");
+    while done < total {
+        while queued < total && inflight.len() < qd {
+            let mut t = Transaction::new();
+            t.push(Op::Write {
+                cid: coll(),
+                oid: obj(queued % cap + (1 << 32)),
+                offset: 0,
+                data: data.clone(),
+            });
+            let seq = s.queue_transaction(&t).map_err(|e| e.to_string())?;
+            inflight.insert(seq, Instant::now());
+            queued += 1;
+        }
+        ev.clear();
+        s.wait(&mut ev).map_err(|e| e.to_string())?;
+        let now = Instant::now();
+        for e in ev.drain(..) {
+            if let Event::Durable(seq) = e
+                && let Some(t) = inflight.remove(&seq)
+            {
+                lat.push((now - t).as_nanos() as u64);
+                done += 1;
+                if done % step == 0 {
+                    lat.sort_unstable();
+                    let (cached, dirty) = s.tree_stats();
+                    println!(
+                        "| {:.2} | {} | {:.0} | {:.0} | {cached} | {dirty} | {:.0} |",
+                        (done * bs) as f64 / (1u64 << 30) as f64,
+                        done.min(cap),
+                        rss_mib(),
+                        s.memory_bytes() as f64 / (1u64 << 20) as f64,
+                        pct(&lat, 0.99)
+                    );
+                    lat.clear();
+                }
+            }
+        }
+    }
+    let secs = t0.elapsed().as_secs_f64();
+    println!(
+        "\n{total} writes in {secs:.1} s: {:.0} IOPS, CPU {:.1} µs/op, peak RSS {:.0} MiB",
+        total as f64 / secs,
+        (cpu_seconds() - cpu0) * 1e6 / total as f64,
+        peak_rss_mib()
+    );
+    Ok(())
+}
+
+fn peak_rss_mib() -> f64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|v| v.parse::<f64>().ok())
+        })
+        .unwrap_or(0.0)
+        / 1024.0
+}
+
 fn tests() -> Vec<Test> {
     let mut v = Vec::new();
     for qd in [1usize, 16, 64] {
@@ -587,6 +709,21 @@ fn main() {
         }
         a.path = PathBuf::from(&dev);
         loopdev = Some(dev);
+    }
+    if let Some(gib) = a.mem_gib {
+        println!(
+            "# ferrostore memory — {} — commit {} — target {} ({} MiB), load average {}\n",
+            sh("date", &["-u", "+%Y-%m-%dT%H:%M:%SZ"]),
+            sh("git", &["rev-parse", "--short", "HEAD"]),
+            a.path.display(),
+            a.size >> 20,
+            sh("cut", &["-d", " ", "-f", "1-3", "/proc/loadavg"])
+        );
+        if let Err(e) = mem_run(&a, gib) {
+            eprintln!("{e}");
+            std::process::exit(1);
+        }
+        return;
     }
     let cpu = sh("sh", &["-c", "grep -m1 'model name' /proc/cpuinfo | cut -d: -f2"]);
     println!(
