@@ -1,27 +1,95 @@
 // SPDX-License-Identifier: LGPL-3.0-or-later
-//! Backfill of one PG (owner: the recovery helper; this file starts as a stub the core compiles against):
-//! peering's `StartBackfill` names targets that cannot recover from the log; the primary scans its objects in
-//! hobject order (and the target's with MOSDPGScan), pushes what differs, removes what the target should not
-//! have (MOSDPGBackfillRemove), reports progress with MOSDPGBackfill, throttled by `osd_max_backfills`. The
-//! target side answers scans and records `last_backfill` ([`RecoveryEvent::LastBackfill`]).
+//! Backfill of one PG, primary and target side (Ceph's `PrimaryLogPG::recover_backfill`, `do_scan`,
+//! `do_backfill`, `do_backfill_remove` semantics, sans-IO).
+//!
+//! Primary ([`Backfill::start`] on peering's `StartBackfill`): walks its objects in hobject order from a
+//! cursor (`last_backfill_started`) and, for each target, the target's objects as MOSDPGScan digests report
+//! them (`osd_backfill_scan_max` per scan). An object the primary has that a target lacks or holds at another
+//! version is pushed (the push machinery of [`crate::recovery`]); an object a target has that the primary does
+//! not is removed with MOSDPGBackfillRemove. At most `osd_recovery_max_active` objects are in flight per PG.
+//! As objects complete, each target gets MOSDPGBackfill PROGRESS with its new `last_backfill` (every object up
+//! to it is in sync); at the end MOSDPGBackfill FINISH, and the target's FINISH_ACK completes it
+//! ([`RecoveryEvent::BackfillDone`]).
+//!
+//! The primary's own objects are read fresh from the store at every step (one ordered lookup after the
+//! cursor), so client writes during backfill are seen: writes to objects after the cursor are not replicated to
+//! targets (see [`Backfill::should_send_op`]) and are picked up when the cursor reaches them; writes at or
+//! before the cursor are replicated. Writes to an object being pushed must wait ([`Backfill::is_backfilling`]).
+//!
+//! Target: answers scans from its store, applies removes, records `last_backfill`
+//! ([`RecoveryEvent::LastBackfill`]) and acknowledges FINISH. Incoming MBackfillReserve requests are granted.
+//!
+//! `osd_max_backfills` is a per-shard limit: the core can gate [`Backfill::start`] with a [`Reserver`] (Ceph's
+//! local reservation). Remote reservations (MBackfillReserve from the primary to targets) are not sent yet.
 
-use denc::SpgId;
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+use ceph_msgs::CephMessage;
+use ceph_msgs::osd_rep::{
+    MBackfillReserve, MOSDPGBackfill, MOSDPGBackfillRemove, MOSDPGPush, MOSDPGPushReply, MOSDPGScan,
+    backfill_op, backfill_reserve, rep_msg, scan_op,
+};
+use denc::{Encode, Encoder, Eversion, HObject, PgShard, ShardId, SpgId};
 use ferrostore::Device;
+use osd_types::pg_stat::PgStat;
+use osd_types::recovery::ObjectRecoveryProgress;
 
+use crate::recovery::{self, Progress, PushState, Replies};
 use crate::{CoreError, RecoveryCtx, RecoveryEvent};
+
+/// `osd_backfill_scan_max` (512): objects per scan digest.
+pub const BACKFILL_SCAN_MAX: usize = 512;
+
+/// What the primary knows of one target.
+#[derive(Debug, Clone)]
+struct Target {
+    /// Scanned objects of the target not yet compared, in hobject order.
+    interval: BTreeMap<HObject, Eversion>,
+    /// Where the next scan starts (`max_value`: the target has been listed to the end).
+    end: HObject,
+    scanning: bool,
+    /// The last `last_backfill` sent.
+    reported: HObject,
+    finish_sent: bool,
+    done: bool,
+    /// Objects removed with MOSDPGBackfillRemove, not sent yet.
+    to_remove: Vec<(HObject, Eversion)>,
+}
 
 /// Backfill state of one PG (primary or target side).
 #[derive(Debug)]
 pub struct Backfill {
     spgid: SpgId,
-    targets: Vec<i32>,
+    interval: u32,
+    targets: BTreeMap<i32, Target>,
+    /// `last_backfill_started`: every object up to here was compared (pushed, removed, or in sync).
+    cursor: Option<HObject>,
+    /// Neither the primary nor any target has objects after the cursor.
+    exhausted: bool,
+    in_flight: BTreeMap<HObject, BTreeMap<i32, PushState>>,
+    /// Objects compared whose completion has not been reported in a `last_backfill` yet.
+    started: BTreeSet<HObject>,
+    /// Primary objects at start and how many the cursor has passed (for the misplaced count).
+    total_objects: u64,
+    passed_objects: u64,
+    replies: Replies,
+    progress: Progress,
 }
 
 impl Backfill {
     pub fn new(spgid: SpgId) -> Self {
         Backfill {
             spgid,
-            targets: Vec::new(),
+            interval: 0,
+            targets: BTreeMap::new(),
+            cursor: None,
+            exhausted: false,
+            in_flight: BTreeMap::new(),
+            started: BTreeSet::new(),
+            total_objects: 0,
+            passed_objects: 0,
+            replies: Replies::default(),
+            progress: Progress::default(),
         }
     }
 
@@ -30,44 +98,561 @@ impl Backfill {
         self.spgid
     }
 
-    /// Peering's `Output::StartBackfill` on the primary.
+    /// Peering's `Output::StartBackfill` on the primary: backfill these targets from the beginning (objects a
+    /// target already holds at the right version are compared, not copied).
     pub fn start<D: Device>(&mut self, ctx: &mut RecoveryCtx<'_, D>, targets: Vec<i32>) {
-        let _ = ctx;
-        self.targets = targets;
+        self.reset();
+        self.interval = ctx.same_interval_since;
+        for t in targets {
+            if t == ctx.whoami {
+                continue;
+            }
+            self.targets.insert(
+                t,
+                Target {
+                    interval: BTreeMap::new(),
+                    end: HObject::default(),
+                    scanning: false,
+                    reported: HObject::default(),
+                    finish_sent: false,
+                    done: false,
+                    to_remove: Vec::new(),
+                },
+            );
+        }
+        self.total_objects = match recovery::count_objects(ctx.store, &ctx.spgid) {
+            Ok(n) => n,
+            Err(e) => {
+                self.log(ctx, format!("counting objects: {e}"));
+                0
+            }
+        };
+        self.kick(ctx);
     }
 
-    /// A backfill message for this PG from `osd.<from>`: MOSDPGScan, MOSDPGBackfill, MOSDPGBackfillRemove
-    /// (and MOSDPGPush/PushReply while backfilling, which the core routes here when backfill is active).
+    /// A backfill message for this PG from `osd.<from>`: MOSDPGScan, MOSDPGBackfill, MOSDPGBackfillRemove,
+    /// MBackfillReserve, and MOSDPGPushReply for backfill pushes (MOSDPGPush is applied as on any replica).
     pub fn handle_message<D: Device>(
         &mut self,
         ctx: &mut RecoveryCtx<'_, D>,
         from: i32,
         msg: &ceph_msgs::Message,
     ) -> Result<(), CoreError> {
-        ctx.out.push(RecoveryEvent::Log(format!(
-            "pg {}: backfill message type {} from osd.{from} not handled yet",
-            self.spgid, msg.msg_type
-        )));
+        let dec_err = |e: ceph_msgs::MsgError| CoreError::Decode {
+            from,
+            msg_type: msg.msg_type,
+            err: e.to_string(),
+        };
+        let current = self.interval == ctx.same_interval_since;
+        match msg.msg_type {
+            rep_msg::PG_SCAN => {
+                let m = MOSDPGScan::from_message(msg).map_err(dec_err)?;
+                if m.query_epoch < ctx.same_interval_since {
+                    return Ok(());
+                }
+                match m.op {
+                    scan_op::GET_DIGEST => self.answer_scan(ctx, from, &m)?,
+                    scan_op::DIGEST if current => {
+                        let objects = recovery::decode_digest(&m.data).map_err(|e| CoreError::Decode {
+                            from,
+                            msg_type: msg.msg_type,
+                            err: e.to_string(),
+                        })?;
+                        let cursor = self.cursor.clone();
+                        if let Some(t) = self.targets.get_mut(&from)
+                            && t.scanning
+                        {
+                            t.scanning = false;
+                            t.interval = objects
+                                .into_iter()
+                                .filter(|(o, _)| cursor.as_ref().is_none_or(|c| o > c))
+                                .collect();
+                            t.end = m.end;
+                            self.kick(ctx);
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            rep_msg::PG_BACKFILL => {
+                let m = MOSDPGBackfill::from_message(msg).map_err(dec_err)?;
+                if m.query_epoch < ctx.same_interval_since {
+                    return Ok(());
+                }
+                match m.op {
+                    backfill_op::PROGRESS => ctx.out.push(RecoveryEvent::LastBackfill(m.last_backfill)),
+                    backfill_op::FINISH => {
+                        ctx.out.push(RecoveryEvent::LastBackfill(HObject::max_value()));
+                        let ack = MOSDPGBackfill {
+                            op: backfill_op::FINISH_ACK,
+                            map_epoch: ctx.epoch,
+                            query_epoch: m.query_epoch,
+                            pgid: SpgId::new(ctx.spgid.pgid, ShardId::NO_SHARD),
+                            last_backfill: HObject::default(),
+                            stats: PgStat::default(),
+                        };
+                        ctx.out.push(RecoveryEvent::Send {
+                            to: from,
+                            msg: ack.to_message(ctx.cfg.peer_features),
+                        });
+                    }
+                    backfill_op::FINISH_ACK if current => {
+                        if let Some(t) = self.targets.get_mut(&from)
+                            && t.finish_sent
+                            && !t.done
+                        {
+                            t.done = true;
+                            ctx.out.push(RecoveryEvent::BackfillDone { osd: from });
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            rep_msg::PG_BACKFILL_REMOVE => {
+                let m = MOSDPGBackfillRemove::from_message(msg).map_err(dec_err)?;
+                if m.map_epoch < ctx.same_interval_since {
+                    return Ok(());
+                }
+                let oids: Vec<HObject> = m.ls.iter().map(|(o, _)| o.clone()).collect();
+                if let Some(seq) = recovery::remove_objects(ctx.store, &ctx.spgid, &oids)? {
+                    ctx.out.push(RecoveryEvent::WaitDurable(seq));
+                }
+            }
+            rep_msg::PG_PUSH => {
+                let m = MOSDPGPush::from_message(msg).map_err(dec_err)?;
+                if m.min_epoch < ctx.same_interval_since {
+                    return Ok(());
+                }
+                for pop in &m.pushes {
+                    recovery::handle_replica_push(ctx, &mut self.replies, from, pop)?;
+                }
+            }
+            rep_msg::PG_PUSH_REPLY => {
+                let m = MOSDPGPushReply::from_message(msg).map_err(dec_err)?;
+                if m.min_epoch < ctx.same_interval_since || !current {
+                    return Ok(());
+                }
+                for r in &m.replies {
+                    self.push_reply(ctx, from, &r.soid)?;
+                }
+                self.kick(ctx);
+            }
+            rep_msg::BACKFILL_RESERVE => {
+                let m = MBackfillReserve::from_message(msg).map_err(dec_err)?;
+                if m.reserve_type == backfill_reserve::REQUEST {
+                    let grant = MBackfillReserve {
+                        pgid: m.pgid,
+                        query_epoch: m.query_epoch,
+                        reserve_type: backfill_reserve::GRANT,
+                        priority: m.priority,
+                        primary_num_bytes: 0,
+                        shard_num_bytes: 0,
+                    };
+                    ctx.out.push(RecoveryEvent::Send {
+                        to: from,
+                        msg: grant.to_message(ctx.cfg.peer_features),
+                    });
+                }
+            }
+            t => self.log(ctx, format!("backfill ignores message type {t} from osd.{from}")),
+        }
         Ok(())
     }
 
     /// Store transaction `seq` (and all before it) is durable.
     pub fn on_durable<D: Device>(&mut self, ctx: &mut RecoveryCtx<'_, D>, seq: u64) {
-        let _ = (ctx, seq);
+        self.replies.on_durable(seq, ctx.out, ctx.whoami);
     }
 
     /// Continue work (after inputs that may have freed throttle slots, and on ticks).
     pub fn tick<D: Device>(&mut self, ctx: &mut RecoveryCtx<'_, D>) {
-        let _ = ctx;
+        self.kick(ctx);
     }
 
     /// A new interval (or the PG stops): drop everything in flight.
     pub fn reset(&mut self) {
         self.targets.clear();
+        self.cursor = None;
+        self.exhausted = false;
+        self.in_flight.clear();
+        self.started.clear();
+        self.total_objects = 0;
+        self.passed_objects = 0;
+        self.progress.ops_in_flight = 0;
     }
 
-    /// Whether backfill work is pending or in flight.
+    /// Whether backfill work is pending or in flight (on the primary): some target has not acknowledged FINISH.
     pub fn is_active(&self) -> bool {
-        !self.targets.is_empty()
+        self.targets.values().any(|t| !t.done)
+    }
+
+    /// Ceph's `should_send_op` for a backfill target: a write to `oid` is replicated to `target` only if the
+    /// backfill has already passed `oid` (later objects are copied when the cursor reaches them). Always true
+    /// for OSDs that are not being backfilled.
+    pub fn should_send_op(&self, target: i32, oid: &HObject) -> bool {
+        match self.targets.get(&target) {
+            Some(t) if !t.done => self.cursor.as_ref().is_some_and(|c| oid <= c) || t.reported.is_max(),
+            _ => true,
+        }
+    }
+
+    /// Whether `oid` is being pushed to a target now (writes to it wait until it is done).
+    pub fn is_backfilling(&self, oid: &HObject) -> bool {
+        self.in_flight.contains_key(oid)
+    }
+
+    /// Counters for pg_stat.
+    pub fn progress(&self) -> Progress {
+        let mut p = self.progress;
+        let pending = self
+            .targets
+            .values()
+            .filter(|t| !t.done && !t.finish_sent)
+            .count() as u64;
+        p.objects_misplaced = pending * self.total_objects.saturating_sub(self.passed_objects);
+        p.ops_in_flight = self.in_flight.len() as u64;
+        p
+    }
+
+    // ---- target side ----
+
+    fn answer_scan<D: Device>(
+        &mut self,
+        ctx: &mut RecoveryCtx<'_, D>,
+        from: i32,
+        m: &MOSDPGScan,
+    ) -> Result<(), CoreError> {
+        let (objects, end) = recovery::scan_range(ctx.store, &ctx.spgid, &m.begin, BACKFILL_SCAN_MAX)?;
+        let mut e = Encoder::new(ctx.cfg.peer_features);
+        objects.encode(&mut e);
+        let reply = MOSDPGScan {
+            op: scan_op::DIGEST,
+            map_epoch: ctx.epoch,
+            query_epoch: m.query_epoch,
+            from: PgShard::new(ctx.whoami, ctx.spgid.shard),
+            pgid: SpgId::new(ctx.spgid.pgid, ShardId::NO_SHARD),
+            begin: m.begin.clone(),
+            end,
+            data: e.into_bytes(),
+        };
+        ctx.out.push(RecoveryEvent::Send {
+            to: from,
+            msg: reply.to_message(ctx.cfg.peer_features),
+        });
+        Ok(())
+    }
+
+    // ---- primary side ----
+
+    fn log<D: Device>(&self, ctx: &mut RecoveryCtx<'_, D>, s: String) {
+        ctx.out
+            .push(RecoveryEvent::Log(format!("pg {}: backfill: {s}", self.spgid)));
+    }
+
+    fn kick<D: Device>(&mut self, ctx: &mut RecoveryCtx<'_, D>) {
+        if self.targets.is_empty() || self.interval != ctx.same_interval_since {
+            return;
+        }
+        if let Err(e) = self.step(ctx) {
+            self.log(ctx, format!("stopped: {e}"));
+        }
+        self.flush_removes(ctx);
+        self.report(ctx);
+        self.progress.max_ops_in_flight = self.progress.max_ops_in_flight.max(self.in_flight.len() as u64);
+    }
+
+    /// Compare and start work until the throttle is full, a scan is outstanding, or everything is compared.
+    fn step<D: Device>(&mut self, ctx: &mut RecoveryCtx<'_, D>) -> Result<(), CoreError> {
+        let max = (ctx.cfg.osd_recovery_max_active as usize).max(1);
+        while !self.exhausted && self.in_flight.len() < max {
+            // every target needs objects listed past the cursor (or to be listed to the end)
+            let mut waiting = false;
+            let mut scans = Vec::new();
+            for (&osd, t) in self.targets.iter_mut().filter(|(_, t)| !t.done && !t.finish_sent) {
+                if t.interval.is_empty() && !t.end.is_max() {
+                    if !t.scanning {
+                        t.scanning = true;
+                        scans.push((osd, t.end.clone()));
+                    }
+                    waiting = true;
+                }
+            }
+            for (osd, begin) in scans {
+                let m = MOSDPGScan {
+                    op: scan_op::GET_DIGEST,
+                    map_epoch: ctx.epoch,
+                    query_epoch: ctx.same_interval_since,
+                    from: PgShard::new(ctx.whoami, ctx.spgid.shard),
+                    pgid: SpgId::new(ctx.spgid.pgid, ShardId::NO_SHARD),
+                    begin,
+                    end: HObject::default(),
+                    data: bytes::Bytes::new(),
+                };
+                ctx.out.push(RecoveryEvent::Send {
+                    to: osd,
+                    msg: m.to_message(ctx.cfg.peer_features),
+                });
+            }
+            if waiting {
+                return Ok(());
+            }
+            let peer_first: Option<HObject> = self
+                .targets
+                .values()
+                .filter(|t| !t.done && !t.finish_sent)
+                .filter_map(|t| t.interval.keys().next().cloned())
+                .min();
+            let local = recovery::next_object(ctx.store, &ctx.spgid, self.cursor.as_ref())?;
+            let remove_first = match (&local, &peer_first) {
+                (None, None) => {
+                    self.exhausted = true;
+                    continue;
+                }
+                (_, Some(pf)) => local.as_ref().is_none_or(|(l, _)| pf < l),
+                (Some(_), None) => false,
+            };
+            if remove_first {
+                // targets hold an object the primary does not have: remove it there
+                let Some(pf) = peer_first else { continue };
+                for t in self.targets.values_mut() {
+                    if t.interval.keys().next() == Some(&pf)
+                        && let Some(v) = t.interval.remove(&pf)
+                    {
+                        t.to_remove.push((pf.clone(), v));
+                    }
+                }
+                self.started.insert(pf.clone());
+                self.cursor = Some(pf);
+            } else if let Some((obj, version)) = local {
+                let mut need = Vec::new();
+                for (&osd, t) in self.targets.iter_mut().filter(|(_, t)| !t.done && !t.finish_sent) {
+                    match t.interval.keys().next() {
+                        Some(first) if *first == obj => {
+                            let theirs = t.interval.remove(&obj);
+                            if theirs != Some(version) {
+                                need.push(osd);
+                            }
+                        }
+                        _ => need.push(osd),
+                    }
+                }
+                self.passed_objects += 1;
+                self.started.insert(obj.clone());
+                self.cursor = Some(obj.clone());
+                if !need.is_empty() {
+                    self.start_pushes(ctx, &obj, &need)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn start_pushes<D: Device>(
+        &mut self,
+        ctx: &mut RecoveryCtx<'_, D>,
+        obj: &HObject,
+        targets: &[i32],
+    ) -> Result<(), CoreError> {
+        let info = recovery::local_push_info(ctx.store, &ctx.spgid, obj)?;
+        let mut pushes = BTreeMap::new();
+        for &t in targets {
+            let pop = recovery::build_push_op(
+                ctx.store,
+                &ctx.spgid,
+                &info,
+                &ObjectRecoveryProgress::default(),
+                ctx.cfg.osd_recovery_max_chunk,
+            )?;
+            self.progress.bytes_recovered += pop.data.len() as u64;
+            self.progress.keys_recovered += pop.omap_entries.len() as u64;
+            pushes.insert(
+                t,
+                PushState {
+                    info: pop.recovery_info.clone(),
+                    progress: pop.after_progress.clone(),
+                },
+            );
+            recovery::send_pushes(ctx, t, vec![pop]);
+        }
+        self.in_flight.insert(obj.clone(), pushes);
+        Ok(())
+    }
+
+    fn push_reply<D: Device>(
+        &mut self,
+        ctx: &mut RecoveryCtx<'_, D>,
+        from: i32,
+        oid: &HObject,
+    ) -> Result<(), CoreError> {
+        let Some(pushes) = self.in_flight.get_mut(oid) else {
+            return Ok(());
+        };
+        let Some(ps) = pushes.get_mut(&from) else {
+            return Ok(());
+        };
+        if ps.progress.data_complete {
+            pushes.remove(&from);
+            self.progress.objects_recovered += 1;
+            if pushes.is_empty() {
+                self.in_flight.remove(oid);
+            }
+            return Ok(());
+        }
+        let pop = recovery::build_push_op(
+            ctx.store,
+            &ctx.spgid,
+            &ps.info,
+            &ps.progress,
+            ctx.cfg.osd_recovery_max_chunk,
+        )?;
+        self.progress.bytes_recovered += pop.data.len() as u64;
+        self.progress.keys_recovered += pop.omap_entries.len() as u64;
+        ps.progress = pop.after_progress.clone();
+        recovery::send_pushes(ctx, from, vec![pop]);
+        Ok(())
+    }
+
+    fn flush_removes<D: Device>(&mut self, ctx: &mut RecoveryCtx<'_, D>) {
+        for (&osd, t) in self.targets.iter_mut() {
+            if t.to_remove.is_empty() {
+                continue;
+            }
+            let m = MOSDPGBackfillRemove {
+                pgid: SpgId::new(ctx.spgid.pgid, ShardId::NO_SHARD),
+                map_epoch: ctx.epoch,
+                ls: std::mem::take(&mut t.to_remove),
+            };
+            ctx.out.push(RecoveryEvent::Send {
+                to: osd,
+                msg: m.to_message(ctx.cfg.peer_features),
+            });
+        }
+    }
+
+    /// Send each target its new `last_backfill`: the last compared object before the first one still in
+    /// flight; FINISH once everything is compared and nothing is in flight.
+    fn report<D: Device>(&mut self, ctx: &mut RecoveryCtx<'_, D>) {
+        let all_done = self.exhausted && self.in_flight.is_empty();
+        let new_lb = if all_done {
+            Some(HObject::max_value())
+        } else {
+            let first_busy = self.in_flight.keys().next().cloned();
+            let lb = match &first_busy {
+                Some(b) => self.started.range(..b.clone()).next_back().cloned(),
+                None => self.started.iter().next_back().cloned(),
+            };
+            match &first_busy {
+                Some(b) => self.started = self.started.split_off(b),
+                None => self.started.clear(),
+            }
+            lb
+        };
+        let Some(new_lb) = new_lb else { return };
+        let mut msgs = VecDeque::new();
+        for (&osd, t) in self.targets.iter_mut().filter(|(_, t)| !t.done && !t.finish_sent) {
+            if new_lb.is_max() {
+                t.finish_sent = true;
+                t.reported = new_lb.clone();
+                msgs.push_back((osd, backfill_op::FINISH, new_lb.clone()));
+            } else if t.reported < new_lb {
+                t.reported = new_lb.clone();
+                msgs.push_back((osd, backfill_op::PROGRESS, new_lb.clone()));
+            }
+        }
+        for (osd, op, lb) in msgs {
+            let m = MOSDPGBackfill {
+                op,
+                map_epoch: ctx.epoch,
+                query_epoch: ctx.same_interval_since,
+                pgid: SpgId::new(ctx.spgid.pgid, ShardId::NO_SHARD),
+                last_backfill: lb,
+                stats: PgStat::default(),
+            };
+            ctx.out.push(RecoveryEvent::Send {
+                to: osd,
+                msg: m.to_message(ctx.cfg.peer_features),
+            });
+        }
+    }
+}
+
+// Not called inside the crate yet: the core wires it when it limits backfills per shard.
+#[allow(dead_code)]
+/// Shard-wide `osd_max_backfills` slots (Ceph's local reservation): the core asks for a slot before calling
+/// [`Backfill::start`] and releases it when the PG's backfill is no longer active (or the PG changes interval).
+#[derive(Debug, Clone)]
+pub struct Reserver {
+    max: usize,
+    granted: BTreeSet<SpgId>,
+    waiting: VecDeque<SpgId>,
+}
+
+#[allow(dead_code)]
+impl Reserver {
+    /// `max` slots (`osd_max_backfills`).
+    pub fn new(max: usize) -> Self {
+        Reserver {
+            max: max.max(1),
+            granted: BTreeSet::new(),
+            waiting: VecDeque::new(),
+        }
+    }
+
+    /// Ask for a slot: true when granted now, else the PG waits in line (see [`Reserver::release`]).
+    pub fn request(&mut self, pg: SpgId) -> bool {
+        if self.granted.contains(&pg) {
+            return true;
+        }
+        if self.granted.len() < self.max && self.waiting.is_empty() {
+            self.granted.insert(pg);
+            return true;
+        }
+        if !self.waiting.contains(&pg) {
+            self.waiting.push_back(pg);
+        }
+        false
+    }
+
+    /// Give back `pg`'s slot (or leave the line); returns the PGs granted a slot by that, in order.
+    pub fn release(&mut self, pg: SpgId) -> Vec<SpgId> {
+        self.granted.remove(&pg);
+        self.waiting.retain(|p| *p != pg);
+        let mut out = Vec::new();
+        while self.granted.len() < self.max {
+            let Some(next) = self.waiting.pop_front() else {
+                break;
+            };
+            self.granted.insert(next);
+            out.push(next);
+        }
+        out
+    }
+
+    /// PGs holding a slot.
+    pub fn granted(&self) -> usize {
+        self.granted.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use denc::PgId;
+
+    #[test]
+    fn reservation_slots() {
+        let a = SpgId::new(PgId::new(1, 0), ShardId::NO_SHARD);
+        let b = SpgId::new(PgId::new(1, 1), ShardId::NO_SHARD);
+        let c = SpgId::new(PgId::new(1, 2), ShardId::NO_SHARD);
+        let mut r = Reserver::new(1);
+        assert!(r.request(a));
+        assert!(!r.request(b));
+        assert!(!r.request(c));
+        assert!(r.request(a));
+        assert_eq!(r.granted(), 1);
+        assert_eq!(r.release(a), vec![b]);
+        assert_eq!(r.release(c), Vec::<SpgId>::new());
+        assert_eq!(r.release(b), Vec::<SpgId>::new());
+        assert_eq!(r.granted(), 0);
     }
 }

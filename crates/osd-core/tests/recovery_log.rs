@@ -1,0 +1,258 @@
+// SPDX-License-Identifier: LGPL-3.0-or-later
+//! Log-based recovery between three OSDs over wire-encoded messages: the primary pulls what it misses
+//! (multi-chunk, falling back to another source when the first has no copy), pushes what replicas miss
+//! (multi-chunk through a temp object), removes objects whose newest entry is a delete (locally and with
+//! MOSDPGRecoveryDelete), reports every recovered object once, and holds `osd_recovery_max_active`.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod recovery_harness;
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use ceph_msgs::osd_rep::rep_msg;
+use recovery_harness::*;
+
+/// Contents: 20 base objects everywhere, then divergence as a log would describe it.
+fn scenario(net: &mut Net) -> BTreeMap<i32, osd_types::pg_missing::PgMissing> {
+    for osd in [0, 1, 2] {
+        let s = &mut net.node(osd).store;
+        for i in 0..20u64 {
+            put(s, &format!("o{i:02}"), &Spec::small(i + 1, i));
+        }
+        put(s, "pdel", &Spec::small(3, 99));
+    }
+    // o01..o05 rewritten at 5'100+i on the primary and osd.2; osd.1 still has the old copies
+    for i in 1..=5u64 {
+        let spec = Spec::small(100 + i, 1000 + i);
+        put(&mut net.node(0).store, &format!("o{i:02}"), &spec);
+        put(&mut net.node(2).store, &format!("o{i:02}"), &spec);
+    }
+    // created on the primary only
+    put(&mut net.node(0).store, "new1", &Spec::small(110, 5));
+    put(&mut net.node(0).store, "big", &Spec::big(111, 1));
+    // deleted on the primary and osd.2, osd.1 still has it
+    remove(&mut net.node(0).store, "o07");
+    remove(&mut net.node(2).store, "o07");
+    // newer on osd.1 and osd.2: the primary pulls it
+    put(&mut net.node(1).store, "o08", &Spec::small(120, 77));
+    put(&mut net.node(2).store, "o08", &Spec::small(120, 77));
+    // only osd.2 has it, large: a multi-chunk pull, then a push to osd.1
+    put(&mut net.node(2).store, "bigpull", &Spec::big(121, 9));
+    // osd.1 is not listed as missing it but has no copy; osd.2 has it
+    put(&mut net.node(2).store, "lying", &Spec::small(122, 3));
+    // deleted on osd.1 and osd.2; the primary's copy is stale
+    remove(&mut net.node(1).store, "pdel");
+    remove(&mut net.node(2).store, "pdel");
+
+    let mut sets = BTreeMap::new();
+    sets.insert(
+        0,
+        missing(&[
+            ("o08", 120, 9, false),
+            ("bigpull", 121, 0, false),
+            ("lying", 122, 0, false),
+            ("pdel", 123, 3, true),
+        ]),
+    );
+    sets.insert(
+        1,
+        missing(&[
+            ("o01", 101, 2, false),
+            ("o02", 102, 3, false),
+            ("o03", 103, 4, false),
+            ("o04", 104, 5, false),
+            ("o05", 105, 6, false),
+            ("new1", 110, 0, false),
+            ("big", 111, 0, false),
+            ("o07", 112, 8, true),
+            ("bigpull", 121, 0, false),
+        ]),
+    );
+    sets.insert(2, missing(&[("new1", 110, 0, false), ("big", 111, 0, false)]));
+    for (&osd, m) in &sets {
+        net.set_missing(osd, m.clone());
+    }
+    sets
+}
+
+fn run_scenario(max_active: u32) -> Net {
+    let mut net = Net::new(&[0, 1, 2], max_active, 64 << 10);
+    let sets = scenario(&mut net);
+    let want = pairs(&sets);
+    let s2 = sets.clone();
+    net.with(0, move |rec, _, ctx| rec.start(ctx, s2));
+    assert!(net.node(0).rec.is_active());
+    assert!(net.node(0).rec.is_missing_on_primary(&hobj("o08")));
+    let p = net.node(0).rec.progress();
+    assert_eq!(p.objects_degraded, want.len() as u64);
+    net.run();
+
+    // all three hold exactly the same objects, byte for byte (data, xattrs, omap header and entries), except
+    // "lying", which peering believed osd.1 had (recovery trusts the missing sets it is given)
+    let d0 = net.dump(0);
+    for osd in [1, 2] {
+        let mut d = net.dump(osd);
+        if osd == 1 {
+            assert!(!d.contains_key(&hobj("lying")));
+            d.insert(hobj("lying"), d0[&hobj("lying")].clone());
+        }
+        assert_eq!(
+            d.keys().collect::<Vec<_>>(),
+            d0.keys().collect::<Vec<_>>(),
+            "osd.{osd} object set"
+        );
+        for (k, v) in &d0 {
+            assert_eq!(&d[k], v, "osd.{osd} {k}");
+        }
+    }
+    assert!(
+        !d0.contains_key(&hobj("o07")),
+        "delete recovered on the primary's replicas"
+    );
+    assert!(
+        !d0.contains_key(&hobj("pdel")),
+        "the primary's stale copy removed"
+    );
+    assert_eq!(d0[&hobj("bigpull")].omap.len(), 300);
+    assert_eq!(d0[&hobj("big")].size, 262_144 + 70_000);
+
+    // every (osd, object) reported recovered exactly once by the primary, at the needed version
+    let rec0 = &net.node(0).recovered;
+    let got: Vec<(i32, denc::HObject)> = rec0.iter().map(|(o, h, _)| (*o, h.clone())).collect();
+    assert_eq!(got.len(), want.len(), "{got:?}");
+    assert_eq!(got.into_iter().collect::<BTreeSet<_>>(), want);
+    for (osd, h, v) in rec0 {
+        assert_eq!(sets[osd].missing[h].need, *v);
+    }
+    // replicas reported their own objects; peering's missing sets are empty everywhere
+    for osd in [1, 2] {
+        let own: BTreeSet<_> = net
+            .node(osd)
+            .recovered
+            .iter()
+            .map(|(o, h, _)| (*o, h.clone()))
+            .collect();
+        let expect: BTreeSet<_> = sets[&osd].missing.keys().map(|h| (osd, h.clone())).collect();
+        assert_eq!(own, expect, "osd.{osd}");
+    }
+    for osd in [0, 1, 2] {
+        assert!(
+            net.node(osd).peering.missing().is_empty(),
+            "osd.{osd} still misses objects"
+        );
+    }
+    let n0 = net.node(0);
+    assert!(!n0.rec.is_active());
+    let p = n0.rec.progress();
+    assert_eq!(p.objects_degraded, 0);
+    assert_eq!(p.objects_unfound, 0);
+    assert_eq!(p.ops_in_flight, 0);
+    assert_eq!(p.objects_recovered, want.len() as u64);
+    assert!(p.bytes_recovered > 2 * 220_000, "{p:?}");
+    assert!(p.max_ops_in_flight <= u64::from(max_active), "{p:?}");
+    net
+}
+
+#[test]
+fn pull_push_delete_three_osds() {
+    let net = run_scenario(3);
+    // the throttle was reached, never exceeded
+    assert_eq!(net.max_in_flight, 3);
+    // big objects went in several chunks: 64 KiB chunks of 220 KB of data and 30 KB of omap
+    let pushes = net.sent[&rep_msg::PG_PUSH];
+    let pulls = net.sent[&rep_msg::PG_PULL];
+    assert!(pulls >= 4 + 2, "pulls {pulls}"); // o08, lying x2 (blank first), bigpull in >= 4 chunks
+    assert!(pushes >= 10 + 3 * 4, "pushes {pushes}");
+    assert_eq!(net.sent[&rep_msg::PG_RECOVERY_DELETE], 1);
+    assert_eq!(net.sent[&rep_msg::PG_RECOVERY_DELETE_REPLY], 1);
+    // one reply per push chunk received by a replica or the primary (pull answers are not acknowledged)
+    assert_eq!(net.sent[&rep_msg::PG_PUSH_REPLY] + pulls, pushes);
+}
+
+#[test]
+fn one_object_at_a_time() {
+    let net = run_scenario(1);
+    assert_eq!(net.max_in_flight, 1);
+}
+
+#[test]
+fn prioritized_object_goes_first() {
+    let mut net = Net::new(&[0, 1], 1, 1 << 20);
+    for i in 0..10u64 {
+        put(&mut net.node(0).store, &format!("x{i}"), &Spec::small(10 + i, i));
+    }
+    let m = missing(
+        &(0..10u64)
+            .map(|i| {
+                (
+                    Box::leak(format!("x{i}").into_boxed_str()) as &str,
+                    10 + i,
+                    0,
+                    false,
+                )
+            })
+            .collect::<Vec<_>>(),
+    );
+    net.set_missing(1, m.clone());
+    let mut sets = BTreeMap::new();
+    sets.insert(1, m);
+    net.node(0).rec.prioritize(&hobj("x7")); // not known yet: ignored
+    net.with(0, |rec, _, ctx| {
+        rec.prioritize(&hobj("x9"));
+        rec.start(ctx, sets);
+        // x0 started at once (one slot); x9 jumps the queue for the next slot
+        rec.prioritize(&hobj("x9"));
+    });
+    net.run();
+    let order: Vec<String> = net
+        .node(0)
+        .recovered
+        .iter()
+        .map(|(_, h, _)| String::from_utf8_lossy(&h.oid.0).into_owned())
+        .collect();
+    assert_eq!(order[0], "x0");
+    assert_eq!(order[1], "x9");
+    assert_eq!(order.len(), 10);
+    assert_eq!(net.dump(0), net.dump(1));
+}
+
+#[test]
+fn unfound_object_is_reported_not_hung() {
+    let mut net = Net::new(&[0, 1], 3, 1 << 20);
+    put(&mut net.node(0).store, "have", &Spec::small(2, 1));
+    let mut sets = BTreeMap::new();
+    sets.insert(0, missing(&[("ghost", 9, 0, false)]));
+    sets.insert(1, missing(&[("have", 2, 0, false)]));
+    net.set_missing(1, sets[&1].clone());
+    net.with(0, |rec, _, ctx| rec.start(ctx, sets));
+    net.run();
+    let p = net.node(0).rec.progress();
+    assert_eq!(p.objects_unfound, 1);
+    assert!(
+        net.node(0).rec.is_active(),
+        "an unfound object keeps recovery open"
+    );
+    assert!(net.dump(1).contains_key(&hobj("have")));
+    // a new interval drops it
+    net.node(0).rec.reset();
+    assert!(!net.node(0).rec.is_active());
+}
+
+#[test]
+fn stale_interval_messages_are_ignored() {
+    let mut net = Net::new(&[0, 1], 3, 1 << 20);
+    put(&mut net.node(0).store, "a", &Spec::small(2, 1));
+    let mut sets = BTreeMap::new();
+    sets.insert(1, missing(&[("a", 2, 0, false)]));
+    net.set_missing(1, sets[&1].clone());
+    net.with(0, |rec, _, ctx| rec.start(ctx, sets));
+    // rewrite the push as if sent in an older interval: the replica must drop it
+    let (from, to, msg) = net.bus.pop_front().unwrap();
+    let mut push = <ceph_msgs::osd_rep::MOSDPGPush as ceph_msgs::CephMessage>::from_message(&msg).unwrap();
+    push.min_epoch = INTERVAL - 1;
+    let old = ceph_msgs::CephMessage::to_message(&push, denc::CEPH_FEATURES_ALL);
+    net.bus.push_back((from, to, old));
+    net.run();
+    assert!(!net.dump(1).contains_key(&hobj("a")));
+    assert!(net.node(0).rec.is_active());
+}
