@@ -1,18 +1,17 @@
 // SPDX-License-Identifier: LGPL-3.0-or-later
-//! The seam to the `pg` crate's storage side of replication (Ceph-transaction output of writes, replica apply,
-//! peering persistence). Every call the core makes into those APIs goes through this file, so it adapts in one
-//! place as the pg crate grows.
+//! The seam to the `pg` crate's storage side of replication (Ceph-transaction output of writes, the reply gate
+//! that waits for replicas, replica apply, peering persistence and load). Every call the core makes into those
+//! APIs goes through this file, so it adapts in one place as the pg crate grows.
 
+use ceph_msgs::CephMessage;
+use ceph_msgs::osd_rep::MOSDRepOp;
+use denc::{Coll, Eversion, PgId, PgShard, ShardId, SpgId};
 use ferrostore::{CollectionId, Device, Store};
-use osd_types::past_intervals::PastIntervals;
-use osd_types::pg_info::PgInfo;
-use osd_types::pg_log_t::PgLog;
-use osd_types::pg_missing::PgMissing;
+use osd_types::transaction::Transaction;
 use osdmap::{OsdMap, PgPool};
 
-use denc::{Coll, PgId, SpgId};
-
-use crate::repl::RepOpData;
+/// One replicated write as the op engine made it.
+pub(crate) type RepOp = pg::RepOp;
 
 /// The PG of a store collection (`1.7_head`), if it is one.
 pub(crate) fn parse_collection(c: &CollectionId) -> Option<SpgId> {
@@ -33,51 +32,98 @@ pub(crate) fn pool_info(map: &OsdMap, pool_id: i64, pool: &PgPool) -> pg::PoolIn
 
 /// The PG id of a PG in a pool.
 pub(crate) fn spgid(pool: i64, seed: u32) -> SpgId {
-    SpgId::new(PgId::new(pool as u64, seed), denc::ShardId::NO_SHARD)
+    SpgId::new(PgId::new(pool as u64, seed), ShardId::NO_SHARD)
 }
 
-/// Take the replicated writes out of an op's outputs (empty until the pg crate produces them).
-pub(crate) fn take_repops(_out: &mut pg::Outputs) -> Vec<RepOpData> {
-    Vec::new()
+/// Take the replicated writes out of an op's outputs.
+pub(crate) fn take_repops(out: &mut pg::Outputs) -> Vec<RepOp> {
+    std::mem::take(&mut out.repops)
 }
 
-/// Apply a replica's MOSDRepOp: its transaction and log entries. Returns the store sequence number to wait
+/// The MOSDRepOp for one replica. The data segment is the transaction encoded once by the engine
+/// (`txn_bytes`), shared by every replica's message: no per-replica copy or re-encode of the payload.
+pub(crate) fn repop_message(
+    pg: &pg::Pg,
+    r: &RepOp,
+    whoami: i32,
+    epoch: u32,
+    min_epoch: u32,
+    min_last_complete_ondisk: Eversion,
+    features: u64,
+) -> ceph_msgs::Message {
+    let mut m = r.to_message(
+        pg,
+        epoch,
+        min_epoch,
+        PgShard::new(whoami, ShardId::NO_SHARD),
+        min_last_complete_ondisk,
+    );
+    // encode the front without the transaction, then attach the shared bytes as the data segment
+    m.op_t = Transaction::default();
+    let mut msg = m.to_message(features);
+    msg.data = r.txn_bytes.clone();
+    msg
+}
+
+/// The version and reqid a rep op is known by.
+pub(crate) fn repop_version(r: &RepOp) -> Eversion {
+    r.at_version
+}
+
+/// Replica: apply a MOSDRepOp (transaction + log entries + trim). Returns the store sequence number to wait
 /// for before answering ONDISK.
 pub(crate) fn apply_repop<D: Device>(
-    _store: &mut Store<D>,
-    _pg: &mut pg::Pg,
-    _msg: &ceph_msgs::osd_rep::MOSDRepOp,
-    _entries: &[osd_types::pg_log::PgLogEntry],
+    store: &mut Store<D>,
+    pg: &mut pg::Pg,
+    msg: &MOSDRepOp,
 ) -> Result<u64, String> {
-    Err("replica apply is not available in the pg crate yet".into())
+    pg.apply_rep_op_msg(store, msg).map_err(|e| e.to_string())
 }
 
-/// Persisted peering state of a PG.
+/// Primary or replica role of the op engine, and the replicas its writes go to.
+pub(crate) fn set_role(pg: &mut pg::Pg, primary: bool) {
+    pg.set_primary(primary);
+}
+
+pub(crate) fn set_replicas(pg: &mut pg::Pg, replicas: Vec<i32>) -> pg::Outputs {
+    pg.set_replicas(replicas)
+}
+
+/// A replica committed the write at `version`.
+pub(crate) fn rep_commit(pg: &mut pg::Pg, from: i32, version: Eversion) -> pg::Outputs {
+    pg.on_rep_commit(from, version)
+}
+
+/// Persisted peering state of a PG (what `peering::Pg::new` takes).
 pub(crate) struct PeeringDisk {
-    pub info: PgInfo,
-    pub log: PgLog,
-    pub missing: PgMissing,
-    pub past_intervals: PastIntervals,
+    pub info: osd_types::pg_info::PgInfo,
+    pub log: osd_types::pg_log_t::PgLog,
+    pub missing: osd_types::pg_missing::PgMissing,
+    pub past_intervals: osd_types::past_intervals::PastIntervals,
 }
 
-/// Load peering's state for a PG found on the store (a new, empty state when nothing is persisted).
-pub(crate) fn load_peering<D: Device>(_store: &mut Store<D>, _pg: &pg::Pg, spgid: SpgId) -> PeeringDisk {
+/// Peering's state as the op engine holds it (after `load`, or kept current by writes).
+pub(crate) fn peering_state(pg: &pg::Pg) -> PeeringDisk {
+    let m = pg.meta();
     PeeringDisk {
-        info: PgInfo {
-            pgid: spgid.pgid,
-            ..PgInfo::default()
-        },
-        log: PgLog::default(),
-        missing: PgMissing::default(),
-        past_intervals: PastIntervals::new_compact(),
+        info: m.info,
+        log: m.log,
+        missing: m.missing,
+        past_intervals: m.past_intervals,
     }
 }
 
-/// Apply one of peering's persistence requests. Returns the store sequence number, if a transaction was queued.
+/// The op engine's `last_update` (to see whether peering's copy fell behind, e.g. writes without replicas).
+pub(crate) fn last_update(pg: &pg::Pg) -> Eversion {
+    pg.info().last_update
+}
+
+/// Apply peering's persistence requests as one store transaction. Returns its sequence number.
 pub(crate) fn persist<D: Device>(
-    _store: &mut Store<D>,
-    _pg: &mut pg::Pg,
-    _p: &peering::Persist,
-) -> Result<Option<u64>, String> {
-    Ok(None)
+    store: &mut Store<D>,
+    pg: &mut pg::Pg,
+    ps: &[peering::Persist],
+    epoch: u32,
+) -> Result<u64, String> {
+    pg.persist(store, ps, epoch).map_err(|e| e.to_string())
 }

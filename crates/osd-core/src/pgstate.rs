@@ -11,7 +11,8 @@ use ferrostore::{Device, Store};
 use peering::{Event, MapView, PeerMsg, Persist};
 use pg::{ConnId, OpContext};
 
-use crate::repl::{self, RepGather, RepOpData};
+use crate::glue::RepOp;
+use crate::repl;
 use crate::{
     Backfill, ClientOp, MAX_WAITING_PER_PG, Output, PgReport, Recovery, RecoveryCtx, RecoveryEvent,
     ShardConfig, glue,
@@ -19,26 +20,10 @@ use crate::{
 
 /// Peering messages kept per peer for a resend after a connection reset (the newest of this interval).
 const RESEND_KEEP: usize = 16;
-/// Replies of requeued ops that the op engine may still release (dropped when they come out), bounded.
+/// Replies of an ended primary term that the op engine may still release (dropped when they come out).
 const SUPPRESS_MAX: usize = 4096;
-
-/// A client reply waiting for replicated writes it depends on.
-#[derive(Debug)]
-struct Held {
-    conn: ConnId,
-    reply: Box<ceph_msgs::osd_op::MOSDOpReply>,
-    deps: BTreeSet<u64>,
-    op: Box<ClientOp>,
-    order: u64,
-}
-
-/// An op dispatched to the engine whose reply has not come out yet and that waits on replicated writes.
-#[derive(Debug)]
-struct Pending {
-    deps: BTreeSet<u64>,
-    op: Box<ClientOp>,
-    order: u64,
-}
+/// Ops handed to the engine and not answered yet that are remembered (past this the set restarts).
+const OUTSTANDING_MAX: usize = 65_536;
 
 /// Everything the shard lends a PG for one call.
 pub(crate) struct Cx<'a, D: Device> {
@@ -74,24 +59,25 @@ pub(crate) struct PgState {
     /// Client ops waiting for the PG to be active/readable, in arrival order.
     waiting: VecDeque<Box<ClientOp>>,
     /// Client ops waiting for an object to be recovered (missing on the primary or degraded on a replica).
+    #[allow(clippy::vec_box)] // ops move between the queues as boxes, without copying the op
     waiting_for_object: BTreeMap<HObject, Vec<Box<ClientOp>>>,
-    /// Replicated writes in flight, by id.
-    repops: BTreeMap<u64, RepGather>,
-    next_repop: u64,
-    /// Replies of dispatched ops whose engine reply has not come out yet and that wait on repops.
-    pending: BTreeMap<(ConnId, u64), Pending>,
-    /// Replies that came out of the engine but wait on repops.
-    held: Vec<Held>,
-    /// Engine replies to drop (ops requeued at an interval change whose first reply may still come out).
+    /// Replicated writes of this interval not yet committed by every replica (resent after a connection reset).
+    inflight: BTreeMap<Eversion, (RepOp, BTreeSet<i32>)>,
+    /// Ops handed to the engine whose reply has not come out yet (dropped if this OSD stops being primary).
+    outstanding: BTreeSet<(ConnId, u64)>,
+    /// Engine replies to drop: ops of a primary term that ended (the clients resend to the new primary).
     suppress: BTreeMap<(ConnId, u64), u32>,
-    /// Dispatch order counter (requeued ops keep their order).
-    order: u64,
     /// Replica side: ONDISK replies waiting for their store sequence number.
     replica_pending: VecDeque<(u64, i32, ceph_msgs::Message)>,
-    /// Highest store sequence number this PG queued (replica dup answers wait for it).
+    /// Peering messages that follow a persist, waiting for it to be durable (peering's rule).
+    deferred: VecDeque<(u64, i32, ceph_msgs::Message)>,
+    /// Highest store sequence number this PG queued, and the highest known durable.
     last_seq: u64,
+    durable: u64,
     /// Peering messages sent this interval, per peer (resent after a connection reset).
     sent: BTreeMap<i32, VecDeque<ceph_msgs::Message>>,
+    /// Active as primary in this interval already (the engine's replicas are set at activation).
+    active_in_interval: bool,
     /// Created by this OSD and not yet reported to the monitor as created.
     pub report_created: bool,
     pub created_epoch: u32,
@@ -147,15 +133,15 @@ impl PgState {
             force_resend: 0,
             waiting: VecDeque::new(),
             waiting_for_object: BTreeMap::new(),
-            repops: BTreeMap::new(),
-            next_repop: 1,
-            pending: BTreeMap::new(),
-            held: Vec::new(),
+            inflight: BTreeMap::new(),
+            outstanding: BTreeSet::new(),
             suppress: BTreeMap::new(),
-            order: 0,
             replica_pending: VecDeque::new(),
+            deferred: VecDeque::new(),
             last_seq: 0,
+            durable: 0,
             sent: BTreeMap::new(),
+            active_in_interval: false,
             report_created,
             created_epoch,
             mapping_epoch: created_epoch,
@@ -179,6 +165,19 @@ impl PgState {
         self.last_seq = self.last_seq.max(seq);
     }
 
+    fn acting_replicas(&self, whoami: i32) -> Vec<i32> {
+        self.view
+            .as_ref()
+            .map(|v| {
+                v.acting
+                    .iter()
+                    .copied()
+                    .filter(|&o| o != whoami && o >= 0)
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
     // ---- maps ----
 
     /// A new map epoch for this PG.
@@ -189,57 +188,94 @@ impl PgState {
         pool: pg::PoolInfo,
         force_resend: u32,
     ) {
+        let me = cx.cfg.whoami;
         let old_interval = self.same_interval_since();
         let had_view = self.view.is_some();
         if pool != *self.pg.pool() {
             self.pg.set_pool(pool);
         }
         self.force_resend = force_resend;
+        // Writes without replicas (size 1, or alone while undersized) are logged by the engine only: before a
+        // new map can start an interval, rebuild peering's copy of info/log/missing from the engine's.
+        if had_view && self.peering.info().last_update < glue::last_update(&self.pg) {
+            let d = glue::peering_state(&self.pg);
+            let last = self.peering.last_map().cloned();
+            let mut p = peering::Pg::new(
+                me,
+                self.spgid,
+                d.info,
+                d.log,
+                d.missing,
+                d.past_intervals,
+                cx.cfg.peering,
+            );
+            if let Some(l) = last {
+                p = p.with_last_map(l);
+            }
+            self.peering = p;
+        }
         self.view = Some(view.clone());
         self.peering.handle(cx.now, Event::AdvanceMap(view));
         let new_interval = !had_view || self.same_interval_since() != old_interval;
         if new_interval {
             self.on_new_interval(cx);
         }
+        let primary = self.is_primary(me);
+        if primary != self.pg.is_primary() || !had_view {
+            if !primary {
+                // this primary term ended: replies the engine still holds are dropped; clients resend
+                for k in std::mem::take(&mut self.outstanding) {
+                    if self.suppress.len() < SUPPRESS_MAX {
+                        *self.suppress.entry(k).or_default() += 1;
+                    }
+                }
+                self.waiting.clear();
+                self.waiting_for_object.clear();
+            }
+            glue::set_role(&mut self.pg, primary);
+            if !primary {
+                let out = glue::set_replicas(&mut self.pg, Vec::new());
+                self.emit(cx, out);
+            }
+        }
         let h = &self.peering.info().history;
         self.pg
             .set_discard_before(h.same_primary_since.max(self.force_resend));
         self.drain(cx, false);
-        if !self.is_primary(cx.cfg.whoami) {
-            // Not (or no longer) the primary: clients resend what they have not seen answered on their new map.
-            self.waiting.clear();
-            self.waiting_for_object.clear();
-        }
         self.dispatch(cx);
     }
 
-    /// The interval changed: writes in flight go back to the queue (the requeued op is answered as a dup from
-    /// the log once the PG is active again, as Ceph requeues them), recovery restarts from peering.
+    /// The interval changed: recovery restarts from peering; writes of the old interval are no longer resent
+    /// (their replies stay held until the new interval activates, when every acting replica has persisted the
+    /// log, as Ceph answers requeued writes as dups after re-peering).
     fn on_new_interval<D: Device>(&mut self, cx: &mut Cx<'_, D>) {
         self.mapping_epoch = cx.epoch;
         self.recovery.reset();
         self.backfill.reset();
         self.sent.clear();
-        let mut requeue: BTreeMap<u64, Box<ClientOp>> = BTreeMap::new();
-        self.repops.clear();
-        for (key, p) in std::mem::take(&mut self.pending) {
-            // its engine reply has not come out yet: drop it when it does (the requeued op answers instead)
-            if self.suppress.len() < SUPPRESS_MAX {
-                *self.suppress.entry(key).or_default() += 1;
-            }
-            requeue.insert(p.order, p.op);
-        }
-        for h in std::mem::take(&mut self.held) {
-            requeue.insert(h.order, h.op);
-        }
-        for ops in std::mem::take(&mut self.waiting_for_object).into_values() {
-            for op in ops {
-                self.order += 1;
-                requeue.insert(u64::MAX / 2 + self.order, op);
+        self.inflight.clear();
+        self.active_in_interval = false;
+        for ops in std::mem::take(&mut self.waiting_for_object).into_values().rev() {
+            for op in ops.into_iter().rev() {
+                self.waiting.push_front(op);
             }
         }
-        for op in requeue.into_values().rev() {
-            self.waiting.push_front(op);
+    }
+
+    /// The PG became active as primary in this interval: every acting replica has persisted the log, so
+    /// writes still waiting on replicas of earlier intervals are complete; later writes go to this acting set.
+    fn on_activated<D: Device>(&mut self, cx: &mut Cx<'_, D>) {
+        self.active_in_interval = true;
+        let out = glue::set_replicas(&mut self.pg, Vec::new());
+        self.emit(cx, out);
+        let reps = self.acting_replicas(cx.cfg.whoami);
+        let out = glue::set_replicas(&mut self.pg, reps);
+        self.emit(cx, out);
+        if self.report_created {
+            self.report_created = false;
+            cx.out.push_back(Output::PgCreated {
+                pgid: self.spgid.pgid,
+            });
         }
     }
 
@@ -271,7 +307,7 @@ impl PgState {
 
     /// Run queued ops while the PG can serve them.
     pub fn dispatch<D: Device>(&mut self, cx: &mut Cx<'_, D>) {
-        if !self.is_primary(cx.cfg.whoami) {
+        if !self.is_primary(cx.cfg.whoami) || !self.active_in_interval {
             return;
         }
         // ops parked on objects that are no longer missing/degraded go back to the front, in order
@@ -296,7 +332,7 @@ impl PgState {
                 self.waiting_for_object.entry(oid).or_default().push(op);
                 continue;
             }
-            self.execute(cx, op, oid);
+            self.execute(cx, op);
         }
     }
 
@@ -312,19 +348,13 @@ impl PgState {
             .any(|o| self.peering.peer_missing(*o).is_some_and(|m| m.is_missing(oid)))
     }
 
-    fn execute<D: Device>(&mut self, cx: &mut Cx<'_, D>, op: Box<ClientOp>, oid: HObject) {
-        self.order += 1;
-        let order = self.order;
-        let key = (op.conn, op.msg.tid);
-        // a reply on an object with replicated writes in flight waits for them (reads never see data that is
-        // not on every acting replica yet)
-        let mut deps: BTreeSet<u64> = self
-            .repops
-            .values()
-            .filter(|r| r.data.oid.oid == oid.oid && r.data.oid.nspace == oid.nspace)
-            .map(|r| r.id)
-            .collect();
-        let keep = op.clone();
+    fn execute<D: Device>(&mut self, cx: &mut Cx<'_, D>, op: Box<ClientOp>) {
+        if self.outstanding.len() >= OUTSTANDING_MAX {
+            // ops the engine dropped without a reply (discarded as too old) would otherwise accumulate
+            self.outstanding.clear();
+        }
+        self.outstanding.insert((op.conn, op.msg.tid));
+        let op = *op;
         let mut out = self.pg.handle_op(
             cx.store,
             OpContext {
@@ -338,49 +368,37 @@ impl PgState {
                 now: cx.wall,
             },
         );
-        let repops = glue::take_repops(&mut out);
-        for r in repops {
-            let id = self.start_repop(cx, r);
-            if let Some(id) = id {
-                deps.insert(id);
-            }
-        }
-        if !deps.is_empty() {
-            self.pending.insert(
-                key,
-                Pending {
-                    deps,
-                    op: keep,
-                    order,
-                },
-            );
+        for r in glue::take_repops(&mut out) {
+            self.start_repop(cx, r);
         }
         self.emit(cx, out);
     }
 
-    /// Send a replicated write to every acting replica. Returns its id when it has replicas to wait for.
-    fn start_repop<D: Device>(&mut self, cx: &mut Cx<'_, D>, r: RepOpData) -> Option<u64> {
-        self.peering.append_log(&r.log_entries);
-        // the engine wrote these log entries with the write itself
-        self.drain(cx, true);
-        let view = self.view.clone()?;
-        let me = cx.cfg.whoami;
-        let replicas: BTreeSet<i32> = view
-            .acting
+    /// Log a replicated write in peering's copy of the log and send it to its replicas.
+    fn start_repop<D: Device>(&mut self, cx: &mut Cx<'_, D>, r: RepOp) {
+        let head = self.peering.info().last_update;
+        let new: Vec<_> = r
+            .log_entries
             .iter()
-            .copied()
-            .filter(|&o| o != me && o >= 0)
+            .filter(|e| e.version > head)
+            .cloned()
             .collect();
-        if replicas.is_empty() {
-            return None;
+        self.peering.append_log(&new);
+        if r.trim_to > Eversion::default() {
+            self.peering.trim_log(r.trim_to);
         }
-        let id = self.next_repop;
-        self.next_repop += 1;
+        // the engine persisted these entries and the trim with the write itself
+        self.drain(cx, true);
+        let me = cx.cfg.whoami;
+        let replicas: BTreeSet<i32> = r.replicas.iter().copied().filter(|&o| o != me).collect();
+        if replicas.is_empty() {
+            return;
+        }
         let lc = self.peering.info().last_complete;
         for &o in &replicas {
-            let msg = repl::build_repop(
+            let msg = glue::repop_message(
+                &self.pg,
                 &r,
-                self.spgid,
                 me,
                 cx.epoch,
                 self.same_interval_since(),
@@ -389,18 +407,10 @@ impl PgState {
             );
             cx.out.push_back(Output::ToOsd { osd: o, msg });
         }
-        self.repops.insert(
-            id,
-            RepGather {
-                id,
-                data: r,
-                waiting_on: replicas,
-            },
-        );
-        Some(id)
+        self.inflight.insert(glue::repop_version(&r), (r, replicas));
     }
 
-    /// Route the engine's outputs: notifies now, replies now unless they wait on replicated writes.
+    /// Route the engine's outputs: notifies first, then replies (those of ended primary terms dropped).
     fn emit<D: Device>(&mut self, cx: &mut Cx<'_, D>, out: pg::Outputs) {
         for (conn, n) in out.notifies {
             cx.out.push_back(Output::ClientNotify {
@@ -417,23 +427,7 @@ impl PgState {
                 }
                 continue;
             }
-            if let Some(p) = self.pending.remove(&key) {
-                let deps: BTreeSet<u64> = p
-                    .deps
-                    .into_iter()
-                    .filter(|d| self.repops.contains_key(d))
-                    .collect();
-                if !deps.is_empty() {
-                    self.held.push(Held {
-                        conn,
-                        reply: Box::new(reply),
-                        deps,
-                        op: p.op,
-                        order: p.order,
-                    });
-                    continue;
-                }
-            }
+            self.outstanding.remove(&key);
             cx.out.push_back(Output::ClientReply {
                 conn,
                 reply: Box::new(reply),
@@ -441,35 +435,19 @@ impl PgState {
         }
     }
 
-    /// Every acting replica answered ONDISK for repop `id`.
-    fn repop_done<D: Device>(&mut self, cx: &mut Cx<'_, D>, id: u64) {
-        self.repops.remove(&id);
-        for p in self.pending.values_mut() {
-            p.deps.remove(&id);
-        }
-        self.pending.retain(|_, p| !p.deps.is_empty());
-        let mut i = 0;
-        while i < self.held.len() {
-            self.held[i].deps.remove(&id);
-            if self.held[i].deps.is_empty() {
-                let h = self.held.remove(i);
-                cx.out.push_back(Output::ClientReply {
-                    conn: h.conn,
-                    reply: h.reply,
-                });
-            } else {
-                i += 1;
-            }
-        }
-    }
-
     // ---- store ----
 
     pub fn on_durable<D: Device>(&mut self, cx: &mut Cx<'_, D>, seq: u64) {
+        self.durable = self.durable.max(seq);
         let out = self.pg.on_commit(seq);
         self.emit(cx, out);
         while self.replica_pending.front().is_some_and(|(s, _, _)| *s <= seq) {
             if let Some((_, to, msg)) = self.replica_pending.pop_front() {
+                cx.out.push_back(Output::ToOsd { osd: to, msg });
+            }
+        }
+        while self.deferred.front().is_some_and(|(s, _, _)| *s <= seq) {
+            if let Some((_, to, msg)) = self.deferred.pop_front() {
                 cx.out.push_back(Output::ToOsd { osd: to, msg });
             }
         }
@@ -544,21 +522,27 @@ impl PgState {
             }
             repl::Kind::RepOpReply => {
                 let m = repl::decode_repop_reply(&msg)?;
-                if m.map_epoch < self.same_interval_since() {
-                    return Ok(()); // from an earlier interval: its write was requeued
-                }
-                let id = self
-                    .repops
-                    .values()
-                    .find(|r| r.data.reqid == m.reqid && r.waiting_on.contains(&from))
-                    .map(|r| r.id);
-                if let Some(id) = id
-                    && let Some(r) = self.repops.get_mut(&id)
-                {
-                    r.waiting_on.remove(&from);
-                    if r.waiting_on.is_empty() {
-                        self.repop_done(cx, id);
+                // replies are matched to this interval's writes by reqid; older ones were settled by peering
+                let v = self
+                    .inflight
+                    .iter()
+                    .find(|(_, (r, w))| r.reqid == m.reqid && w.contains(&from))
+                    .map(|(v, _)| *v);
+                if let Some(v) = v {
+                    if m.result != 0 {
+                        cx.log(format!(
+                            "pg {}: osd.{from} answered rep op {v} with {}",
+                            self.spgid, m.result
+                        ));
                     }
+                    if let Some((_, w)) = self.inflight.get_mut(&v) {
+                        w.remove(&from);
+                        if w.is_empty() {
+                            self.inflight.remove(&v);
+                        }
+                    }
+                    let out = glue::rep_commit(&mut self.pg, from, v);
+                    self.emit(cx, out);
                 }
             }
             repl::Kind::Trim => {
@@ -598,12 +582,13 @@ impl PgState {
     ) -> Result<(), String> {
         let sis = self.same_interval_since();
         if m.map_epoch < sis || self.is_primary(cx.cfg.whoami) {
-            return Ok(()); // stale: the primary requeued it at the interval change
+            return Ok(()); // from an earlier interval: peering settles what it carried
         }
         let entries = m
             .log_entries()
             .map_err(|e| format!("MOSDRepOp log entries: {e}"))?;
-        if m.version <= self.peering.info().last_update {
+        let head = self.peering.info().last_update;
+        if m.version <= head {
             // a resend after a connection reset: answer once what we have is durable
             let reply = repl::build_reply(
                 &m,
@@ -617,19 +602,21 @@ impl PgState {
             self.replica_pending.push_back((self.last_seq, from, reply));
             return Ok(());
         }
-        let seq = glue::apply_repop(cx.store, &mut self.pg, &m, &entries)?;
+        let seq = glue::apply_repop(cx.store, &mut self.pg, &m)?;
         self.note_seq(seq);
-        self.peering.append_log(&entries);
+        let new: Vec<_> = entries.into_iter().filter(|e| e.version > head).collect();
+        self.peering.append_log(&new);
         if m.pg_trim_to > Eversion::default() {
             self.peering.trim_log(m.pg_trim_to);
         }
+        // the engine persisted the entries and the trim with the transaction
         self.drain(cx, true);
         let reply = repl::build_reply(
             &m,
             cx.cfg.whoami,
             cx.epoch,
             sis,
-            self.peering.info().last_update,
+            self.peering.info().last_complete,
             0,
             cx.cfg.peer_features,
         );
@@ -637,17 +624,22 @@ impl PgState {
         Ok(())
     }
 
-    /// The connection to `osd` broke: resend what it has not acknowledged (replicated writes, and this
-    /// interval's peering messages, which peering tolerates twice).
+    /// The connection to `osd` broke: resend what it has not acknowledged (replicated writes; and, while the
+    /// PG is still peering, this interval's peering messages, which peering tolerates twice).
     pub fn peer_reset<D: Device>(&mut self, cx: &mut Cx<'_, D>, osd: i32) {
         let me = cx.cfg.whoami;
         let sis = self.same_interval_since();
         let lc = self.peering.info().last_complete;
-        for r in self.repops.values() {
-            if r.waiting_on.contains(&osd) {
-                let msg = repl::build_repop(&r.data, self.spgid, me, cx.epoch, sis, lc, cx.cfg.peer_features);
+        for (r, w) in self.inflight.values() {
+            if w.contains(&osd) {
+                let msg = glue::repop_message(&self.pg, r, me, cx.epoch, sis, lc, cx.cfg.peer_features);
                 cx.out.push_back(Output::ToOsd { osd, msg });
             }
+        }
+        // peering messages only while peering: once active, an old activation log resent would look
+        // divergent to a replica that has applied newer writes since
+        if self.peering.is_active() {
+            return;
         }
         if let Some(msgs) = self.sent.get(&osd) {
             for m in msgs {
@@ -658,15 +650,28 @@ impl PgState {
 
     // ---- peering outputs ----
 
-    /// Carry out what peering asked for. `engine_logged`: log appends come from writes the op engine already
-    /// persisted with their transaction.
+    /// Carry out what peering asked for: persists are batched into one store transaction, and messages that
+    /// follow a persist wait until it is durable. `engine_logged`: log appends/trims (and the info they
+    /// update) come from a write the op engine already persisted with its transaction.
     fn drain<D: Device>(&mut self, cx: &mut Cx<'_, D>, engine_logged: bool) {
         loop {
             let mut evs = Vec::new();
             let mut any = false;
+            let mut batch: Vec<Persist> = Vec::new();
+            let mut barrier: Option<u64> = None;
             while let Some(o) = self.peering.poll_output() {
                 any = true;
+                if let peering::Output::Persist(p) = o {
+                    if !engine_logged {
+                        batch.push(p);
+                    }
+                    continue;
+                }
+                if !batch.is_empty() {
+                    barrier = self.flush_persist(cx, &mut batch).or(barrier);
+                }
                 match o {
+                    peering::Output::Persist(_) => {}
                     peering::Output::Send { to, msg } => {
                         let m = msg.to_message(cx.cfg.peer_features);
                         if !matches!(msg, PeerMsg::Lease(_) | PeerMsg::LeaseAck(_)) {
@@ -676,27 +681,21 @@ impl PgState {
                             }
                             q.push_back(m.clone());
                         }
-                        cx.out.push_back(Output::ToOsd { osd: to, msg: m });
-                    }
-                    peering::Output::Persist(p) => {
-                        if engine_logged && matches!(p, Persist::LogAppend(_)) {
-                            continue;
-                        }
-                        match glue::persist(cx.store, &mut self.pg, &p) {
-                            Ok(Some(seq)) => self.note_seq(seq),
-                            Ok(None) => {}
-                            Err(e) => cx.error(format!("pg {}: persisting peering state: {e}", self.spgid)),
+                        match barrier {
+                            Some(b) if b > self.durable => self.deferred.push_back((b, to, m)),
+                            _ if !self.deferred.is_empty() => {
+                                let b = self.deferred.back().map_or(0, |d| d.0);
+                                self.deferred.push_back((b, to, m));
+                            }
+                            _ => cx.out.push_back(Output::ToOsd { osd: to, msg: m }),
                         }
                     }
                     peering::Output::State(s) => {
                         if s.flags & peering::pg_state::ACTIVE != 0
-                            && self.report_created
+                            && !self.active_in_interval
                             && self.is_primary(cx.cfg.whoami)
                         {
-                            self.report_created = false;
-                            cx.out.push_back(Output::PgCreated {
-                                pgid: self.spgid.pgid,
-                            });
+                            self.on_activated(cx);
                         }
                     }
                     peering::Output::NeedUpThru { epoch } => cx.out.push_back(Output::NeedUpThru { epoch }),
@@ -713,10 +712,28 @@ impl PgState {
                     }
                 }
             }
+            if !batch.is_empty() {
+                self.flush_persist(cx, &mut batch);
+            }
             let more = !evs.is_empty();
             self.recovery_events(cx, evs);
             if !any && !more {
                 break;
+            }
+        }
+    }
+
+    /// Write a batch of peering's persists as one transaction; its sequence number.
+    fn flush_persist<D: Device>(&mut self, cx: &mut Cx<'_, D>, batch: &mut Vec<Persist>) -> Option<u64> {
+        let ps = std::mem::take(batch);
+        match glue::persist(cx.store, &mut self.pg, &ps, cx.epoch) {
+            Ok(seq) => {
+                self.note_seq(seq);
+                Some(seq)
+            }
+            Err(e) => {
+                cx.error(format!("pg {}: persisting peering state: {e}", self.spgid));
+                None
             }
         }
     }
@@ -782,7 +799,7 @@ impl PgState {
             num_objects_degraded: missing + stats.num_objects * absent,
             num_objects_misplaced: stats.num_objects * backfill,
             ops_waiting: self.waiting.len() + self.waiting_for_object.values().map(Vec::len).sum::<usize>(),
-            repops_in_flight: self.repops.len(),
+            repops_in_flight: self.inflight.len(),
         }
     }
 }

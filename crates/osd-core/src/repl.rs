@@ -2,19 +2,13 @@
 //! Primary-copy replication on the wire: routing peer messages to their PG, MOSDRepOp / MOSDRepOpReply
 //! construction, and the primary's bookkeeping of writes waiting for replicas (Ceph's RepGather).
 
-use std::collections::BTreeSet;
-
-use bytes::Bytes;
 use ceph_msgs::CephMessage;
 use ceph_msgs::osd_rep::{
     self, CEPH_OSD_FLAG_ONDISK, MOSDPGBackfill, MOSDPGBackfillRemove, MOSDPGPull, MOSDPGPush,
     MOSDPGPushReply, MOSDPGRecoveryDelete, MOSDPGRecoveryDeleteReply, MOSDPGScan, MOSDPGTrim,
     MOSDPGUpdateLogMissing, MOSDPGUpdateLogMissingReply, MOSDRepOp, MOSDRepOpReply, TraceInfo, rep_msg,
 };
-use denc::{Decoder, Eversion, HObject, OsdReqId, PgShard, ShardId, SpgId};
-use osd_types::pg_log::PgLogEntry;
-use osd_types::pg_stat::PgStat;
-use osd_types::transaction::Transaction;
+use denc::{Decoder, Eversion, OsdReqId, PgShard, ShardId, SpgId};
 
 /// The PG a peer message is about (see [`crate::route_peer_message`]).
 pub(crate) fn route(m: &ceph_msgs::Message) -> Option<SpgId> {
@@ -89,61 +83,6 @@ pub(crate) fn kind(msg_type: u16) -> Kind {
         rep_msg::PG_TRIM => Kind::Trim,
         _ => Kind::Other,
     }
-}
-
-/// One replicated write as the op engine produced it (the pg crate's repop output, adapted in `glue`).
-#[derive(Debug, Clone)]
-pub(crate) struct RepOpData {
-    pub reqid: OsdReqId,
-    pub oid: HObject,
-    pub at_version: Eversion,
-    /// The Ceph ObjectStore::Transaction, shared with every replica's message (no payload copy).
-    pub txn: Transaction,
-    pub log_entries: Vec<PgLogEntry>,
-    pub trim_to: Eversion,
-}
-
-/// A write waiting for replicas (Ceph's RepGather): the client reply leaves when `waiting_on` is empty (the
-/// local commit is the op engine's own hold).
-#[derive(Debug)]
-pub(crate) struct RepGather {
-    pub id: u64,
-    pub data: RepOpData,
-    /// Acting replicas that have not answered ONDISK yet.
-    pub waiting_on: BTreeSet<i32>,
-}
-
-/// Build the MOSDRepOp for one replica.
-pub(crate) fn build_repop(
-    d: &RepOpData,
-    spgid: SpgId,
-    whoami: i32,
-    epoch: u32,
-    min_epoch: u32,
-    min_last_complete_ondisk: Eversion,
-    features: u64,
-) -> ceph_msgs::Message {
-    let mut m = MOSDRepOp {
-        map_epoch: epoch,
-        min_epoch,
-        trace: TraceInfo::default(),
-        reqid: d.reqid,
-        pgid: spgid,
-        poid: d.oid.clone(),
-        acks_wanted: CEPH_OSD_FLAG_ONDISK,
-        version: d.at_version,
-        logbl: Bytes::new(),
-        pg_stats: PgStat::default(),
-        pg_trim_to: d.trim_to,
-        new_temp_oid: HObject::default(),
-        discard_temp_oid: HObject::default(),
-        from: PgShard::new(whoami, ShardId::NO_SHARD),
-        updated_hit_set_history: None,
-        min_last_complete_ondisk,
-        op_t: d.txn.clone(),
-    };
-    m.set_log_entries(&d.log_entries);
-    m.to_message(features)
 }
 
 /// The replica's ONDISK answer.

@@ -7,7 +7,6 @@ use std::sync::Arc;
 
 use denc::{SpgId, Utime};
 use ferrostore::Device;
-use osd_types::pg_info::PgInfo;
 use osdmap::OsdMap;
 use peering::{MapView, PoolView};
 
@@ -141,7 +140,7 @@ impl<D: Device> OsdShard<D> {
                 self.error(format!("pg {spgid}: loading: {e}"));
                 return false;
             }
-            let d = glue::load_peering(&mut self.store, &p, spgid);
+            let d = glue::peering_state(&p);
             let peering = peering::Pg::new(
                 self.cfg.whoami,
                 spgid,
@@ -157,16 +156,14 @@ impl<D: Device> OsdShard<D> {
         } else {
             match p.create(&mut self.store, epoch) {
                 Ok(seq) => {
+                    let d = glue::peering_state(&p);
                     let peering = peering::Pg::new(
                         self.cfg.whoami,
                         spgid,
-                        PgInfo {
-                            pgid: spgid.pgid,
-                            ..PgInfo::default()
-                        },
-                        Default::default(),
-                        Default::default(),
-                        osd_types::past_intervals::PastIntervals::new_compact(),
+                        d.info,
+                        d.log,
+                        d.missing,
+                        d.past_intervals,
                         self.cfg.peering,
                     );
                     let mut st = PgState::new(spgid, p, peering, epoch, primary);

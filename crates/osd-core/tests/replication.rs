@@ -1,0 +1,281 @@
+// SPDX-License-Identifier: LGPL-3.0-or-later
+//! Replicated pools through the core: three OSDs, pool size 3 / min_size 2. Writes are acknowledged only once
+//! every acting replica is durable; replicas hold identical objects; an OSD going down leaves PGs active
+//! (undersized+degraded) and writes continue; below min_size ops wait and complete when an OSD returns;
+//! restarted OSDs reload their PGs; a replicated write lost with a broken connection is resent.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::time::Duration;
+
+use ceph_msgs::osd_rep::rep_msg;
+use common::Cluster;
+use osd_core::{Input, state_string};
+
+fn all_states(c: &Cluster) -> Vec<(i32, String)> {
+    let mut v = Vec::new();
+    for (o, s) in &c.osds {
+        for r in s.pg_stats() {
+            if r.primary {
+                v.push((*o, state_string(r.state)));
+            }
+        }
+    }
+    v
+}
+
+fn assert_all(c: &Cluster, want: &str) {
+    let states = all_states(c);
+    assert!(!states.is_empty());
+    for (o, s) in &states {
+        assert_eq!(
+            s,
+            want,
+            "osd.{o}: {states:?}\nlog tail: {:?}",
+            &c.logs[c.logs.len().saturating_sub(20)..]
+        );
+    }
+}
+
+/// Compare one PG's objects across its acting set.
+fn assert_identical(c: &mut Cluster, name: &str) {
+    let (spgid, _, _) = c.locate(name);
+    let acting = c.map.pg_to_up_acting_osds(spgid.pgid).unwrap().acting;
+    let dumps: Vec<_> = acting.iter().map(|&o| (o, c.dump_pg(o, spgid))).collect();
+    let (o0, d0) = &dumps[0];
+    assert!(!d0.is_empty(), "pg {spgid} is empty on osd.{o0}");
+    for (o, d) in &dumps[1..] {
+        assert_eq!(
+            d0.keys().collect::<Vec<_>>(),
+            d.keys().collect::<Vec<_>>(),
+            "object sets differ osd.{o0} vs osd.{o}"
+        );
+        for (k, v) in d0 {
+            assert_eq!(
+                Some(v),
+                d.get(k),
+                "object {:?} differs between osd.{o0} and osd.{o}",
+                String::from_utf8_lossy(k)
+            );
+        }
+    }
+}
+
+#[test]
+fn size3_pgs_go_active_clean() {
+    let c = Cluster::new(3, 3, 2, 8);
+    let states = all_states(&c);
+    assert_eq!(states.len(), 8, "{states:?}");
+    assert_all(&c, "active+clean");
+    // every OSD holds every PG (3 OSDs, size 3)
+    for s in c.osds.values() {
+        assert_eq!(s.pg_stats().len(), 8);
+    }
+}
+
+#[test]
+fn write_is_acked_only_after_every_replica_is_durable() {
+    let mut c = Cluster::new(3, 3, 2, 8);
+    let (spgid, _, primary) = c.locate("slow");
+    let acting = c.map.pg_to_up_acting_osds(spgid.pgid).unwrap().acting;
+    let slow = *acting.iter().find(|&&o| o != primary).unwrap();
+    c.hold_durable.insert(slow);
+    let w = c.write_full("slow", b"replicated bytes");
+    c.run();
+    assert!(
+        c.reply(w).is_none(),
+        "acknowledged while osd.{slow} had not made the write durable"
+    );
+    // the other replica and the primary already applied it
+    for o in acting.iter().filter(|&&o| o != slow) {
+        assert_eq!(c.dump_pg(*o, spgid).len(), 1, "osd.{o} does not have the object");
+    }
+    c.hold_durable.clear();
+    c.run();
+    assert_eq!(c.reply(w).unwrap().result, 0);
+    let r = c.read("slow");
+    c.run();
+    assert_eq!(c.read_data(r).unwrap(), &b"replicated bytes"[..]);
+}
+
+#[test]
+fn replicas_hold_identical_objects() {
+    let mut c = Cluster::new(3, 3, 2, 4);
+    let mut tids = Vec::new();
+    for i in 0..24 {
+        let name = format!("obj{i}");
+        tids.push(c.write_full(&name, format!("payload {i} ").repeat(i + 1).as_bytes()));
+        if i % 3 == 0 {
+            tids.push(c.send(
+                &name,
+                vec![ceph_msgs::osd_op::OSDOp::new(ceph_msgs::osd_op::op::APPEND)
+                    .with_extent(0, 4)
+                    .with_indata(bytes::Bytes::from_static(b"tail"))],
+            ));
+        }
+    }
+    c.run();
+    for t in &tids {
+        assert_eq!(c.reply(*t).unwrap().result, 0, "tid {t}");
+    }
+    for i in 0..24 {
+        assert_identical(&mut c, &format!("obj{i}"));
+    }
+}
+
+#[test]
+fn osd_down_leaves_pgs_active_undersized_and_writes_continue() {
+    let mut c = Cluster::new(3, 3, 2, 8);
+    let w = c.write_full("before", b"one");
+    c.run();
+    assert_eq!(c.reply(w).unwrap().result, 0);
+    c.stop(2);
+    assert_all(&c, "active+undersized+degraded");
+    let mut tids = Vec::new();
+    for i in 0..10 {
+        tids.push(c.write_full(&format!("during{i}"), b"two"));
+    }
+    c.run();
+    for t in &tids {
+        assert_eq!(c.reply(*t).unwrap().result, 0);
+    }
+    let r = c.read("before");
+    c.run();
+    assert_eq!(c.read_data(r).unwrap(), &b"one"[..]);
+    for i in 0..10 {
+        assert_identical(&mut c, &format!("during{i}"));
+    }
+}
+
+#[test]
+fn below_min_size_ops_wait_and_complete_when_an_osd_returns() {
+    let mut c = Cluster::new(3, 3, 2, 8);
+    c.stop(1);
+    c.stop(2);
+    for (o, s) in all_states(&c) {
+        assert!(s.contains("peered") && !s.contains("active"), "osd.{o}: {s}");
+    }
+    let w = c.write_full("waiting", b"patience");
+    c.run();
+    c.advance_time(Duration::from_secs(5));
+    assert!(c.reply(w).is_none(), "a write was acknowledged below min_size");
+    c.restart(1);
+    c.advance_time(Duration::from_secs(1));
+    assert_eq!(
+        c.reply(w)
+            .expect("the write never completed after osd.1 returned")
+            .result,
+        0
+    );
+    assert_identical(&mut c, "waiting");
+}
+
+#[test]
+fn primary_failure_keeps_acknowledged_writes() {
+    let mut c = Cluster::new(3, 3, 2, 8);
+    let mut tids = Vec::new();
+    for i in 0..12 {
+        tids.push(c.write_full(&format!("k{i}"), format!("v{i}").as_bytes()));
+    }
+    c.run();
+    for t in &tids {
+        assert_eq!(c.reply(*t).unwrap().result, 0);
+    }
+    let (_, _, primary) = c.locate("k0");
+    c.stop(primary);
+    let (_, _, new_primary) = c.locate("k0");
+    assert_ne!(primary, new_primary);
+    for i in 0..12 {
+        let r = c.read(&format!("k{i}"));
+        c.run();
+        assert_eq!(
+            c.read_data(r).unwrap(),
+            format!("v{i}").as_bytes(),
+            "k{i} after osd.{primary} died"
+        );
+    }
+    let w = c.write_full("k0", b"new");
+    c.run();
+    assert_eq!(c.reply(w).unwrap().result, 0);
+}
+
+#[test]
+fn restarted_osd_reloads_its_pgs() {
+    let mut c = Cluster::new(3, 3, 2, 8);
+    let mut tids = Vec::new();
+    for i in 0..12 {
+        tids.push(c.write_full(&format!("r{i}"), format!("v{i}").as_bytes()));
+    }
+    c.run();
+    c.stop(1);
+    c.restart(1);
+    c.advance_time(Duration::from_secs(1));
+    assert_eq!(c.osds[&1].pg_stats().len(), 8);
+    assert_all(&c, "active+clean");
+    for i in 0..12 {
+        assert_identical(&mut c, &format!("r{i}"));
+    }
+    // the restarted OSD keeps taking writes
+    let w = c.write_full("r0", b"again");
+    c.run();
+    assert_eq!(c.reply(w).unwrap().result, 0);
+    assert_identical(&mut c, "r0");
+}
+
+#[test]
+fn lost_repop_is_resent_after_peer_reset() {
+    let mut c = Cluster::new(3, 3, 2, 8);
+    let (spgid, _, primary) = c.locate("lost");
+    let acting = c.map.pg_to_up_acting_osds(spgid.pgid).unwrap().acting;
+    let victim = *acting.iter().find(|&&o| o != primary).unwrap();
+    let w = c.write_full("lost", b"again and again");
+    c.drain_outputs();
+    let before = c.bus.len();
+    c.bus
+        .retain(|(_, to, m)| !(*to == victim && m.msg_type == rep_msg::REPOP));
+    assert_eq!(
+        c.bus.len() + 1,
+        before,
+        "exactly one MOSDRepOp to osd.{victim} was dropped"
+    );
+    c.run();
+    assert!(c.reply(w).is_none(), "acknowledged without osd.{victim}");
+    let (now, wall) = (c.now, c.wall);
+    c.osds
+        .get_mut(&primary)
+        .unwrap()
+        .handle(now, wall, Input::PeerReset(victim));
+    c.run();
+    assert_eq!(c.reply(w).unwrap().result, 0);
+    assert_identical(&mut c, "lost");
+}
+
+#[test]
+fn malformed_peer_messages_are_dropped() {
+    let mut c = Cluster::new(3, 3, 2, 4);
+    let (now, wall) = (c.now, c.wall);
+    let s = c.osds.get_mut(&0).unwrap();
+    for t in [
+        rep_msg::REPOP,
+        rep_msg::REPOPREPLY,
+        rep_msg::PG_LOG,
+        rep_msg::PG_PUSH,
+        9999,
+    ] {
+        let msg = ceph_msgs::Message {
+            msg_type: t,
+            version: 3,
+            compat_version: 1,
+            priority: 127,
+            tid: 0,
+            front: bytes::Bytes::from_static(&[1, 2, 3, 0xff, 0xff, 0xff, 0xff, 7]),
+            middle: bytes::Bytes::new(),
+            data: bytes::Bytes::from_static(&[9; 5]),
+        };
+        s.handle(now, wall, Input::Peer { from: 1, msg });
+    }
+    assert!(s.status().peer_msgs_dropped >= 5);
+    c.run();
+    assert_all(&c, "active+clean");
+}
