@@ -29,6 +29,7 @@
 //! failing. A capture that is present but unreadable panics: that is a broken fixture, not a missing one.
 
 mod pcap;
+mod synth;
 mod tcp;
 
 use std::collections::BTreeMap;
@@ -37,6 +38,7 @@ use std::process::Command;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 pub use pcap::{Packet, PcapError, packets};
+pub use synth::{SynthConnection, write_pcap};
 pub use tcp::{Connection, Stream, reassemble};
 
 /// Environment variable naming the captures directory (the one holding `crc/` and `secure/`).
@@ -115,6 +117,26 @@ pub struct Capture {
 }
 
 impl Capture {
+    /// Read a capture file: `.xz` is decompressed with the `xz` tool, anything else is read as pcap. `None`
+    /// (after printing why) when the file or `xz` is missing; panics when the file is there but unreadable.
+    pub fn read(path: &Path) -> Option<Capture> {
+        let raw = if path.extension().is_some_and(|e| e == "xz") {
+            read_xz(path)?
+        } else {
+            match std::fs::read(path) {
+                Ok(b) => b,
+                Err(e) => {
+                    eprintln!("skipping: {}: {e}", path.display());
+                    return None;
+                }
+            }
+        };
+        match Capture::parse(&raw) {
+            Ok(c) => Some(c),
+            Err(e) => panic!("{}: {e}", path.display()),
+        }
+    }
+
     /// Parse a pcap file (either byte order, µs or ns timestamps) and reassemble its TCP connections.
     pub fn parse(pcap: &[u8]) -> Result<Capture, PcapError> {
         let packets = pcap::packets(pcap)?;

@@ -13,11 +13,68 @@
 //! Type numbers and versions: `src/include/ceph_fs.h` (CEPH_MSG_*), `src/msg/Message.h` (MSG_*) and
 //! `src/messages/M*.h`; the versions were checked against real Pacific traffic (testdata/mon-messages.bin).
 
+/// A message decoded at exactly its Pacific header version (or newer) refuses older ones with this error.
+pub(crate) fn too_old(type_name: &'static str, version: u16, oldest: u16) -> DecodeError {
+    DecodeError::TooOld {
+        type_name,
+        version: version.min(255) as u8,
+        oldest: oldest.min(255) as u8,
+    }
+}
+
+/// Implements [`CephMessage`] for a type with inherent `enc(&self, &mut Encoder)`,
+/// `dec(&mut Decoder, &Bytes) -> Result<Self, DecodeError>` and `data_segment(&self) -> Bytes` (see `no_data!`).
+/// Header versions older than HEAD are refused (`OLDEST`).
+macro_rules! message {
+    ($t:ty, $ty:expr, $head:expr, $compat:expr, $name:expr, $prio:expr) => {
+        impl $t {
+            /// The oldest header version our decoder reads.
+            pub const OLDEST: u16 = $head;
+        }
+        impl $crate::CephMessage for $t {
+            const TYPE: u16 = $ty;
+            const HEAD_VERSION: u16 = $head;
+            const COMPAT_VERSION: u16 = $compat;
+            const NAME: &'static str = $name;
+            const PRIORITY: u16 = $prio;
+            fn encode_front(&self, e: &mut ::denc::Encoder) {
+                self.enc(e)
+            }
+            fn data(&self) -> ::bytes::Bytes {
+                self.data_segment()
+            }
+            fn decode_front(
+                version: u16,
+                d: &mut ::denc::Decoder,
+                data: &::bytes::Bytes,
+            ) -> Result<Self, ::denc::DecodeError> {
+                if version < Self::OLDEST {
+                    return Err($crate::too_old($name, version, Self::OLDEST));
+                }
+                Self::dec(d, data)
+            }
+        }
+    };
+}
+
+/// An empty data segment for each listed message type (for `message!`).
+macro_rules! no_data {
+    ($($t:ty),*) => {$(
+        impl $t {
+            fn data_segment(&self) -> ::bytes::Bytes {
+                ::bytes::Bytes::new()
+            }
+        }
+    )*};
+}
+
 mod mgr;
 mod mon;
 pub mod osd;
+pub mod osd_ec;
 pub mod osd_op;
 pub mod osd_rep;
+pub mod osd_scrub;
 mod osdmap;
 
 use bytes::Bytes;

@@ -9,7 +9,9 @@
 use std::collections::BTreeMap;
 
 use bytes::Bytes;
-use denc::{Decode, DecodeError, Decoder, Encode, Encoder, EntityAddrvec, PgId, Utime, Uuid};
+use denc::{Decode, DecodeError, Decoder, Encode, Encoder, EntityAddrvec, PgId, SpgId, Utime, Uuid};
+use osd_types::past_intervals::PastIntervals;
+use osd_types::pg_info::PgHistory;
 
 use crate::{CephMessage, PaxosHeader, prio};
 
@@ -20,10 +22,15 @@ pub mod osd_msg {
     pub const OSD_FAILURE: u16 = 72;
     pub const OSD_ALIVE: u16 = 73;
     pub const OSD_MARK_ME_DOWN: u16 = 74;
+    pub const OSD_FULL: u16 = 75;
+    pub const OSD_PGTEMP: u16 = 78;
     pub const OSD_BEACON: u16 = 79;
     pub const PGSTATS: u16 = 87;
     pub const PGSTATSACK: u16 = 88;
     pub const OSD_PG_CREATED: u16 = 116;
+    pub const OSD_PG_CREATE2: u16 = 120;
+    pub const OSD_SCRUB2: u16 = 121;
+    pub const OSD_FORCE_RECOVERY: u16 = 151;
     pub const MGR_OPEN: u16 = 0x700;
     pub const MGR_CONFIGURE: u16 = 0x701;
     pub const MGR_REPORT: u16 = 0x702;
@@ -664,6 +671,228 @@ impl CephMessage for MCommandReply {
             r: d.i32()?,
             rs: d.string()?,
             data: data.clone(),
+        })
+    }
+}
+
+/// `MOSDFailure` flags.
+pub mod failure_flags {
+    /// The target failed (0: it is alive after all; cancels an earlier report).
+    pub const FAILED: u8 = 1;
+    /// Mark it down now (the reporter saw the connection refused), without waiting for more reporters.
+    pub const IMMEDIATE: u8 = 2;
+}
+
+/// `MOSDFailure` (72, v4/4): an OSD reports a peer whose heartbeats stopped (or takes the report back).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MOSDFailure {
+    pub paxos: PaxosHeader,
+    pub fsid: Uuid,
+    pub target_osd: i32,
+    pub target_addrs: EntityAddrvec,
+    pub epoch: u32,
+    /// [`failure_flags`].
+    pub flags: u8,
+    /// Seconds since the last heartbeat reply.
+    pub failed_for: i32,
+}
+
+impl CephMessage for MOSDFailure {
+    const TYPE: u16 = osd_msg::OSD_FAILURE;
+    const HEAD_VERSION: u16 = 4;
+    const COMPAT_VERSION: u16 = 4;
+    const NAME: &'static str = "osd_failure";
+
+    fn encode_front(&self, e: &mut Encoder) {
+        self.paxos.encode(e);
+        self.fsid.encode(e);
+        e.i32(self.target_osd);
+        self.target_addrs.encode(e);
+        e.u32(self.epoch);
+        e.u8(self.flags);
+        e.i32(self.failed_for);
+    }
+    fn decode_front(v: u16, d: &mut Decoder, _data: &Bytes) -> Result<Self, DecodeError> {
+        if v < 4 {
+            return Err(DecodeError::invalid("osd_failure", "version < 4"));
+        }
+        Ok(MOSDFailure {
+            paxos: PaxosHeader::decode(d)?,
+            fsid: d.decode()?,
+            target_osd: d.i32()?,
+            target_addrs: d.decode()?,
+            epoch: d.u32()?,
+            flags: d.u8()?,
+            failed_for: d.i32()?,
+        })
+    }
+}
+
+/// `MOSDPGTemp` (78, v2/1): a primary asks the monitor for a temporary acting set (an empty one clears it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MOSDPGTemp {
+    pub paxos: PaxosHeader,
+    pub map_epoch: u32,
+    /// `map<pg_t, vector<i32>>`, in wire order.
+    pub pg_temp: Vec<(PgId, Vec<i32>)>,
+    /// Set even if the map already has it (v2).
+    pub forced: bool,
+}
+
+impl CephMessage for MOSDPGTemp {
+    const TYPE: u16 = osd_msg::OSD_PGTEMP;
+    const HEAD_VERSION: u16 = 2;
+    const COMPAT_VERSION: u16 = 1;
+    const NAME: &'static str = "osd_pgtemp";
+
+    fn encode_front(&self, e: &mut Encoder) {
+        self.paxos.encode(e);
+        e.u32(self.map_epoch);
+        e.encode(&self.pg_temp);
+        e.bool(self.forced);
+    }
+    fn decode_front(v: u16, d: &mut Decoder, _data: &Bytes) -> Result<Self, DecodeError> {
+        Ok(MOSDPGTemp {
+            paxos: PaxosHeader::decode(d)?,
+            map_epoch: d.u32()?,
+            pg_temp: d.decode()?,
+            forced: if v >= 2 { d.bool()? } else { false },
+        })
+    }
+}
+
+/// `MOSDFull` (75, v1): an OSD reports its fullness state bits to the monitor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MOSDFull {
+    pub paxos: PaxosHeader,
+    pub map_epoch: u32,
+    /// `CEPH_OSD_FULL` / `BACKFILLFULL` / `NEARFULL` bits.
+    pub state: u32,
+}
+
+impl CephMessage for MOSDFull {
+    const TYPE: u16 = osd_msg::OSD_FULL;
+    const HEAD_VERSION: u16 = 1;
+    const COMPAT_VERSION: u16 = 1;
+    const NAME: &'static str = "osd_full";
+
+    fn encode_front(&self, e: &mut Encoder) {
+        self.paxos.encode(e);
+        e.u32(self.map_epoch);
+        e.u32(self.state);
+    }
+    fn decode_front(_v: u16, d: &mut Decoder, _data: &Bytes) -> Result<Self, DecodeError> {
+        Ok(MOSDFull {
+            paxos: PaxosHeader::decode(d)?,
+            map_epoch: d.u32()?,
+            state: d.u32()?,
+        })
+    }
+}
+
+/// `MOSDForceRecovery` options.
+pub mod force_recovery {
+    pub const RECOVERY: u8 = 1;
+    pub const BACKFILL: u8 = 2;
+    pub const CANCEL: u8 = 4;
+}
+
+/// `MOSDForceRecovery` (151, v2/2): from the mgr (`ceph pg force-recovery`): raise (or, with CANCEL, drop) the
+/// recovery or backfill priority of these PGs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MOSDForceRecovery {
+    pub fsid: Uuid,
+    pub forced_pgs: Vec<SpgId>,
+    /// [`force_recovery`] bits.
+    pub options: u8,
+}
+
+impl CephMessage for MOSDForceRecovery {
+    const TYPE: u16 = osd_msg::OSD_FORCE_RECOVERY;
+    const HEAD_VERSION: u16 = 2;
+    const COMPAT_VERSION: u16 = 2;
+    const NAME: &'static str = "force_recovery";
+
+    fn encode_front(&self, e: &mut Encoder) {
+        self.fsid.encode(e);
+        e.encode(&self.forced_pgs);
+        e.u8(self.options);
+    }
+    fn decode_front(v: u16, d: &mut Decoder, _data: &Bytes) -> Result<Self, DecodeError> {
+        if v < 2 {
+            // v1 carried pg_t, not spg_t.
+            return Err(DecodeError::invalid("force_recovery", "version < 2"));
+        }
+        Ok(MOSDForceRecovery {
+            fsid: d.decode()?,
+            forced_pgs: d.decode()?,
+            options: d.u8()?,
+        })
+    }
+}
+
+/// `MOSDScrub2` (121, v1): from the mgr (`ceph pg deep-scrub`, `ceph osd pool scrub`): scrub these PGs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MOSDScrub2 {
+    pub fsid: Uuid,
+    pub epoch: u32,
+    pub scrub_pgs: Vec<SpgId>,
+    pub repair: bool,
+    pub deep: bool,
+}
+
+impl CephMessage for MOSDScrub2 {
+    const TYPE: u16 = osd_msg::OSD_SCRUB2;
+    const HEAD_VERSION: u16 = 1;
+    const COMPAT_VERSION: u16 = 1;
+    const NAME: &'static str = "scrub2";
+
+    fn encode_front(&self, e: &mut Encoder) {
+        self.fsid.encode(e);
+        e.u32(self.epoch);
+        e.encode(&self.scrub_pgs);
+        e.bool(self.repair);
+        e.bool(self.deep);
+    }
+    fn decode_front(_v: u16, d: &mut Decoder, _data: &Bytes) -> Result<Self, DecodeError> {
+        Ok(MOSDScrub2 {
+            fsid: d.decode()?,
+            epoch: d.u32()?,
+            scrub_pgs: d.decode()?,
+            repair: d.bool()?,
+            deep: d.bool()?,
+        })
+    }
+}
+
+/// `MOSDPGCreate2` (120, v2/1): the monitor tells a primary to create PGs of a new pool (or after a split), with
+/// the creation epoch and time, and (v2) their history and past intervals.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MOSDPGCreate2 {
+    pub epoch: u32,
+    /// `map<spg_t, pair<epoch_t, utime_t>>`, in wire order.
+    pub pgs: Vec<(SpgId, (u32, Utime))>,
+    /// `map<spg_t, pair<pg_history_t, PastIntervals>>` (v2), in wire order.
+    pub pg_extra: Vec<(SpgId, (PgHistory, PastIntervals))>,
+}
+
+impl CephMessage for MOSDPGCreate2 {
+    const TYPE: u16 = osd_msg::OSD_PG_CREATE2;
+    const HEAD_VERSION: u16 = 2;
+    const COMPAT_VERSION: u16 = 1;
+    const NAME: &'static str = "pg_create2";
+    const PRIORITY: u16 = prio::HIGH;
+
+    fn encode_front(&self, e: &mut Encoder) {
+        e.u32(self.epoch);
+        e.encode(&self.pgs);
+        e.encode(&self.pg_extra);
+    }
+    fn decode_front(v: u16, d: &mut Decoder, _data: &Bytes) -> Result<Self, DecodeError> {
+        Ok(MOSDPGCreate2 {
+            epoch: d.u32()?,
+            pgs: d.decode()?,
+            pg_extra: if v >= 2 { d.decode()? } else { Vec::new() },
         })
     }
 }

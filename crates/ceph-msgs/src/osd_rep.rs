@@ -20,7 +20,7 @@ use osd_types::pg_stat::{ObjectStatCollection, PgStat};
 use osd_types::recovery::{PullOp, PushOp, PushReplyOp};
 use osd_types::transaction::Transaction;
 
-use crate::{CephMessage, prio};
+use crate::prio;
 
 /// Message type numbers (`MSG_OSD_*` in Message.h).
 pub mod rep_msg {
@@ -77,52 +77,6 @@ impl Decode for TraceInfo {
             parent_span_id: d.u64()?,
         })
     }
-}
-
-fn too_old(type_name: &'static str, version: u16, oldest: u16) -> DecodeError {
-    DecodeError::TooOld {
-        type_name,
-        version: version.min(255) as u8,
-        oldest: oldest.min(255) as u8,
-    }
-}
-
-macro_rules! message {
-    ($t:ty, $ty:expr, $head:expr, $compat:expr, $name:expr, $prio:expr) => {
-        impl $t {
-            /// The oldest header version our decoder reads.
-            pub const OLDEST: u16 = $head;
-        }
-        impl CephMessage for $t {
-            const TYPE: u16 = $ty;
-            const HEAD_VERSION: u16 = $head;
-            const COMPAT_VERSION: u16 = $compat;
-            const NAME: &'static str = $name;
-            const PRIORITY: u16 = $prio;
-            fn encode_front(&self, e: &mut Encoder) {
-                self.enc(e)
-            }
-            fn data(&self) -> Bytes {
-                self.data_segment()
-            }
-            fn decode_front(version: u16, d: &mut Decoder, data: &Bytes) -> Result<Self, DecodeError> {
-                if version < Self::OLDEST {
-                    return Err(too_old($name, version, Self::OLDEST));
-                }
-                Self::dec(d, data)
-            }
-        }
-    };
-}
-
-macro_rules! no_data {
-    ($($t:ty),*) => {$(
-        impl $t {
-            fn data_segment(&self) -> Bytes {
-                Bytes::new()
-            }
-        }
-    )*};
 }
 
 /// `MOSDRepOp` (112, v3): the primary's replicated write for one object: log entries, stats and the transaction.
@@ -900,12 +854,18 @@ message!(
 pub struct MOSDPGUpdateLogMissingReply {
     pub map_epoch: u32,
     pub pgid: SpgId,
-    pub from: PgShard,
+    /// Only the replier's shard travels (one byte); its OSD id is the sender's (see
+    /// [`MOSDPGUpdateLogMissingReply::from_shard`]). Capture-verified.
+    pub from: ShardId,
     pub rep_tid: u64,
     pub min_epoch: u32,
     pub last_complete_ondisk: Eversion,
 }
 impl MOSDPGUpdateLogMissingReply {
+    /// The replier as a `pg_shard_t`, given the OSD id of the connection it came from.
+    pub fn from_shard(&self, sender_osd: i32) -> PgShard {
+        PgShard::new(sender_osd, self.from)
+    }
     fn enc(&self, e: &mut Encoder) {
         e.u32(self.map_epoch);
         e.encode(&self.pgid);

@@ -244,7 +244,7 @@ fn uncaptured_messages_round_trip() {
     rt(MOSDPGUpdateLogMissingReply {
         map_epoch: 3,
         pgid,
-        from,
+        from: ShardId::NO_SHARD,
         rep_tid: 77,
         min_epoch: 2,
         last_complete_ondisk: Eversion::new(3, 1),
