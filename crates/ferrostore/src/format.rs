@@ -7,7 +7,8 @@ use crate::error::{Result, StoreError};
 pub const BLOCK_SIZE: u64 = 4096;
 pub const BLOCK: usize = BLOCK_SIZE as usize;
 pub const SECTOR_SIZE: u64 = 512;
-pub const FORMAT_VERSION: u32 = 1;
+/// 2: attr / omap / omap-header values carry a one-byte form prefix (inline or spilled to data blocks).
+pub const FORMAT_VERSION: u32 = 2;
 pub const DEVICE_MAGIC: &[u8; 8] = b"FERROSTO";
 pub const SHARD_MAGIC: u32 = u32::from_le_bytes(*b"FSSB");
 pub const NODE_MAGIC: u32 = u32::from_le_bytes(*b"FSTN");
@@ -18,6 +19,19 @@ pub const MAX_EXTENT_BLOCKS: u64 = 16;
 
 const _: () = assert!(BLOCK_SIZE.is_multiple_of(SECTOR_SIZE));
 const _: () = assert!(MAX_EXTENT_BLOCKS <= u8::MAX as u64);
+
+/// Mount refuses any other format version (EOPNOTSUPP) with a message that says what to do.
+fn version_error(found: u32) -> StoreError {
+    StoreError::Unsupported(match found {
+        1 => {
+            "on-disk format version 1 (written before large attr/omap values): this build reads version 2 only; re-create the store with mkfs"
+        }
+        v if v > FORMAT_VERSION => {
+            "on-disk format version newer than this build supports (2): upgrade ferrostore"
+        }
+        _ => "unknown on-disk format version (this build reads version 2)",
+    })
+}
 
 pub fn crc(data: &[u8]) -> u32 {
     crc32c::crc32c(data)
@@ -145,7 +159,7 @@ impl DeviceHeader {
             return Err(StoreError::Corrupt("device header checksum mismatch".into()));
         }
         if version != FORMAT_VERSION {
-            return Err(StoreError::Unsupported("on-disk format version"));
+            return Err(version_error(version));
         }
         if r.u32()? as u64 != BLOCK_SIZE {
             return Err(StoreError::Unsupported("block size"));
@@ -225,8 +239,9 @@ impl ShardSuper {
         if b.len() < BLOCK || stored != crc(&b[8..BLOCK]) {
             return Err(StoreError::Corrupt("shard superblock checksum".into()));
         }
-        if r.u32()? != FORMAT_VERSION {
-            return Err(StoreError::Unsupported("on-disk format version"));
+        let version = r.u32()?;
+        if version != FORMAT_VERSION {
+            return Err(version_error(version));
         }
         Ok(ShardSuper {
             shard: r.u32()?,

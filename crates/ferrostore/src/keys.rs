@@ -233,6 +233,23 @@ mod tests {
     }
 
     #[test]
+    fn value_forms_round_trip_and_reject_garbage() {
+        let e = Value::inline_encoded(b"abc");
+        assert_eq!(Value::decode(&e).unwrap(), Value::Inline(b"abc"));
+        let runs = vec![(100u64, 2u16), (300, 1)];
+        let e = Value::spilled_encoded(9000, 7, &runs);
+        let v = Value::decode(&e).unwrap();
+        assert_eq!(v.runs().collect::<Vec<_>>(), vec![(100, 2), (300, 1)]);
+        // 9000 bytes need 3 blocks: a run list that disagrees is corruption, as is any truncation.
+        assert!(Value::decode(&Value::spilled_encoded(5000, 7, &runs)).is_err());
+        for cut in 1..e.len() {
+            assert!(Value::decode(&e[..cut]).is_err());
+        }
+        assert!(Value::decode(&[]).is_err());
+        assert!(Value::decode(&[9, 1, 2]).is_err());
+    }
+
+    #[test]
     fn values_round_trip_and_reject_garbage() {
         let o = Onode {
             id: 9,
@@ -249,4 +266,89 @@ mod tests {
         assert!(Extent::decode(&[1; 5]).is_err());
         assert!(Onode::decode(&[2; 21]).is_err());
     }
+}
+
+/// Largest attr / omap / omap-header value accepted (bytes). Values that do not fit in a tree entry are spilled to
+/// data blocks (`Value::Spilled`).
+pub const MAX_VALUE_LEN: usize = 256 << 10;
+/// At most this many block runs describe one spilled value (bounds the tree entry: 10 + 10 * 64 bytes).
+pub const MAX_SPILL_RUNS: usize = 64;
+
+const VALUE_INLINE: u8 = 0;
+const VALUE_SPILLED: u8 = 1;
+
+/// The stored form of an attr, omap or omap-header value: inline in the tree entry, or in data blocks referenced
+/// from it (`len` bytes laid out over `runs` in order, zero padded to whole blocks, one crc32c over the `len` bytes).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Value<'a> {
+    Inline(&'a [u8]),
+    Spilled {
+        len: u32,
+        crc: u32,
+        runs: Vec<(u64, u16)>,
+    },
+}
+
+impl<'a> Value<'a> {
+    pub fn inline_encoded(v: &[u8]) -> Vec<u8> {
+        let mut out = Vec::with_capacity(1 + v.len());
+        out.push(VALUE_INLINE);
+        out.extend_from_slice(v);
+        out
+    }
+
+    pub fn spilled_encoded(len: u32, crc: u32, runs: &[(u64, u16)]) -> Vec<u8> {
+        let mut w = Writer::with_capacity(10 + 10 * runs.len());
+        w.u8(VALUE_SPILLED).u32(len).u32(crc).u8(runs.len() as u8);
+        for (b, n) in runs {
+            w.u64(*b).u16(*n);
+        }
+        w.buf
+    }
+
+    pub fn decode(b: &'a [u8]) -> Result<Self> {
+        match b.split_first() {
+            Some((&VALUE_INLINE, rest)) => Ok(Value::Inline(rest)),
+            Some((&VALUE_SPILLED, _)) => {
+                let mut r = Reader::new(&b[1..]);
+                let len = r.u32()?;
+                let crc = r.u32()?;
+                let n = r.u8()? as usize;
+                if len as usize > MAX_VALUE_LEN || n == 0 || n > MAX_SPILL_RUNS {
+                    return Err(StoreError::Corrupt("spilled value header".into()));
+                }
+                let mut runs = Vec::with_capacity(n);
+                let mut blocks = 0u64;
+                for _ in 0..n {
+                    let (pb, nb) = (r.u64()?, r.u16()?);
+                    if nb == 0 {
+                        return Err(StoreError::Corrupt("empty spilled value run".into()));
+                    }
+                    blocks += nb as u64;
+                    runs.push((pb, nb));
+                }
+                if blocks != (len as u64).div_ceil(crate::format::BLOCK_SIZE) {
+                    return Err(StoreError::Corrupt(
+                        "spilled value runs do not match its length".into(),
+                    ));
+                }
+                Ok(Value::Spilled { len, crc, runs })
+            }
+            _ => Err(StoreError::Corrupt("value form".into())),
+        }
+    }
+
+    /// Block runs this value occupies (none when inline).
+    pub fn runs(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        let r: &[(u64, u16)] = match self {
+            Value::Inline(_) => &[],
+            Value::Spilled { runs, .. } => runs,
+        };
+        r.iter().map(|(b, n)| (*b, *n as u64))
+    }
+}
+
+/// Kinds whose values have the inline/spilled form.
+pub fn has_value_form(key: &[u8]) -> bool {
+    matches!(key.first(), Some(&NS_ATTR) | Some(&NS_OMAP_HDR) | Some(&NS_OMAP))
 }

@@ -11,7 +11,7 @@ use crate::btree::{MAX_ENTRY, MAX_KEY, NodeIo, Tree};
 use crate::device::{Completion, Device, DeviceStats, Tag};
 use crate::error::{Result, StoreError};
 use crate::format::{BLOCK, BLOCK_SIZE, DeviceHeader, FORMAT_VERSION, MAX_EXTENT_BLOCKS, ShardSuper, crc};
-use crate::keys::{self, CollectionId, Extent, ObjectKey, Onode};
+use crate::keys::{self, CollectionId, Extent, ObjectKey, Onode, Value};
 use crate::txn::{Op, Transaction};
 use crate::wal::{self, Delta, LogRecord};
 use bytes::{Bytes, BytesMut};
@@ -113,6 +113,8 @@ pub struct FsckReport {
     pub nodes: u64,
     pub data_blocks: u64,
     pub shared_blocks: u64,
+    /// Attr / omap values stored in data blocks.
+    pub spilled_values: u64,
 }
 
 enum Purpose {
@@ -535,6 +537,8 @@ impl<D: Device> Store<D> {
                         if k.first() == Some(&keys::NS_EXTENT) {
                             let e = Extent::decode(v)?;
                             referenced.push((e.pblock, e.blocks()));
+                        } else if keys::has_value_form(k) {
+                            referenced.extend(Value::decode(v)?.runs());
                         }
                         self.tree.put(&mut self.io, k, v)?
                     }
@@ -569,6 +573,20 @@ impl<D: Device> Store<D> {
                         return Ok(false);
                     }
                 }
+            } else if let Delta::Put(k, v) = d
+                && keys::has_value_form(k)
+            {
+                let Ok(val) = Value::decode(v) else {
+                    return Ok(false);
+                };
+                if !val.runs().all(|(s, l)| self.block_range_ok(s, l)) {
+                    return Ok(false);
+                }
+                match self.load_value(&TxnCtx::default(), v) {
+                    Ok(_) => {}
+                    Err(e) if e.is_media_error() => return Ok(false),
+                    Err(e) => return Err(e),
+                }
             }
         }
         Ok(true)
@@ -582,6 +600,7 @@ impl<D: Device> Store<D> {
     fn used_blocks(&mut self) -> Result<Vec<(u64, u64)>> {
         let mut used = Vec::new();
         let mut extents = Vec::new();
+        let mut values = Vec::new();
         self.tree.walk(&mut self.io, &mut |blk, node| {
             if let Some(b) = blk {
                 used.push((b, 1));
@@ -589,12 +608,17 @@ impl<D: Device> Store<D> {
             for (i, k) in node.keys.iter().enumerate() {
                 if node.level == 0 && k.first() == Some(&keys::NS_EXTENT) {
                     extents.push(node.vals[i].clone());
+                } else if node.level == 0 && keys::has_value_form(k) && node.vals[i].first() != Some(&0) {
+                    values.push(node.vals[i].clone());
                 }
             }
         })?;
         for v in extents {
             let e = Extent::decode(&v)?;
             used.push((e.pblock, e.blocks()));
+        }
+        for v in values {
+            used.extend(Value::decode(&v)?.runs());
         }
         used.extend(self.tree.superseded.iter().map(|b| (*b, 1)));
         used.extend(self.pending_free.iter().copied());
@@ -1412,14 +1436,132 @@ impl<D: Device> Store<D> {
         Ok(())
     }
 
+    // ---------------------------------------------------------------- attr / omap values (inline or spilled)
+
+    /// Store `val` under `key` (an attr, omap key or omap header): inline when it fits a tree entry, otherwise
+    /// spilled to fresh data blocks written in parallel with the log record like object data (same crash rules).
+    /// A spilled value it replaces is freed.
+    fn put_value(&mut self, ctx: &mut TxnCtx, key: Vec<u8>, val: &Bytes) -> Result<()> {
+        if val.len() > keys::MAX_VALUE_LEN {
+            return Err(StoreError::TooLarge("attr/omap value larger than 256 KiB"));
+        }
+        if key.len() > MAX_KEY {
+            return Err(StoreError::TooLarge(
+                "attr name or omap key longer than 512 bytes",
+            ));
+        }
+        self.release_value_at(ctx, &key)?;
+        if key.len() + 1 + val.len() <= MAX_ENTRY {
+            return self.kv_put(ctx, key, Value::inline_encoded(val));
+        }
+        let nblocks = val.len().div_ceil(BLOCK);
+        let runs = self.alloc.alloc(nblocks as u64)?;
+        ctx.allocated.extend(runs.iter().copied());
+        if runs.len() > keys::MAX_SPILL_RUNS {
+            // Free space too fragmented to describe the value in one tree entry.
+            return Err(StoreError::NoSpace);
+        }
+        let mut padded = BytesMut::zeroed(nblocks * BLOCK);
+        padded[..val.len()].copy_from_slice(val);
+        let padded = padded.freeze();
+        let mut at = 0usize;
+        let mut desc = Vec::with_capacity(runs.len());
+        for (ps, pl) in runs {
+            let len = pl as usize * BLOCK;
+            ctx.runs.push((
+                ps,
+                Run {
+                    blocks: pl,
+                    segs: vec![padded.slice(at..at + len)],
+                },
+            ));
+            at += len;
+            desc.push((ps, pl as u16));
+        }
+        let enc = Value::spilled_encoded(val.len() as u32, crc(val), &desc);
+        self.kv_put(ctx, key, enc)
+    }
+
+    /// Copy a stored value to another key (clone): inline values as they are, spilled ones into new blocks.
+    fn copy_value(&mut self, ctx: &mut TxnCtx, key: Vec<u8>, raw: Vec<u8>) -> Result<()> {
+        match Value::decode(&raw)? {
+            Value::Inline(_) => self.kv_put(ctx, key, raw),
+            Value::Spilled { .. } => {
+                let v = self.load_value(ctx, &raw)?;
+                self.put_value(ctx, key, &v)
+            }
+        }
+    }
+
+    fn release_value(&mut self, ctx: &mut TxnCtx, raw: &[u8]) -> Result<()> {
+        // Spilled blocks are never shared (clone copies them), so they are freed outright.
+        ctx.freed.extend(Value::decode(raw)?.runs());
+        Ok(())
+    }
+
+    fn release_value_at(&mut self, ctx: &mut TxnCtx, key: &[u8]) -> Result<()> {
+        if let Some(old) = self.kv_get(ctx, key)? {
+            self.release_value(ctx, &old)?;
+        }
+        Ok(())
+    }
+
+    /// Delete the value at `key`; returns whether there was one.
+    fn del_value(&mut self, ctx: &mut TxnCtx, key: Vec<u8>) -> Result<bool> {
+        match self.kv_get(ctx, &key)? {
+            Some(old) => {
+                self.release_value(ctx, &old)?;
+                self.kv_del(ctx, key);
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+
+    /// The bytes of a stored value; a spilled value is read (from memory while its write is in flight) and its
+    /// crc verified before anything is returned.
+    fn load_value(&mut self, ctx: &TxnCtx, raw: &[u8]) -> Result<Bytes> {
+        let (len, want, runs) = match Value::decode(raw)? {
+            Value::Inline(v) => return Ok(Bytes::copy_from_slice(v)),
+            Value::Spilled { len, crc, runs } => (len as usize, crc, runs),
+        };
+        let mut out = BytesMut::with_capacity(runs.iter().map(|r| r.1 as usize * BLOCK).sum());
+        for (pb, n) in &runs {
+            if !self.block_range_ok(*pb, *n as u64) {
+                return Err(StoreError::Corrupt(format!(
+                    "spilled value run {pb}+{n} outside the data area"
+                )));
+            }
+            if self.staged_block(ctx, *pb).is_some() {
+                for i in 0..*n as u64 {
+                    let b = self
+                        .staged_block(ctx, pb + i)
+                        .ok_or_else(|| StoreError::Corrupt("spilled value partly in flight".into()))?;
+                    out.extend_from_slice(&b);
+                }
+            } else {
+                out.extend_from_slice(&self.io.sync_read(pb * B, *n as usize * BLOCK)?);
+            }
+        }
+        out.truncate(len);
+        if crc(&out) != want {
+            self.stats.csum_errors += 1;
+            return Err(StoreError::Checksum {
+                offset: runs.first().map_or(0, |r| r.0 * B),
+            });
+        }
+        Ok(out.freeze())
+    }
+
     fn remove_object(&mut self, ctx: &mut TxnCtx, cid: &CollectionId, name: &[u8], o: &Onode) -> Result<()> {
         self.punch(ctx, o.id, 0, o.size.div_ceil(B))?;
         for p in [keys::attr_prefix(o.id), keys::omap_prefix(o.id)] {
-            for (k, _) in self.kv_scan_prefix(ctx, &p)? {
+            for (k, v) in self.kv_scan_prefix(ctx, &p)? {
+                self.release_value(ctx, &v)?;
                 self.kv_del(ctx, k);
             }
         }
-        self.kv_del(ctx, keys::omap_header(o.id));
+        self.del_value(ctx, keys::omap_header(o.id))?;
         self.kv_del(ctx, keys::onode(cid, name));
         Ok(())
     }
@@ -1523,13 +1665,13 @@ impl<D: Device> Store<D> {
                     self.kv_put(ctx, keys::extent(d.id, lb), v)?;
                 }
                 for (k, v) in self.kv_scan_prefix(ctx, &keys::attr_prefix(so.id))? {
-                    self.kv_put(ctx, keys::attr(d.id, &k[9..]), v)?;
+                    self.copy_value(ctx, keys::attr(d.id, &k[9..]), v)?;
                 }
                 for (k, v) in self.kv_scan_prefix(ctx, &keys::omap_prefix(so.id))? {
-                    self.kv_put(ctx, keys::omap(d.id, &k[9..]), v)?;
+                    self.copy_value(ctx, keys::omap(d.id, &k[9..]), v)?;
                 }
                 if let Some(h) = self.kv_get(ctx, &keys::omap_header(so.id))? {
-                    self.kv_put(ctx, keys::omap_header(d.id), h)?;
+                    self.copy_value(ctx, keys::omap_header(d.id), h)?;
                 }
                 self.put_onode(ctx, cid, &dst.name, &d)
             }
@@ -1575,22 +1717,21 @@ impl<D: Device> Store<D> {
             Op::SetAttrs { cid, oid, attrs } => {
                 let o = self.need_onode(ctx, cid, oid)?;
                 for (n, v) in attrs {
-                    self.kv_put(ctx, keys::attr(o.id, n), v.to_vec())?;
+                    self.put_value(ctx, keys::attr(o.id, n), v)?;
                 }
                 Ok(())
             }
             Op::RmAttr { cid, oid, name } => {
                 let o = self.need_onode(ctx, cid, oid)?;
-                let k = keys::attr(o.id, name);
-                if self.kv_get(ctx, &k)?.is_none() {
+                if !self.del_value(ctx, keys::attr(o.id, name))? {
                     return Err(StoreError::NoData);
                 }
-                self.kv_del(ctx, k);
                 Ok(())
             }
             Op::RmAttrs { cid, oid } => {
                 let o = self.need_onode(ctx, cid, oid)?;
-                for (k, _) in self.kv_scan_prefix(ctx, &keys::attr_prefix(o.id))? {
+                for (k, v) in self.kv_scan_prefix(ctx, &keys::attr_prefix(o.id))? {
+                    self.release_value(ctx, &v)?;
                     self.kv_del(ctx, k);
                 }
                 Ok(())
@@ -1598,14 +1739,14 @@ impl<D: Device> Store<D> {
             Op::OmapSetKeys { cid, oid, kvs } => {
                 let o = self.need_onode(ctx, cid, oid)?;
                 for (k, v) in kvs {
-                    self.kv_put(ctx, keys::omap(o.id, k), v.to_vec())?;
+                    self.put_value(ctx, keys::omap(o.id, k), v)?;
                 }
                 Ok(())
             }
             Op::OmapRmKeys { cid, oid, keys: ks } => {
                 let o = self.need_onode(ctx, cid, oid)?;
                 for k in ks {
-                    self.kv_del(ctx, keys::omap(o.id, k));
+                    self.del_value(ctx, keys::omap(o.id, k))?;
                 }
                 Ok(())
             }
@@ -1617,22 +1758,24 @@ impl<D: Device> Store<D> {
             } => {
                 let o = self.need_onode(ctx, cid, oid)?;
                 let (s, e) = (keys::omap(o.id, first), keys::omap(o.id, last));
-                for (k, _) in self.kv_scan(ctx, &s, Some(&e), usize::MAX)? {
+                for (k, v) in self.kv_scan(ctx, &s, Some(&e), usize::MAX)? {
+                    self.release_value(ctx, &v)?;
                     self.kv_del(ctx, k);
                 }
                 Ok(())
             }
             Op::OmapClear { cid, oid } => {
                 let o = self.need_onode(ctx, cid, oid)?;
-                for (k, _) in self.kv_scan_prefix(ctx, &keys::omap_prefix(o.id))? {
+                for (k, v) in self.kv_scan_prefix(ctx, &keys::omap_prefix(o.id))? {
+                    self.release_value(ctx, &v)?;
                     self.kv_del(ctx, k);
                 }
-                self.kv_del(ctx, keys::omap_header(o.id));
+                self.del_value(ctx, keys::omap_header(o.id))?;
                 Ok(())
             }
             Op::OmapSetHeader { cid, oid, header } => {
                 let o = self.need_onode(ctx, cid, oid)?;
-                self.kv_put(ctx, keys::omap_header(o.id), header.to_vec())
+                self.put_value(ctx, keys::omap_header(o.id), header)
             }
         }
     }
@@ -1766,28 +1909,29 @@ impl<D: Device> Store<D> {
     pub fn getattr(&mut self, cid: &CollectionId, oid: &ObjectKey, name: &[u8]) -> Result<Bytes> {
         let ctx = TxnCtx::default();
         let o = self.need_onode(&ctx, cid, oid)?;
-        self.kv_get(&ctx, &keys::attr(o.id, name))?
-            .map(Bytes::from)
-            .ok_or(StoreError::NoData)
+        match self.kv_get(&ctx, &keys::attr(o.id, name))? {
+            Some(raw) => self.load_value(&ctx, &raw),
+            None => Err(StoreError::NoData),
+        }
     }
 
     pub fn getattrs(&mut self, cid: &CollectionId, oid: &ObjectKey) -> Result<Vec<(Bytes, Bytes)>> {
         let ctx = TxnCtx::default();
         let o = self.need_onode(&ctx, cid, oid)?;
-        Ok(self
-            .kv_scan_prefix(&ctx, &keys::attr_prefix(o.id))?
-            .into_iter()
-            .map(|(k, v)| (Bytes::copy_from_slice(&k[9..]), Bytes::from(v)))
-            .collect())
+        let mut out = Vec::new();
+        for (k, v) in self.kv_scan_prefix(&ctx, &keys::attr_prefix(o.id))? {
+            out.push((Bytes::copy_from_slice(&k[9..]), self.load_value(&ctx, &v)?));
+        }
+        Ok(out)
     }
 
     pub fn omap_get_header(&mut self, cid: &CollectionId, oid: &ObjectKey) -> Result<Bytes> {
         let ctx = TxnCtx::default();
         let o = self.need_onode(&ctx, cid, oid)?;
-        Ok(self
-            .kv_get(&ctx, &keys::omap_header(o.id))?
-            .map(Bytes::from)
-            .unwrap_or_default())
+        match self.kv_get(&ctx, &keys::omap_header(o.id))? {
+            Some(raw) => self.load_value(&ctx, &raw),
+            None => Ok(Bytes::new()),
+        }
     }
 
     pub fn omap_get_values(
@@ -1801,7 +1945,7 @@ impl<D: Device> Store<D> {
         let mut out = Vec::new();
         for k in want {
             if let Some(v) = self.kv_get(&ctx, &keys::omap(o.id, k))? {
-                out.push((k.clone(), Bytes::from(v)));
+                out.push((k.clone(), self.load_value(&ctx, &v)?));
             }
         }
         Ok(out)
@@ -1818,11 +1962,11 @@ impl<D: Device> Store<D> {
         let ctx = TxnCtx::default();
         let o = self.need_onode(&ctx, cid, oid)?;
         let end = keys::prefix_end(&keys::omap_prefix(o.id));
-        Ok(self
-            .kv_scan(&ctx, &keys::omap(o.id, start), end.as_deref(), limit)?
-            .into_iter()
-            .map(|(k, v)| (Bytes::copy_from_slice(&k[9..]), Bytes::from(v)))
-            .collect())
+        let mut out = Vec::new();
+        for (k, v) in self.kv_scan(&ctx, &keys::omap(o.id, start), end.as_deref(), limit)? {
+            out.push((Bytes::copy_from_slice(&k[9..]), self.load_value(&ctx, &v)?));
+        }
+        Ok(out)
     }
 
     /// Mapped (allocated) ranges of `[off, off + len)` (len 0: to the end), clipped to the object size.
@@ -2108,7 +2252,29 @@ impl<D: Device> Store<D> {
                     Err(e) => rep.errors.push(format!("onode {k:?}: {e}")),
                 },
                 Some(keys::NS_EXTENT) => extents.push((k.clone(), v.clone())),
-                Some(keys::NS_ATTR) | Some(keys::NS_OMAP_HDR) | Some(keys::NS_OMAP) => {}
+                Some(keys::NS_ATTR) | Some(keys::NS_OMAP_HDR) | Some(keys::NS_OMAP) => match Value::decode(v)
+                {
+                    Ok(Value::Inline(_)) => {}
+                    Ok(val) => {
+                        let runs: Vec<_> = val.runs().collect();
+                        if runs.iter().any(|(s, l)| !self.block_range_ok(*s, *l)) {
+                            rep.errors
+                                .push(format!("spilled value of {k:?} outside the data area"));
+                            continue;
+                        }
+                        for (s, l) in &runs {
+                            for b in *s..s + l {
+                                *counted.entry(b).or_default() += 1;
+                            }
+                        }
+                        used.extend(runs);
+                        rep.spilled_values += 1;
+                        if let Err(e) = self.load_value(&TxnCtx::default(), v) {
+                            rep.errors.push(format!("spilled value of {k:?}: {e}"));
+                        }
+                    }
+                    Err(e) => rep.errors.push(format!("value of {k:?}: {e}")),
+                },
                 Some(keys::NS_REF) => {
                     let b = keys::be_u64(&k[1..]).unwrap_or(0);
                     let c = v.as_slice().try_into().map(u32::from_le_bytes).unwrap_or(0);

@@ -316,6 +316,18 @@ fn bytes(rng: &mut Rng, max: u64) -> Bytes {
     Bytes::from(v)
 }
 
+/// Attr / omap values: mostly small; one in 12 is 1,000–9,000 bytes, around and above the largest value a tree
+/// entry holds inline (~1.34 KiB), so spilled values (data blocks) are created, overwritten, cloned and removed.
+fn value(rng: &mut Rng, max: u64) -> Bytes {
+    if rng.chance(8) {
+        let mut v = vec![0u8; 1000 + rng.below(8001) as usize];
+        rng.fill(&mut v);
+        Bytes::from(v)
+    } else {
+        bytes(rng, max)
+    }
+}
+
 fn small_key(rng: &mut Rng) -> Bytes {
     Bytes::from(format!("k{:02}", rng.below(24)))
 }
@@ -411,7 +423,7 @@ pub fn random_op(rng: &mut Rng, ncoll: u64, nobj: u64) -> Op {
             cid: c,
             oid: o,
             attrs: (0..1 + rng.below(3))
-                .map(|_| (small_key(rng), bytes(rng, 300)))
+                .map(|_| (small_key(rng), value(rng, 300)))
                 .collect(),
         },
         68..=70 => Op::RmAttr {
@@ -424,7 +436,7 @@ pub fn random_op(rng: &mut Rng, ncoll: u64, nobj: u64) -> Op {
             cid: c,
             oid: o,
             kvs: (0..1 + rng.below(6))
-                .map(|_| (small_key(rng), bytes(rng, 200)))
+                .map(|_| (small_key(rng), value(rng, 200)))
                 .collect(),
         },
         82..=85 => Op::OmapRmKeys {
@@ -442,7 +454,7 @@ pub fn random_op(rng: &mut Rng, ncoll: u64, nobj: u64) -> Op {
         _ => Op::OmapSetHeader {
             cid: c,
             oid: o,
-            header: bytes(rng, 100),
+            header: value(rng, 100),
         },
     }
 }
