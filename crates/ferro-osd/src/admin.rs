@@ -5,10 +5,12 @@
 use std::io::{Read, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
-use std::sync::mpsc::{self, SyncSender};
+use std::sync::Arc;
+use std::sync::mpsc::{self, Sender};
 use std::time::Duration;
 
-use crate::Ev;
+/// Hands a command and the channel for its answer to the daemon (core 0); false if it is gone.
+pub type Poster = Arc<dyn Fn(String, Sender<(i32, String)>) -> bool + Send + Sync>;
 
 /// Longest command accepted (Ceph's limit is similar; commands are small JSON objects).
 const MAX_REQUEST: usize = 64 * 1024;
@@ -45,7 +47,7 @@ pub fn command_descriptions() -> String {
     serde_json::Value::Object(m).to_string()
 }
 
-fn handle(mut s: UnixStream, events: &SyncSender<Ev>) -> std::io::Result<()> {
+fn handle(mut s: UnixStream, post: &Poster) -> std::io::Result<()> {
     s.set_read_timeout(Some(Duration::from_secs(10)))?;
     let mut req = Vec::new();
     let mut buf = [0u8; 4096];
@@ -64,7 +66,7 @@ fn handle(mut s: UnixStream, events: &SyncSender<Ev>) -> std::io::Result<()> {
     }
     let text = String::from_utf8_lossy(&req).to_string();
     let (tx, rx) = mpsc::channel();
-    let answer = if events.send(Ev::Admin(text, tx)).is_ok() {
+    let answer = if post(text, tx) {
         rx.recv_timeout(Duration::from_secs(10))
             .map(|(_, s)| s)
             .unwrap_or_else(|_| "{\"error\": \"timed out\"}".into())
@@ -78,7 +80,7 @@ fn handle(mut s: UnixStream, events: &SyncSender<Ev>) -> std::io::Result<()> {
 }
 
 /// Listen on `path` (replacing a stale socket) and serve commands on a thread of its own.
-pub fn start(path: &Path, events: SyncSender<Ev>) -> std::io::Result<PathBuf> {
+pub fn start(path: &Path, post: Poster) -> std::io::Result<PathBuf> {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir)?;
     }
@@ -88,7 +90,7 @@ pub fn start(path: &Path, events: SyncSender<Ev>) -> std::io::Result<PathBuf> {
         .name("admin-socket".into())
         .spawn(move || {
             for s in l.incoming().flatten() {
-                let ev = events.clone();
+                let ev = post.clone();
                 let _ = std::thread::Builder::new()
                     .name("admin-conn".into())
                     .spawn(move || {

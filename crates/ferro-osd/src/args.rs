@@ -120,6 +120,9 @@ pub struct OsdOptions {
     pub device_size: u64,
     /// `ferro_osd_shards` (0 = one per core, capped by the shard count mkfs chose).
     pub shards: u32,
+    /// `ferro_osd_pin_cores`: pin each core's thread to a CPU (default true; pinning pays when the OSD owns its
+    /// CPUs, see docs/reactor.md).
+    pub pin_cores: bool,
     pub beacon_interval_s: u64,
     pub mon_report_interval_s: u64,
     pub crush_update_on_start: bool,
@@ -253,6 +256,7 @@ pub fn load(args: &Args) -> Result<(OsdOptions, ceph_config::Config), String> {
             .and_then(|s| parse_size(&s))
             .unwrap_or(10 << 30),
         shards: num("ferro_osd_shards", 1) as u32,
+        pin_cores: get("ferro_osd_pin_cores").is_none_or(|v| parse_bool(&v)),
         beacon_interval_s: num("osd_beacon_report_interval", 300),
         mon_report_interval_s: num("osd_mon_report_interval", 5),
         crush_update_on_start: get("osd_crush_update_on_start").is_none_or(|v| parse_bool(&v)),

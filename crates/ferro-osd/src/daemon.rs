@@ -1,17 +1,22 @@
 // SPDX-License-Identifier: LGPL-3.0-or-later
-//! The control and network thread.
+//! The daemon on crates/reactor: one core per ferrostore shard, thread per core.
 //!
-//! One thread owns every msgr2 connection state machine (mon session, mgr session, clients, heartbeat and
-//! cluster peers) and the MonClient core; reader threads only move bytes from sockets into the event channel.
-//! Client ops go to the shard worker owning their PG; durable replies come back through the same channel.
+//! Every core ([`Core`], a reactor `Service`) owns its ferrostore shard and the PGs placed on it
+//! ([`crate::worker::Shard`]), and the client and peer connections it was given: core 0 accepts on the four
+//! listeners (public, cluster, hb back/front; bound exclusively before the cores start) and hands each fresh socket
+//! to a core round robin, keeping its share. A core decodes the MOSDOps of its connections and executes them if the
+//! op's PG is its own; otherwise the op crosses to the owning core over the SPSC mesh (`ctx.post`) and the reply
+//! comes back the same way, to be written on the connection's core. Core 0 also runs control ([`Control`]): the
+//! mon session (monclient's sans-IO core), cephx rotating keys, boot, beacons, up_thru, the mgr session (reports,
+//! PG stats) and admin commands (the admin socket thread posts them in with `Runtime::post`). Every osdmap epoch
+//! goes from core 0 to every core, which places its own PGs from it.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::io::{Read, Write};
-use std::net::{IpAddr, Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::net::{IpAddr, SocketAddr, TcpListener};
+use std::os::fd::{IntoRawFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender};
+use std::sync::mpsc;
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
-use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
@@ -19,22 +24,27 @@ use ceph_msgs::osd::{
     MCommand, MCommandReply, MMgrConfigure, MMgrOpen, MMgrReport, MOSDAlive, MOSDBeacon, MOSDBoot,
     MOSDMarkMeDown, MOSDPGCreated, MOSDPing, MPGStats, SignedSpan, osd_msg, ping_op,
 };
-use ceph_msgs::osd_op::{MOSDOp, osd_msg_type};
+use ceph_msgs::osd_op::{MOSDOp, MOSDOpReply, MWatchNotify, osd_msg_type};
 use ceph_msgs::{CephMessage, MAuth, MAuthReply, PaxosHeader};
 use cephx::msgr2_auth::{CephxAuthorizerClientAuth, CephxMonClientAuth, CephxServerAuth};
 use cephx::{AwsLcProvider, CryptoKey, CryptoProvider, MonAuthClient, PeerAuth, ServiceKeys};
-use denc::{Encode, Encoder, EntityAddr, EntityAddrvec, EntityNameT, PgId, SpgId, Utime, Uuid};
+use denc::{Encode, Encoder, EntityAddr, EntityAddrvec, EntityNameT, PgId, Utime, Uuid};
+use ferrostore::uring::{UringDevice, UringOptions};
+use ferrostore::{Store, StoreConfig};
 use monclient::{Event as MonEvent, MonClient, MonTarget, Output as MonOutput};
-use msgr2::connection::{Config as MsgrConfig, Connection, Event as ConnEvent, PACIFIC_FEATURES};
+use msgr2::connection::{Config as MsgrConfig, Connection, PACIFIC_FEATURES};
 use msgr2::types::{ENTITY_TYPE_MGR, ENTITY_TYPE_MON, ENTITY_TYPE_OSD};
 use osdmap::OsdMap;
-use pg::{ConnId, OsdCap, PoolInfo};
+use pg::{ConnId, OsdCap};
+use reactor::{
+    CloseReason, ConnId as RConn, ConnectProto, CoreCtx, CoreId, ListenProto, ListenerId, Runtime,
+    RuntimeConfig, SendError, Service, TimerId,
+};
 
-use crate::Ev;
 use crate::args::OsdOptions;
 use crate::mkfs::DataDir;
-use crate::stats::{self, PgLife};
-use crate::worker::{self, ClientOp, ShardStats, WorkerMsg};
+use crate::stats;
+use crate::worker::{self, ClientOp, Delivery, Shard, ShardStats};
 
 /// Which listening socket accepted a connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -45,33 +55,17 @@ pub enum ListenerKind {
     HbBack,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kind {
-    Mon(monclient::ConnId),
-    Mgr,
-    /// Accepted on a listener: clients (public) and peers.
-    Peer(ListenerKind),
-}
-
-struct Slot {
-    kind: Kind,
-    conn: Option<Connection>,
-    stream: Option<TcpStream>,
-    ready: bool,
-    features: u64,
-    /// Acceptors: who authenticated (from the cephx service side).
-    auth_peer: Option<Arc<Mutex<Option<PeerAuth>>>>,
-    caps: Option<Arc<OsdCap>>,
-    client: EntityNameT,
-    client_addr: EntityAddr,
-}
-
 /// `CEPH_AUTH_CEPHX`.
 const AUTH_PROTO_CEPHX: u32 = 2;
-/// `CEPH_OSD_FLAG_*` is not needed here; MOSDOp type number.
 const MSG_OSD_OP: u16 = osd_msg_type::OSD_OP;
-/// `MSG_OSD_PG_CREATE2`: the mon's PG create requests (we create PGs from the map instead).
-const OPS_PARKED_MAX: usize = 4096;
+/// Replies waiting for a connection that pushes back (msgr2 queue full), at most, before it is closed.
+const PENDING_MAX: usize = 65536;
+/// Timer tokens.
+const T_CORE: u64 = 1;
+const T_CONTROL: u64 = 2;
+const CORE_TICK: Duration = Duration::from_millis(100);
+const CONTROL_TICK: Duration = Duration::from_millis(50);
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Set by SIGTERM/SIGINT.
 pub static STOP: AtomicBool = AtomicBool::new(false);
@@ -100,7 +94,8 @@ fn cephx_now() -> cephx::UTime {
     cephx::UTime::new(d.as_secs() as u32, d.subsec_nanos())
 }
 
-/// Bind a listener on the first free port in [min, max].
+/// Bind a listener on the first free port in [min, max]. Exclusive (no SO_REUSEPORT): another OSD on the host
+/// probing the same range must not share it.
 fn bind_range(ip: IpAddr, min: u16, max: u16) -> std::io::Result<TcpListener> {
     let mut last = None;
     for p in min..=max {
@@ -112,25 +107,6 @@ fn bind_range(ip: IpAddr, min: u16, max: u16) -> std::io::Result<TcpListener> {
     Err(last.unwrap_or_else(|| std::io::Error::other("empty port range")))
 }
 
-fn spawn_reader(id: u64, mut stream: TcpStream, tx: SyncSender<Ev>) {
-    let _ = thread::Builder::new().name(format!("rd-{id}")).spawn(move || {
-        let mut buf = vec![0u8; 256 << 10];
-        loop {
-            match stream.read(&mut buf) {
-                Ok(0) | Err(_) => {
-                    let _ = tx.send(Ev::Eof(id));
-                    return;
-                }
-                Ok(n) => {
-                    if tx.send(Ev::Data(id, buf[..n].to_vec())).is_err() {
-                        return;
-                    }
-                }
-            }
-        }
-    });
-}
-
 fn to_denc_addr(a: &msgr2::EntityAddr) -> EntityAddr {
     match a.addr {
         Some(sa) => EntityAddr::new(a.ty, sa, a.nonce),
@@ -138,39 +114,597 @@ fn to_denc_addr(a: &msgr2::EntityAddr) -> EntityAddr {
     }
 }
 
-/// The daemon's state (control thread only).
-pub struct Daemon {
+fn to_m2(m: ceph_msgs::Message) -> msgr2::Message {
+    msgr2::Message {
+        msg_type: m.msg_type,
+        version: m.version,
+        compat_version: m.compat_version,
+        priority: m.priority,
+        tid: m.tid,
+        front: m.front,
+        middle: m.middle,
+        data: m.data,
+        ..Default::default()
+    }
+}
+
+fn from_m2(m: msgr2::Message) -> ceph_msgs::Message {
+    ceph_msgs::Message {
+        msg_type: m.msg_type,
+        version: m.version,
+        compat_version: m.compat_version,
+        priority: m.priority,
+        tid: m.tid,
+        front: m.front,
+        middle: m.middle,
+        data: m.data,
+    }
+}
+
+/// What cores say to each other (and what outside threads post to core 0).
+pub enum Msg {
+    /// Core 0 → every core: a new osdmap epoch and our up_from (0: not up).
+    Map {
+        map: Arc<OsdMap>,
+        up_epoch: u32,
+    },
+    /// Connection core → PG core.
+    Op(Box<ClientOp>),
+    /// PG core → connection core.
+    Reply(ConnId, Box<MOSDOpReply>),
+    Notify(ConnId, Box<MWatchNotify>),
+    /// Connection core → every core: the client is gone.
+    ClientReset(ConnId),
+    /// PG core → core 0: tell the mon (MOSDPGCreated).
+    PgCreated(Vec<PgId>),
+    /// Every core → core 0, every second.
+    Stats(Box<ShardStats>),
+    /// `ceph tell`: connection core → core 0, and the answer back.
+    Tell {
+        conn: ConnId,
+        tid: u64,
+        cmd: String,
+        features: u64,
+    },
+    TellReply {
+        conn: ConnId,
+        msg: ceph_msgs::Message,
+    },
+    /// The admin socket thread → core 0.
+    Admin(String, mpsc::Sender<(i32, String)>),
+}
+
+/// What every core knows and never changes (rotating keys change behind their lock, read only at handshakes).
+pub struct Common {
+    pub whoami: i32,
+    pub nonce: u32,
+    pub cluster_fsid: [u8; 16],
+    pub shards: u32,
+    pub public_addr: SocketAddr,
+    pub cluster_addr: SocketAddr,
+    pub hb_front_addr: SocketAddr,
+    pub hb_back_addr: SocketAddr,
+    /// Kind of core 0's listener `ListenerId(i)`.
+    listener_kinds: Vec<ListenerKind>,
+    provider: Arc<dyn CryptoProvider>,
+    keys: Arc<RwLock<ServiceKeys>>,
+    /// Origin of our monotonic heartbeat stamps.
+    mono_base: Instant,
+    device_class: String,
+}
+
+impl Common {
+    fn addr_of(&self, k: ListenerKind) -> SocketAddr {
+        match k {
+            ListenerKind::Public => self.public_addr,
+            ListenerKind::Cluster => self.cluster_addr,
+            ListenerKind::HbFront => self.hb_front_addr,
+            ListenerKind::HbBack => self.hb_back_addr,
+        }
+    }
+
+    fn msgr_cfg(&self, addr: SocketAddr, seed: u64) -> MsgrConfig {
+        let mut c = MsgrConfig::new(ENTITY_TYPE_OSD, i64::from(self.whoami));
+        c.my_addrs = msgr2::AddrVec::one(msgr2::EntityAddr::msgr2(addr, self.nonce));
+        c.seed = u64::from(self.nonce) ^ seed.wrapping_mul(0x9E37_79B9);
+        c
+    }
+}
+
+/// A connection accepted on a listener (clients and peers), on the core that serves it.
+struct Slot {
+    kind: ListenerKind,
+    ready: bool,
+    features: u64,
+    auth_peer: Arc<Mutex<Option<PeerAuth>>>,
+    caps: Option<Arc<OsdCap>>,
+    client: EntityNameT,
+    client_addr: EntityAddr,
+    gid: ConnId,
+    /// Messages refused by backpressure, sent in order on `on_writable`.
+    pending: VecDeque<msgr2::Message>,
+}
+
+/// One core: its shard, its connections, and on core 0 the control plane.
+pub struct Core {
+    id: CoreId,
+    common: Arc<Common>,
+    shard: Option<Shard>,
+    control: Option<Box<Control>>,
+    /// Core 0: the listeners to accept on (taken in `on_start`).
+    listeners: Option<Vec<RawFd>>,
+    conns: HashMap<RConn, Slot>,
+    by_gid: HashMap<ConnId, RConn>,
+    next_gid: u64,
+    next_handoff: usize,
+    /// The acceptor `msgr2_acceptor` just built: its listener kind and cephx peer handle.
+    fresh: Option<(ListenerKind, Arc<Mutex<Option<PeerAuth>>>)>,
+    map: Option<Arc<OsdMap>>,
+    up_epoch: u32,
+    ticks: u64,
+    messages_received: u64,
+    out: Delivery,
+}
+
+impl Core {
+    fn log(&self, msg: &str) {
+        eprintln!(
+            "{} osd.{} core {} {msg}",
+            now_utime(),
+            self.common.whoami,
+            self.id
+        );
+    }
+
+    fn map_epoch(&self) -> u32 {
+        self.map.as_ref().map_or(0, |m| m.epoch)
+    }
+
+    fn new_slot(&mut self, conn: RConn) {
+        let Some((kind, auth_peer)) = self.fresh.take() else {
+            return;
+        };
+        self.next_gid += 1;
+        let gid = worker::global_conn(self.id, self.next_gid);
+        self.by_gid.insert(gid, conn);
+        self.conns.insert(
+            conn,
+            Slot {
+                kind,
+                ready: false,
+                features: 0,
+                auth_peer,
+                caps: None,
+                client: EntityNameT::default(),
+                client_addr: EntityAddr::default(),
+                gid,
+                pending: VecDeque::new(),
+            },
+        );
+    }
+
+    /// Send on an accepted connection of this core, queueing behind earlier refusals.
+    fn send_local(&mut self, ctx: &mut CoreCtx<Msg>, conn: RConn, m: msgr2::Message) {
+        let Some(s) = self.conns.get_mut(&conn) else {
+            return;
+        };
+        if !s.pending.is_empty() {
+            if s.pending.len() >= PENDING_MAX {
+                ctx.close(conn);
+                self.conn_gone(ctx, conn);
+                return;
+            }
+            s.pending.push_back(m);
+            return;
+        }
+        match ctx.send_message(conn, m) {
+            Ok(()) => {}
+            Err(SendError::Backpressure(m)) => s.pending.push_back(*m),
+            Err(_) => {}
+        }
+    }
+
+    fn send_to_gid(
+        &mut self,
+        ctx: &mut CoreCtx<Msg>,
+        gid: ConnId,
+        make: impl FnOnce(u64) -> ceph_msgs::Message,
+    ) {
+        let Some(&conn) = self.by_gid.get(&gid) else {
+            return;
+        };
+        let Some(s) = self.conns.get(&conn) else { return };
+        let m = make(s.features);
+        self.send_local(ctx, conn, to_m2(m));
+    }
+
+    /// Hand the shard's outputs to their connections (here or on their core) and to control.
+    fn flush(&mut self, ctx: &mut CoreCtx<Msg>) {
+        if self.out.replies.is_empty() && self.out.notifies.is_empty() && self.out.created.is_empty() {
+            return;
+        }
+        let out = std::mem::take(&mut self.out);
+        for (gid, r) in out.replies {
+            let home = worker::home_core(gid);
+            if home == self.id {
+                self.send_to_gid(ctx, gid, |f| r.encode_message(f));
+            } else {
+                let _ = ctx.post(home, Msg::Reply(gid, Box::new(r)));
+            }
+        }
+        for (gid, n) in out.notifies {
+            let home = worker::home_core(gid);
+            if home == self.id {
+                self.send_to_gid(ctx, gid, |f| n.to_message(f));
+            } else {
+                let _ = ctx.post(home, Msg::Notify(gid, Box::new(n)));
+            }
+        }
+        if !out.created.is_empty() {
+            let _ = ctx.post(0, Msg::PgCreated(out.created));
+        }
+    }
+
+    fn route_op(&mut self, ctx: &mut CoreCtx<Msg>, op: ClientOp) {
+        let owner = worker::shard_of(&op.msg.pgid, self.common.shards);
+        if owner == self.id {
+            if let Some(sh) = self.shard.as_mut() {
+                sh.client_op(op, &mut self.out);
+            }
+            self.flush(ctx);
+        } else {
+            let _ = ctx.post(owner, Msg::Op(Box::new(op)));
+        }
+    }
+
+    fn conn_gone(&mut self, ctx: &mut CoreCtx<Msg>, conn: RConn) {
+        let Some(s) = self.conns.remove(&conn) else { return };
+        self.by_gid.remove(&s.gid);
+        if s.kind == ListenerKind::Public {
+            for core in 0..ctx.num_cores() {
+                let _ = ctx.post(core, Msg::ClientReset(s.gid));
+            }
+        }
+    }
+
+    fn peer_message(&mut self, ctx: &mut CoreCtx<Msg>, conn: RConn, m: msgr2::Message) {
+        self.messages_received += 1;
+        let Some(s) = self.conns.get(&conn) else { return };
+        match m.msg_type {
+            MSG_OSD_OP => {
+                let m = from_m2(m);
+                match MOSDOp::decode_message(&m) {
+                    Ok(op) => {
+                        let Some(caps) = s.caps.clone() else { return };
+                        let cop = ClientOp {
+                            conn: s.gid,
+                            client: s.client,
+                            client_addr: s.client_addr,
+                            caps,
+                            features: s.features,
+                            msg: op,
+                        };
+                        self.route_op(ctx, cop);
+                    }
+                    Err(e) => self.log(&format!("undecodable MOSDOp: {e}")),
+                }
+            }
+            osd_msg::COMMAND => {
+                let m = from_m2(m);
+                if let Ok(c) = MCommand::from_message(&m) {
+                    // `ceph tell osd.N ...`: the same (read-only) commands as the admin socket, run by control.
+                    let _ = ctx.post(
+                        0,
+                        Msg::Tell {
+                            conn: s.gid,
+                            tid: m.tid,
+                            cmd: c.cmd.join(""),
+                            features: s.features,
+                        },
+                    );
+                }
+            }
+            osd_msg::OSD_PING => {
+                let m = from_m2(m);
+                if let Ok(p) = MOSDPing::from_message(&m)
+                    && p.op == ping_op::PING
+                {
+                    // Answer as ceph-osd does: echo the sender's stamps, add our monotonic send time and up_from.
+                    let reply = MOSDPing {
+                        fsid: Uuid(self.common.cluster_fsid),
+                        map_epoch: self.map_epoch(),
+                        op: ping_op::PING_REPLY,
+                        ping_stamp: p.ping_stamp,
+                        up_from: self.up_epoch,
+                        mono_ping_stamp: p.mono_ping_stamp,
+                        mono_send_stamp: SignedSpan::from_nanos(
+                            self.common.mono_base.elapsed().as_nanos() as i64
+                        ),
+                        delta_ub: None,
+                        padding: 0,
+                    };
+                    let f = s.features;
+                    self.send_local(ctx, conn, to_m2(reply.to_message(f)));
+                }
+            }
+            // Other peer traffic (replication, peering) is not served: size-1 pools only.
+            _ => {}
+        }
+    }
+}
+
+impl Service for Core {
+    type Msg = Msg;
+
+    fn on_start(&mut self, ctx: &mut CoreCtx<Msg>) {
+        if let Some(fds) = self.listeners.take() {
+            for fd in fds {
+                ctx.listen_fd(fd, ListenProto::Msgr2ByService);
+            }
+        }
+        ctx.set_timer(CORE_TICK, T_CORE);
+        if let Some(c) = self.control.as_mut() {
+            c.start(ctx);
+            ctx.set_timer(CONTROL_TICK, T_CONTROL);
+        }
+    }
+
+    fn msgr2_acceptor(&mut self, listener: ListenerId, peer: SocketAddr) -> Option<Connection> {
+        let kind = *self.common.listener_kinds.get(listener.0 as usize)?;
+        let mut cfg = self.common.msgr_cfg(
+            self.common.addr_of(kind),
+            self.next_gid ^ ((self.id as u64) << 40),
+        );
+        cfg.auto_accept = true;
+        let mut sa = CephxServerAuth::new(self.common.provider.clone(), self.common.keys.clone());
+        sa.methods = vec![msgr2::auth::AUTH_METHOD_CEPHX];
+        self.fresh = Some((kind, sa.peer.clone()));
+        let mut conn = Connection::acceptor(cfg, Box::new(sa), Instant::now());
+        conn.set_peer_socket_addr(peer);
+        Some(conn)
+    }
+
+    fn on_accept(&mut self, ctx: &mut CoreCtx<Msg>, _l: ListenerId, conn: RConn, _peer: SocketAddr) {
+        // Spread connections over the cores; the op of a PG owned elsewhere crosses the mesh.
+        let n = ctx.num_cores();
+        let to = self.next_handoff % n;
+        self.next_handoff = self.next_handoff.wrapping_add(1);
+        if to != self.id && ctx.hand_off(conn, to).is_ok() {
+            self.fresh = None;
+            return;
+        }
+        self.new_slot(conn);
+    }
+
+    fn on_handoff(&mut self, _ctx: &mut CoreCtx<Msg>, conn: RConn, _peer: SocketAddr, _from: CoreId) {
+        self.new_slot(conn);
+    }
+
+    fn on_connected(&mut self, ctx: &mut CoreCtx<Msg>, conn: RConn, peer: Option<&msgr2::PeerInfo>) {
+        if let Some(c) = self.control.as_mut()
+            && c.owns(conn)
+        {
+            c.on_connected(ctx, conn);
+            return;
+        }
+        let (Some(s), Some(p)) = (self.conns.get_mut(&conn), peer) else {
+            return;
+        };
+        s.ready = true;
+        s.features = p.features;
+        s.client = EntityNameT {
+            ty: p.peer_type,
+            num: p.peer_num,
+        };
+        s.client_addr = p.peer_addrs.0.first().map(to_denc_addr).unwrap_or_default();
+        let pa = s.auth_peer.lock().unwrap_or_else(PoisonError::into_inner).clone();
+        let text = pa.and_then(|a| a.caps.caps_text().ok()).unwrap_or_default();
+        s.caps = Some(Arc::new(OsdCap::parse(&text).unwrap_or_default()));
+    }
+
+    fn on_message(&mut self, ctx: &mut CoreCtx<Msg>, conn: RConn, msg: msgr2::Message) {
+        if let Some(c) = self.control.as_mut()
+            && c.owns(conn)
+        {
+            c.on_message(ctx, conn, from_m2(msg));
+            self.after_control(ctx);
+            return;
+        }
+        self.peer_message(ctx, conn, msg);
+    }
+
+    fn on_msgr2_event(&mut self, ctx: &mut CoreCtx<Msg>, conn: RConn, ev: msgr2::Event) {
+        if let Some(c) = self.control.as_mut()
+            && c.owns(conn)
+        {
+            c.on_msgr2_event(ctx, conn, ev);
+            self.after_control(ctx);
+        }
+    }
+
+    fn on_writable(&mut self, ctx: &mut CoreCtx<Msg>, conn: RConn) {
+        let Some(s) = self.conns.get_mut(&conn) else {
+            return;
+        };
+        while let Some(m) = s.pending.pop_front() {
+            match ctx.send_message(conn, m) {
+                Ok(()) => {}
+                Err(SendError::Backpressure(m)) => {
+                    s.pending.push_front(*m);
+                    return;
+                }
+                Err(_) => {
+                    s.pending.clear();
+                    return;
+                }
+            }
+        }
+    }
+
+    fn on_reset(&mut self, ctx: &mut CoreCtx<Msg>, conn: RConn, reason: CloseReason) {
+        if let Some(c) = self.control.as_mut()
+            && c.owns(conn)
+        {
+            c.on_reset(ctx, conn, reason);
+            self.after_control(ctx);
+            return;
+        }
+        self.conn_gone(ctx, conn);
+    }
+
+    fn on_timer(&mut self, ctx: &mut CoreCtx<Msg>, _t: TimerId, token: u64) {
+        match token {
+            T_CORE => {
+                ctx.set_timer(CORE_TICK, T_CORE);
+                self.ticks += 1;
+                if let Some(sh) = self.shard.as_mut() {
+                    sh.tick(&mut self.out);
+                    if self.ticks.is_multiple_of(10) {
+                        let st = sh.snapshot();
+                        let _ = ctx.post(0, Msg::Stats(Box::new(st)));
+                    }
+                }
+                self.flush(ctx);
+            }
+            T_CONTROL => {
+                ctx.set_timer(CONTROL_TICK, T_CONTROL);
+                if let Some(c) = self.control.as_mut() {
+                    c.tick(ctx);
+                }
+                self.after_control(ctx);
+            }
+            _ => {}
+        }
+    }
+
+    fn on_cross_core(&mut self, ctx: &mut CoreCtx<Msg>, from: CoreId, msg: Msg) {
+        match msg {
+            Msg::Map { map, up_epoch } => {
+                self.map = Some(map.clone());
+                self.up_epoch = up_epoch;
+                if let Some(sh) = self.shard.as_mut() {
+                    sh.set_map(map, up_epoch, &mut self.out);
+                }
+                self.flush(ctx);
+            }
+            Msg::Op(op) => {
+                if let Some(sh) = self.shard.as_mut() {
+                    sh.client_op(*op, &mut self.out);
+                }
+                self.flush(ctx);
+            }
+            Msg::Reply(gid, r) => self.send_to_gid(ctx, gid, |f| r.encode_message(f)),
+            Msg::Notify(gid, n) => self.send_to_gid(ctx, gid, |f| n.to_message(f)),
+            Msg::ClientReset(gid) => {
+                if let Some(sh) = self.shard.as_mut() {
+                    sh.client_reset(gid, &mut self.out);
+                }
+                self.flush(ctx);
+            }
+            Msg::TellReply { conn, msg } => {
+                if let Some(&c) = self.by_gid.get(&conn) {
+                    self.send_local(ctx, c, to_m2(msg));
+                }
+            }
+            Msg::PgCreated(pgs) => {
+                if let Some(c) = self.control.as_mut() {
+                    c.pgs_created(ctx, pgs);
+                }
+            }
+            Msg::Stats(st) => {
+                if let Some(c) = self.control.as_mut() {
+                    c.set_stats(from, *st);
+                }
+            }
+            Msg::Tell {
+                conn,
+                tid,
+                cmd,
+                features,
+            } => {
+                if let Some(c) = self.control.as_mut() {
+                    let (r, out) = c.admin(&cmd, self.messages_received);
+                    let reply = MCommandReply {
+                        r,
+                        rs: String::new(),
+                        data: Bytes::from(out),
+                    };
+                    let msg = reply.to_message(features).with_tid(tid);
+                    let home = worker::home_core(conn);
+                    if home == self.id {
+                        if let Some(&c) = self.by_gid.get(&conn) {
+                            self.send_local(ctx, c, to_m2(msg));
+                        }
+                    } else {
+                        let _ = ctx.post(home, Msg::TellReply { conn, msg });
+                    }
+                }
+            }
+            Msg::Admin(cmd, tx) => {
+                if let Some(c) = self.control.as_mut() {
+                    let _ = tx.send(c.admin(&cmd, self.messages_received));
+                }
+            }
+        }
+    }
+
+    fn on_poll(&mut self, ctx: &mut CoreCtx<Msg>) {
+        let Some(sh) = self.shard.as_mut() else { return };
+        match sh.poll(&mut self.out) {
+            Ok(got) => {
+                if sh.busy() {
+                    // ferrostore's device ring has no fd to wake us: poll it every turn while writes are in
+                    // flight, yielding the CPU when a turn found nothing (shared or oversubscribed machines).
+                    ctx.keep_polling();
+                    if !got {
+                        std::thread::yield_now();
+                    }
+                }
+            }
+            Err(e) => {
+                self.log(&e);
+                STOP.store(true, Ordering::SeqCst);
+            }
+        }
+        self.flush(ctx);
+    }
+
+    fn on_stop(&mut self, _ctx: &mut CoreCtx<Msg>) {
+        if let Some(sh) = self.shard.take() {
+            sh.shutdown();
+        }
+    }
+}
+
+impl Core {
+    /// Control queued a new map for the cores: nothing else to do here (maps travel as messages).
+    fn after_control(&mut self, _ctx: &mut CoreCtx<Msg>) {}
+}
+
+/// Core 0's control plane.
+pub struct Control {
+    common: Arc<Common>,
     opts: OsdOptions,
     dd: DataDir,
     whoami: i32,
     nonce: u32,
-    provider: Arc<dyn CryptoProvider>,
     auth: Arc<Mutex<MonAuthClient>>,
-    keys: Arc<RwLock<ServiceKeys>>,
     have_keys: bool,
     monc: MonClient<OsdMap>,
-    slots: HashMap<u64, Slot>,
-    next_id: u64,
-    mon_slots: HashMap<monclient::ConnId, u64>,
-    tx: SyncSender<Ev>,
-    rx: Receiver<Ev>,
-    public_addr: SocketAddr,
-    cluster_addr: SocketAddr,
-    hb_front_addr: SocketAddr,
-    hb_back_addr: SocketAddr,
-    workers: Vec<SyncSender<WorkerMsg>>,
-    worker_threads: Vec<thread::JoinHandle<()>>,
+    /// Our mon and mgr connections.
+    mon_conns: HashMap<monclient::ConnId, RConn>,
+    ctl_conns: HashMap<RConn, CtlKind>,
+    seed_counter: u64,
     // membership
     boot_sent: Option<Instant>,
     up_epoch: u32,
     alive_sent_for: u32,
     map_received_at: Option<Instant>,
-    // PGs
-    pgs: BTreeMap<SpgId, PgLife>,
-    pg_pending: BTreeMap<SpgId, u32>,
-    parked: Vec<(ConnId, MOSDOp)>,
+    /// Last epoch sent to the cores.
+    map_sent: u32,
     // mgr
-    mgr_slot: Option<u64>,
+    mgr_conn: Option<RConn>,
+    mgr_ready: bool,
     mgr_addr: Option<(SocketAddr, u32)>,
     mgr_retry_at: Instant,
     stats_period: Duration,
@@ -181,685 +715,249 @@ pub struct Daemon {
     report_seq: u64,
     crush_done: bool,
     metadata: BTreeMap<String, String>,
-    ops_total: u64,
-    /// Pools already logged as not served.
-    warned_pools: std::collections::BTreeSet<i64>,
-    /// Origin of our monotonic heartbeat stamps.
-    mono_base: Instant,
+    /// Latest statistics of every core.
+    shard_stats: Vec<Option<ShardStats>>,
+    stopping_since: Option<Instant>,
 }
 
-impl Daemon {
-    /// Bind the listeners, open the shards, start the workers and the mon session.
-    pub fn new(opts: OsdOptions, dd: DataDir, key: CryptoKey) -> Result<Self, String> {
-        let whoami = dd.whoami as i32;
-        let provider: Arc<dyn CryptoProvider> = Arc::new(AwsLcProvider);
-        let auth = Arc::new(Mutex::new(MonAuthClient::new(
-            provider.clone(),
-            cephx::entity_name(cephx::ENTITY_TYPE_OSD, whoami.to_string()),
-            key,
-            cephx::ENTITY_TYPE_MON | cephx::ENTITY_TYPE_OSD | cephx::ENTITY_TYPE_MGR,
-        )));
-        let (tx, rx) = mpsc::sync_channel(65536);
-        let mut listeners = Vec::new();
-        let mut addr_of = |kind: ListenerKind, ip: IpAddr| -> Result<SocketAddr, String> {
-            let l = bind_range(ip, opts.bind_port_min, opts.bind_port_max)
-                .map_err(|e| format!("binding {kind:?} on {ip}: {e}"))?;
-            let a = l.local_addr().map_err(|e| e.to_string())?;
-            listeners.push((kind, l));
-            Ok(a)
-        };
-        let public_addr = addr_of(ListenerKind::Public, opts.public_ip)?;
-        let cluster_addr = addr_of(ListenerKind::Cluster, opts.cluster_ip)?;
-        let hb_back_addr = addr_of(ListenerKind::HbBack, opts.cluster_ip)?;
-        let hb_front_addr = addr_of(ListenerKind::HbFront, opts.public_ip)?;
-        for (kind, l) in listeners {
-            let tx = tx.clone();
-            thread::Builder::new()
-                .name(format!("accept-{kind:?}"))
-                .spawn(move || {
-                    for s in l.incoming().flatten() {
-                        if tx.send(Ev::Accepted(kind, s)).is_err() {
-                            return;
-                        }
-                    }
-                })
-                .map_err(|e| e.to_string())?;
-        }
-        let mut workers = Vec::new();
-        let mut worker_threads = Vec::new();
-        for shard in 0..dd.shards {
-            let (wtx, wrx) = mpsc::sync_channel(4096);
-            let dev = dd.device.clone();
-            let etx = tx.clone();
-            let shards = dd.shards;
-            let h = thread::Builder::new()
-                .name(format!("shard-{shard}"))
-                .spawn(move || {
-                    if let Err(e) = worker::run(&dev, shard, shards, whoami, wrx, etx) {
-                        eprintln!("ferro-osd: shard {shard} stopped: {e}");
-                        STOP.store(true, Ordering::SeqCst);
-                    }
-                })
-                .map_err(|e| e.to_string())?;
-            workers.push(wtx);
-            worker_threads.push(h);
-        }
-        let mons: Vec<MonTarget> = opts
-            .mon_hosts
-            .iter()
-            .enumerate()
-            .map(|(i, a)| MonTarget {
-                name: format!("mon{i}"),
-                addr: *a,
-            })
-            .collect();
-        let mcfg = monclient::Config {
-            hunt_parallel: 1,
-            hostname: opts.hostname.clone(),
-            fsid: Some(dd.cluster_fsid),
-            ..monclient::Config::default()
-        };
-        let seed = u64::from(std::process::id()) ^ now_utime().as_nanos();
-        let nonce = (seed as u32 ^ (seed >> 32) as u32) | 1;
-        let now = Instant::now();
-        let mut d = Daemon {
-            whoami,
-            nonce,
-            provider,
-            auth,
-            keys: Arc::new(RwLock::new(ServiceKeys::default())),
-            have_keys: false,
-            monc: MonClient::new(mcfg, mons, seed),
-            slots: HashMap::new(),
-            next_id: 1,
-            mon_slots: HashMap::new(),
-            tx,
-            rx,
-            public_addr,
-            cluster_addr,
-            hb_front_addr,
-            hb_back_addr,
-            workers,
-            worker_threads,
-            boot_sent: None,
-            up_epoch: 0,
-            alive_sent_for: 0,
-            map_received_at: None,
-            pgs: BTreeMap::new(),
-            pg_pending: BTreeMap::new(),
-            parked: Vec::new(),
-            mgr_slot: None,
-            mgr_addr: None,
-            mgr_retry_at: now,
-            stats_period: Duration::from_secs(5),
-            next_report: now,
-            next_pgstats: now,
-            next_beacon: now,
-            next_auth_check: now,
-            report_seq: 0,
-            crush_done: false,
-            metadata: BTreeMap::new(),
-            ops_total: 0,
-            mono_base: now,
-            warned_pools: Default::default(),
-            opts,
-            dd,
-        };
-        d.metadata = d.build_metadata();
-        if let Some(p) = d.opts.admin_socket.clone()
-            && let Err(e) = crate::admin::start(&p, d.tx.clone())
-        {
-            eprintln!("ferro-osd: admin socket {}: {e}", p.display());
-        }
-        Ok(d)
-    }
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct CtlKind {
+    mon: Option<monclient::ConnId>,
+    ready: bool,
+}
 
+impl Control {
     fn log(&self, msg: &str) {
         eprintln!("{} osd.{} {msg}", now_utime(), self.whoami);
     }
 
-    fn my_addrvec(&self, a: SocketAddr) -> EntityAddrvec {
-        EntityAddrvec::new(vec![EntityAddr::new(msgr2::addr::ADDR_TYPE_MSGR2, a, self.nonce)])
-    }
-
-    fn msgr_cfg(&self, addr: SocketAddr) -> MsgrConfig {
-        let mut c = MsgrConfig::new(ENTITY_TYPE_OSD, i64::from(self.whoami));
-        c.my_addrs = msgr2::AddrVec::one(msgr2::EntityAddr::msgr2(addr, self.nonce));
-        c.seed = u64::from(self.nonce) ^ self.next_id.wrapping_mul(0x9E37_79B9);
-        c
-    }
-
-    /// Run until SIGTERM/SIGINT.
-    pub fn run(mut self) -> Result<(), String> {
-        self.log(&format!(
-            "starting: public {} cluster {} hb {} / {}",
-            self.public_addr, self.cluster_addr, self.hb_front_addr, self.hb_back_addr
-        ));
-        worker::pin_to_core(0);
-        self.monc
-            .start(Instant::now())
-            .map_err(|e| format!("mon client: {e}"))?;
-        self.pump_monc();
-        let mut stopping_since: Option<Instant> = None;
-        loop {
-            if STOP.load(Ordering::SeqCst) && stopping_since.is_none() {
-                self.log("shutting down: marking myself down");
-                self.mark_me_down();
-                stopping_since = Some(Instant::now());
-            }
-            if let Some(t) = stopping_since
-                && t.elapsed() > Duration::from_millis(1500)
-            {
-                break;
-            }
-            let wait = self.next_wake().saturating_duration_since(Instant::now());
-            match self.rx.recv_timeout(wait.min(Duration::from_millis(100))) {
-                Ok(ev) => self.handle(ev),
-                Err(RecvTimeoutError::Timeout) => {}
-                Err(RecvTimeoutError::Disconnected) => break,
-            }
-            let mut n = 0;
-            while n < 256 {
-                match self.rx.try_recv() {
-                    Ok(ev) => self.handle(ev),
-                    Err(_) => break,
-                }
-                n += 1;
-            }
-            self.tick();
-        }
-        for w in &self.workers {
-            let _ = w.send(WorkerMsg::Shutdown);
-        }
-        for h in self.worker_threads.drain(..) {
-            let _ = h.join();
-        }
-        if let Some(p) = &self.opts.admin_socket {
-            let _ = std::fs::remove_file(p);
-        }
-        Ok(())
-    }
-
-    fn next_wake(&self) -> Instant {
-        let mut t = Instant::now() + Duration::from_millis(100);
-        if let Some(m) = self.monc.poll_timeout() {
-            t = t.min(m);
-        }
-        for s in self.slots.values() {
-            if let Some(x) = s.conn.as_ref().and_then(|c| c.poll_timeout()) {
-                t = t.min(x);
-            }
-        }
-        t
-    }
-
-    fn tick(&mut self) {
-        let now = Instant::now();
-        let ids: Vec<u64> = self.slots.keys().copied().collect();
-        for id in ids {
-            if let Some(c) = self.slots.get_mut(&id).and_then(|s| s.conn.as_mut())
-                && c.poll_timeout().is_some_and(|t| t <= now)
-            {
-                c.handle_timeout(now);
-                self.pump(id);
-            }
-        }
-        self.monc.handle_timeout(now);
-        self.pump_monc();
-        if now >= self.next_auth_check {
-            self.next_auth_check = now + Duration::from_secs(5);
-            self.send_auth_requests();
-        }
-        if self.is_up() {
-            if now >= self.next_beacon {
-                self.next_beacon = now + Duration::from_secs(self.opts.beacon_interval_s.max(1));
-                self.send_beacon();
-            }
-            if self.mgr_slot.is_none()
-                && now >= self.mgr_retry_at
-                && let Some(a) = self.mgr_addr
-            {
-                self.mgr_retry_at = now + Duration::from_secs(2);
-                self.connect_mgr(a);
-            }
-            if now >= self.next_pgstats {
-                self.next_pgstats = now + Duration::from_secs(self.opts.mon_report_interval_s.clamp(1, 60));
-                self.send_pg_stats();
-            }
-            if now >= self.next_report {
-                self.next_report = now + self.stats_period;
-                self.send_mgr_report();
-            }
-        }
+    fn owns(&self, conn: RConn) -> bool {
+        self.ctl_conns.contains_key(&conn)
     }
 
     fn is_up(&self) -> bool {
         self.up_epoch > 0
     }
 
-    // ---- events ----
+    fn my_addrvec(&self, a: SocketAddr) -> EntityAddrvec {
+        EntityAddrvec::new(vec![EntityAddr::new(msgr2::addr::ADDR_TYPE_MSGR2, a, self.nonce)])
+    }
 
-    fn handle(&mut self, ev: Ev) {
-        match ev {
-            Ev::Accepted(kind, stream) => self.accept(kind, stream),
-            Ev::Data(id, data) => {
-                let now = Instant::now();
-                if let Some(c) = self.slots.get_mut(&id).and_then(|s| s.conn.as_mut()) {
-                    let _ = c.handle_input(now, &data);
-                }
-                self.pump(id);
+    fn start(&mut self, ctx: &mut CoreCtx<Msg>) {
+        self.log(&format!(
+            "starting: public {} cluster {} hb {} / {}, {} cores on the reactor ({})",
+            self.common.public_addr,
+            self.common.cluster_addr,
+            self.common.hb_front_addr,
+            self.common.hb_back_addr,
+            ctx.num_cores(),
+            ctx.ring_setup()
+        ));
+        if let Err(e) = self.monc.start(Instant::now()) {
+            self.log(&format!("mon client: {e}"));
+            STOP.store(true, Ordering::SeqCst);
+        }
+        self.pump_monc(ctx);
+    }
+
+    fn tick(&mut self, ctx: &mut CoreCtx<Msg>) {
+        let now = Instant::now();
+        if STOP.load(Ordering::SeqCst) && self.stopping_since.is_none() {
+            self.log("shutting down: marking myself down");
+            self.mark_me_down(ctx);
+            self.stopping_since = Some(now);
+        }
+        if let Some(t) = self.stopping_since
+            && t.elapsed() > Duration::from_millis(1500)
+        {
+            ctx.stop_all();
+            return;
+        }
+        self.monc.handle_timeout(now);
+        self.pump_monc(ctx);
+        if now >= self.next_auth_check {
+            self.next_auth_check = now + Duration::from_secs(5);
+            self.send_auth_requests(ctx);
+        }
+        if self.is_up() {
+            if now >= self.next_beacon {
+                self.next_beacon = now + Duration::from_secs(self.opts.beacon_interval_s.max(1));
+                self.send_beacon(ctx);
             }
-            Ev::Eof(id) => {
-                if let Some(c) = self.slots.get_mut(&id).and_then(|s| s.conn.as_mut()) {
-                    c.handle_transport_closed();
-                    self.pump(id);
-                }
-                self.drop_slot_if_closed(id);
+            if self.mgr_conn.is_none()
+                && now >= self.mgr_retry_at
+                && let Some(a) = self.mgr_addr
+            {
+                self.mgr_retry_at = now + Duration::from_secs(2);
+                self.connect_mgr(ctx, a);
             }
-            Ev::Connected(id, stream) => self.outgoing_connected(id, stream),
-            Ev::ConnectFailed(id, err) => {
-                if let Some(s) = self.slots.remove(&id) {
-                    self.log(&format!("connect failed: {err}"));
-                    self.slot_gone(id, s);
-                }
+            if now >= self.next_pgstats {
+                self.next_pgstats = now + Duration::from_secs(self.opts.mon_report_interval_s.clamp(1, 60));
+                self.send_pg_stats(ctx);
             }
-            Ev::OpReply(conn, reply) => {
-                let id = conn.0;
-                if let Some(s) = self.slots.get(&id) {
-                    let m = reply.encode_message(s.features);
-                    self.send_raw(id, m);
-                }
-            }
-            Ev::Notify(conn, n) => {
-                let id = conn.0;
-                if let Some(s) = self.slots.get(&id) {
-                    let m = n.to_message(s.features);
-                    self.send_raw(id, m);
-                }
-            }
-            Ev::NoPg(conn, op) => {
-                // Not (yet) a PG of ours: hold it if the PG is being opened, else drop (the client resends when
-                // a newer map sends it elsewhere), as Ceph does with misdirected ops.
-                if self.pg_pending.contains_key(&op.pgid) && self.parked.len() < OPS_PARKED_MAX {
-                    self.parked.push((conn, *op));
-                }
-            }
-            Ev::PgReady { spgid, created } => {
-                let epoch = self.pg_pending.remove(&spgid).unwrap_or(self.map_epoch());
-                self.pgs.insert(
-                    spgid,
-                    PgLife {
-                        created_epoch: epoch,
-                        active_since_epoch: self.up_epoch.max(epoch),
-                        activated_at: now_utime(),
-                    },
-                );
-                if created {
-                    let m = MOSDPGCreated {
-                        paxos: PaxosHeader::default(),
-                        pgid: spgid.pgid,
-                    };
-                    self.send_mon(m.to_message(PACIFIC_FEATURES));
-                }
-                self.retry_parked();
-            }
-            Ev::Admin(cmd, reply) => {
-                let r = self.admin(&cmd);
-                let _ = reply.send(r);
+            if now >= self.next_report {
+                self.next_report = now + self.stats_period;
+                self.send_mgr_report(ctx);
             }
         }
     }
 
-    fn retry_parked(&mut self) {
-        let epoch = self.map_epoch();
-        let parked = std::mem::take(&mut self.parked);
-        for (conn, op) in parked {
-            if op.osdmap_epoch > epoch || self.pg_pending.contains_key(&op.pgid) {
-                self.parked.push((conn, op));
-            } else {
-                self.dispatch_op(conn, op);
-            }
-        }
-    }
+    // ---- connections ----
 
-    fn accept(&mut self, kind: ListenerKind, stream: TcpStream) {
-        let _ = stream.set_nodelay(true);
-        let id = self.next_id;
-        self.next_id += 1;
-        let my = match kind {
-            ListenerKind::Public => self.public_addr,
-            ListenerKind::Cluster => self.cluster_addr,
-            ListenerKind::HbFront => self.hb_front_addr,
-            ListenerKind::HbBack => self.hb_back_addr,
-        };
-        let mut cfg = self.msgr_cfg(my);
-        cfg.auto_accept = true;
-        let mut sa = CephxServerAuth::new(self.provider.clone(), self.keys.clone());
-        let peer = sa.peer.clone();
-        sa.methods = vec![msgr2::auth::AUTH_METHOD_CEPHX];
-        let mut conn = Connection::acceptor(cfg, Box::new(sa), Instant::now());
-        if let Ok(p) = stream.peer_addr() {
-            conn.set_peer_socket_addr(p);
-        }
-        let Ok(reader) = stream.try_clone() else {
+    fn on_connected(&mut self, ctx: &mut CoreCtx<Msg>, conn: RConn) {
+        let Some(k) = self.ctl_conns.get_mut(&conn) else {
             return;
         };
-        self.slots.insert(
-            id,
-            Slot {
-                kind: Kind::Peer(kind),
-                conn: Some(conn),
-                stream: Some(stream),
-                ready: false,
-                features: 0,
-                auth_peer: Some(peer),
-                caps: None,
-                client: EntityNameT::default(),
-                client_addr: EntityAddr::default(),
-            },
-        );
-        spawn_reader(id, reader, self.tx.clone());
-        self.pump(id);
+        k.ready = true;
+        match k.mon {
+            Some(mid) => {
+                self.monc.handle_connected(mid, Instant::now());
+                self.pump_monc(ctx);
+            }
+            None => self.mgr_connected(ctx),
+        }
     }
 
-    fn connect_out(&mut self, kind: Kind, addr: SocketAddr) -> u64 {
-        let id = self.next_id;
-        self.next_id += 1;
-        self.slots.insert(
-            id,
-            Slot {
-                kind,
-                conn: None,
-                stream: None,
-                ready: false,
-                features: 0,
-                auth_peer: None,
-                caps: None,
-                client: EntityNameT::default(),
-                client_addr: EntityAddr::default(),
-            },
-        );
-        let tx = self.tx.clone();
-        let _ =
-            thread::Builder::new().name(format!("conn-{id}")).spawn(
-                move || match TcpStream::connect_timeout(&addr, Duration::from_secs(5)) {
-                    Ok(s) => {
-                        let _ = s.set_nodelay(true);
-                        let _ = tx.send(Ev::Connected(id, s));
-                    }
-                    Err(e) => {
-                        let _ = tx.send(Ev::ConnectFailed(id, format!("{addr}: {e}")));
-                    }
-                },
-            );
-        id
-    }
-
-    fn outgoing_connected(&mut self, id: u64, stream: TcpStream) {
-        let Some(kind) = self.slots.get(&id).map(|s| s.kind) else {
-            let _ = stream.shutdown(Shutdown::Both);
+    fn on_message(&mut self, ctx: &mut CoreCtx<Msg>, conn: RConn, m: ceph_msgs::Message) {
+        let Some(k) = self.ctl_conns.get(&conn).copied() else {
             return;
         };
-        let Ok(peer) = stream.peer_addr() else {
-            self.slots.remove(&id);
+        match k.mon {
+            Some(mid) => {
+                self.monc.handle_message(mid, &m, Instant::now());
+                self.pump_monc(ctx);
+            }
+            None => self.mgr_message(&m),
+        }
+    }
+
+    fn on_msgr2_event(&mut self, ctx: &mut CoreCtx<Msg>, conn: RConn, ev: msgr2::Event) {
+        if let msgr2::Event::KeepaliveAck { .. } = ev
+            && let Some(CtlKind { mon: Some(mid), .. }) = self.ctl_conns.get(&conn).copied()
+        {
+            self.monc.handle_keepalive_ack(mid, Instant::now());
+            self.pump_monc(ctx);
+        }
+    }
+
+    fn on_reset(&mut self, ctx: &mut CoreCtx<Msg>, conn: RConn, reason: CloseReason) {
+        let Some(k) = self.ctl_conns.remove(&conn) else {
             return;
         };
         let now = Instant::now();
-        let mut cfg = self.msgr_cfg(self.public_addr);
-        cfg.lossy = true;
-        let conn = match kind {
-            Kind::Mon(_) => {
-                cfg.keepalive_interval = None;
-                cfg.idle_timeout = None;
-                let a = CephxMonClientAuth::new(self.auth.clone(), cephx_now());
-                Connection::connector(
-                    cfg,
-                    Box::new(a),
-                    msgr2::EntityAddr::msgr2(peer, 0),
-                    ENTITY_TYPE_MON,
-                    now,
-                )
-            }
-            Kind::Mgr => {
-                let authz = self
-                    .auth
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .build_authorizer(cephx::ENTITY_TYPE_MGR);
-                let Ok(authz) = authz else {
-                    self.log("no mgr ticket yet");
-                    self.slots.remove(&id);
-                    self.mgr_slot = None;
-                    return;
-                };
-                // The acceptor checks that we address it exactly (nonce included).
-                let nonce = self.mgr_addr.map_or(0, |a| a.1);
-                Connection::connector(
-                    cfg,
-                    Box::new(CephxAuthorizerClientAuth::new(authz)),
-                    msgr2::EntityAddr::msgr2(peer, nonce),
-                    ENTITY_TYPE_MGR,
-                    now,
-                )
-            }
-            Kind::Peer(_) => return,
-        };
-        let Ok(reader) = stream.try_clone() else {
-            return;
-        };
-        if let Some(s) = self.slots.get_mut(&id) {
-            s.conn = Some(conn);
-            s.stream = Some(stream);
-        }
-        spawn_reader(id, reader, self.tx.clone());
-        self.pump(id);
-    }
-
-    /// Write what a connection has to send and process what it has to say.
-    fn pump(&mut self, id: u64) {
-        loop {
-            let Some(slot) = self.slots.get_mut(&id) else {
-                return;
-            };
-            let Some(conn) = slot.conn.as_mut() else {
-                return;
-            };
-            let mut bufs = Vec::new();
-            conn.drain_output(&mut bufs);
-            if let Some(st) = slot.stream.as_mut() {
-                for b in &bufs {
-                    if st.write_all(b).is_err() {
-                        conn.handle_transport_closed();
-                        break;
-                    }
-                }
-            }
-            let Some(ev) = conn.poll_event() else {
-                break;
-            };
-            let kind = slot.kind;
-            match ev {
-                ConnEvent::Connected(peer) => {
-                    slot.ready = true;
-                    slot.features = peer.features;
-                    slot.client = EntityNameT {
-                        ty: peer.peer_type,
-                        num: peer.peer_num,
-                    };
-                    slot.client_addr = peer.peer_addrs.0.first().map(to_denc_addr).unwrap_or_default();
-                    if let Some(p) = &slot.auth_peer {
-                        let pa = p.lock().unwrap_or_else(PoisonError::into_inner).clone();
-                        let text = pa.and_then(|a| a.caps.caps_text().ok()).unwrap_or_default();
-                        let caps = OsdCap::parse(&text).unwrap_or_default();
-                        slot.caps = Some(Arc::new(caps));
-                    }
-                    match kind {
-                        Kind::Mon(mid) => self.monc.handle_connected(mid, Instant::now()),
-                        Kind::Mgr => self.mgr_connected(),
-                        Kind::Peer(_) => {}
-                    }
-                    self.pump_monc();
-                }
-                ConnEvent::Message(m) => {
-                    let msg = ceph_msgs::Message {
-                        msg_type: m.msg_type,
-                        version: m.version,
-                        compat_version: m.compat_version,
-                        priority: m.priority,
-                        tid: m.tid,
-                        front: m.front,
-                        middle: m.middle,
-                        data: m.data,
-                    };
-                    match kind {
-                        Kind::Mon(mid) => {
-                            self.monc.handle_message(mid, &msg, Instant::now());
-                            self.pump_monc();
-                        }
-                        Kind::Mgr => self.mgr_message(&msg),
-                        Kind::Peer(_) => self.peer_message(id, msg),
-                    }
-                }
-                ConnEvent::KeepaliveAck { .. } => {
-                    if let Kind::Mon(mid) = kind {
-                        self.monc.handle_keepalive_ack(mid, Instant::now());
-                    }
-                }
-                ConnEvent::Faulted { error, .. }
-                | ConnEvent::Reset { error }
-                | ConnEvent::Closed { error } => {
-                    if !matches!(kind, Kind::Peer(ListenerKind::Public)) || !slot.ready {
-                        let what = match kind {
-                            Kind::Mon(_) => "mon",
-                            Kind::Mgr => "mgr",
-                            Kind::Peer(_) => "peer",
-                        };
-                        self.log(&format!("{what} connection {id} closed: {error}"));
-                    }
-                    if let Some(s) = self.slots.remove(&id) {
-                        self.slot_gone(id, s);
-                    }
-                    return;
-                }
-                ConnEvent::MyAddr(_) | ConnEvent::AcceptRequest(_) | ConnEvent::Writable => {}
-            }
-        }
-    }
-
-    fn drop_slot_if_closed(&mut self, id: u64) {
-        let closed = self
-            .slots
-            .get(&id)
-            .is_some_and(|s| s.conn.as_ref().is_none_or(|c| c.is_closed() || c.is_standby()));
-        if closed && let Some(s) = self.slots.remove(&id) {
-            self.slot_gone(id, s);
-        }
-    }
-
-    fn slot_gone(&mut self, id: u64, s: Slot) {
-        if let Some(st) = &s.stream {
-            let _ = st.shutdown(Shutdown::Both);
-        }
-        let now = Instant::now();
-        match s.kind {
-            Kind::Mon(mid) => {
-                self.mon_slots.remove(&mid);
-                if s.ready {
+        match k.mon {
+            Some(mid) => {
+                self.log(&format!("mon connection closed: {reason:?}"));
+                self.mon_conns.remove(&mid);
+                if k.ready {
                     self.monc.handle_disconnected(mid, now);
                 } else {
                     self.monc.handle_connect_failed(mid, now);
                 }
-                self.pump_monc();
+                self.pump_monc(ctx);
             }
-            Kind::Mgr => {
-                if self.mgr_slot == Some(id) {
-                    self.mgr_slot = None;
+            None => {
+                self.log(&format!("mgr connection closed: {reason:?}"));
+                if self.mgr_conn == Some(conn) {
+                    self.mgr_conn = None;
+                    self.mgr_ready = false;
                     self.mgr_retry_at = now + Duration::from_secs(1);
-                }
-            }
-            Kind::Peer(_) => {
-                for w in &self.workers {
-                    let _ = w.try_send(WorkerMsg::Disconnect(ConnId(id)));
                 }
             }
         }
     }
 
-    fn send_raw(&mut self, id: u64, m: ceph_msgs::Message) {
-        if let Some(c) = self.slots.get_mut(&id).and_then(|s| s.conn.as_mut()) {
-            let msg = msgr2::Message {
-                msg_type: m.msg_type,
-                version: m.version,
-                compat_version: m.compat_version,
-                priority: m.priority,
-                tid: m.tid,
-                front: m.front,
-                middle: m.middle,
-                data: m.data,
-                ..Default::default()
+    fn send(&mut self, ctx: &mut CoreCtx<Msg>, conn: RConn, m: ceph_msgs::Message) {
+        if let Err(e) = ctx.send_message(conn, to_m2(m)) {
+            let what = match e {
+                SendError::Backpressure(_) => "backpressure",
+                SendError::NotConnected(_) => "not connected",
+                SendError::WrongProto(_) => "wrong protocol",
             };
-            if c.send(msg).is_err() {
-                c.close();
-            }
+            self.log(&format!("control message dropped: {what}"));
         }
-        self.pump(id);
     }
 
     // ---- mon session ----
 
-    fn send_mon(&mut self, m: ceph_msgs::Message) {
+    fn send_mon(&mut self, ctx: &mut CoreCtx<Msg>, m: ceph_msgs::Message) {
         let _ = self.monc.send_message(m);
-        self.pump_monc();
+        self.pump_monc(ctx);
     }
 
     fn map_epoch(&self) -> u32 {
         self.monc.osdmap().map_or(0, |m| m.epoch)
     }
 
-    fn pump_monc(&mut self) {
+    fn pump_monc(&mut self, ctx: &mut CoreCtx<Msg>) {
         while let Some(o) = self.monc.poll_output() {
             match o {
                 MonOutput::Connect { conn, target } => {
-                    let id = self.connect_out(Kind::Mon(conn), target.addr);
-                    self.mon_slots.insert(conn, id);
+                    let now = Instant::now();
+                    self.seed_counter += 1;
+                    let mut cfg = self.common.msgr_cfg(self.common.public_addr, self.seed_counter);
+                    cfg.lossy = true;
+                    cfg.keepalive_interval = None;
+                    cfg.idle_timeout = None;
+                    let a = CephxMonClientAuth::new(self.auth.clone(), cephx_now());
+                    let c = Connection::connector(
+                        cfg,
+                        Box::new(a),
+                        msgr2::EntityAddr::msgr2(target.addr, 0),
+                        ENTITY_TYPE_MON,
+                        now,
+                    );
+                    match ctx.connect(target.addr, ConnectProto::Msgr2Conn(Box::new(c)), CONNECT_TIMEOUT) {
+                        Ok(id) => {
+                            self.mon_conns.insert(conn, id);
+                            self.ctl_conns.insert(
+                                id,
+                                CtlKind {
+                                    mon: Some(conn),
+                                    ready: false,
+                                },
+                            );
+                        }
+                        Err(e) => {
+                            self.log(&format!("connecting to mon {}: {e}", target.addr));
+                            self.monc.handle_connect_failed(conn, now);
+                        }
+                    }
                 }
                 MonOutput::Send { conn, msg } => {
-                    if let Some(&id) = self.mon_slots.get(&conn) {
-                        self.send_raw(id, msg);
+                    if let Some(&id) = self.mon_conns.get(&conn) {
+                        self.send(ctx, id, msg);
                     }
                 }
                 MonOutput::Keepalive { conn } => {
-                    if let Some(&id) = self.mon_slots.get(&conn) {
-                        if let Some(c) = self.slots.get_mut(&id).and_then(|s| s.conn.as_mut()) {
-                            c.send_keepalive(Instant::now());
-                        }
-                        self.pump(id);
+                    if let Some(&id) = self.mon_conns.get(&conn)
+                        && let Some(c) = ctx.msgr2(id)
+                    {
+                        c.send_keepalive(Instant::now());
                     }
                 }
                 MonOutput::Close { conn } => {
-                    if let Some(id) = self.mon_slots.remove(&conn)
-                        && let Some(s) = self.slots.remove(&id)
-                        && let Some(st) = s.stream
-                    {
-                        let _ = st.shutdown(Shutdown::Both);
+                    if let Some(id) = self.mon_conns.remove(&conn) {
+                        self.ctl_conns.remove(&id);
+                        ctx.close(id);
                     }
                 }
             }
         }
         while let Some(e) = self.monc.poll_event() {
-            self.mon_event(e);
+            self.mon_event(ctx, e);
         }
     }
 
-    fn mon_event(&mut self, e: MonEvent) {
+    fn mon_event(&mut self, ctx: &mut CoreCtx<Msg>, e: MonEvent) {
         match e {
             MonEvent::SessionEstablished { target } => {
                 self.log(&format!("mon session with {}", target.addr));
-                self.send_auth_requests();
+                self.send_auth_requests(ctx);
                 // Boot messages are not resent by the lossy mon session: send again on a new session.
                 if !self.is_up() {
                     self.boot_sent = None;
-                    self.maybe_boot();
+                    self.maybe_boot(ctx);
                 }
             }
             MonEvent::SessionLost { .. } => {}
@@ -867,7 +965,7 @@ impl Daemon {
                 if self.map_received_at.is_none() {
                     self.map_received_at = Some(Instant::now());
                 }
-                self.handle_osdmap(epoch);
+                self.handle_osdmap(ctx, epoch);
             }
             MonEvent::OsdMapError { epoch, error } => {
                 self.log(&format!("osdmap {epoch}: {error}"));
@@ -876,11 +974,10 @@ impl Daemon {
                 if let Some(a) = mgr_active_addr(&m.map) {
                     if self.mgr_addr != Some(a) {
                         self.log(&format!("active mgr at {}/{}", a.0, a.1));
-                        if let Some(id) = self.mgr_slot.take()
-                            && let Some(s) = self.slots.remove(&id)
-                            && let Some(st) = s.stream
-                        {
-                            let _ = st.shutdown(Shutdown::Both);
+                        if let Some(id) = self.mgr_conn.take() {
+                            self.ctl_conns.remove(&id);
+                            ctx.close(id);
+                            self.mgr_ready = false;
                         }
                         self.mgr_retry_at = Instant::now();
                     }
@@ -897,7 +994,7 @@ impl Daemon {
                         .unwrap_or_else(PoisonError::into_inner)
                         .handle_response(r.result, &r.result_bl, cephx_now());
                     match res {
-                        Ok(_) => self.refresh_keys(),
+                        Ok(_) => self.refresh_keys(ctx),
                         Err(e) => self.log(&format!("cephx: {e}")),
                     }
                 }
@@ -909,23 +1006,23 @@ impl Daemon {
         }
     }
 
-    fn refresh_keys(&mut self) {
+    fn refresh_keys(&mut self, ctx: &mut CoreCtx<Msg>) {
         let k = self
             .auth
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .service_keys();
         if let Some(k) = k {
-            *self.keys.write().unwrap_or_else(PoisonError::into_inner) = k;
+            *self.common.keys.write().unwrap_or_else(PoisonError::into_inner) = k;
             if !self.have_keys {
                 self.log("have rotating service keys");
             }
             self.have_keys = true;
-            self.maybe_boot();
+            self.maybe_boot(ctx);
         }
     }
 
-    fn send_auth_requests(&mut self) {
+    fn send_auth_requests(&mut self, ctx: &mut CoreCtx<Msg>) {
         if !self.monc.is_connected() {
             return;
         }
@@ -943,7 +1040,7 @@ impl Daemon {
                 auth_payload: r,
                 monmap_epoch: mm,
             };
-            self.send_mon(m.to_message(PACIFIC_FEATURES));
+            self.send_mon(ctx, m.to_message(PACIFIC_FEATURES));
         }
     }
 
@@ -966,41 +1063,41 @@ impl Daemon {
         e.into_bytes()
     }
 
-    fn maybe_boot(&mut self) {
+    fn maybe_boot(&mut self, ctx: &mut CoreCtx<Msg>) {
         if self.is_up() || !self.have_keys || !self.monc.is_connected() || STOP.load(Ordering::SeqCst) {
             return;
         }
-        let Some(map) = self.monc.osdmap() else { return };
+        if self.monc.osdmap().is_none() {
+            return;
+        }
         if self
             .boot_sent
             .is_some_and(|t| t.elapsed() < Duration::from_secs(10))
         {
             return;
         }
-        let _ = map;
-        self.crush_on_start();
-        let boot_epoch = 0;
+        self.crush_on_start(ctx);
         let m = MOSDBoot {
             paxos: PaxosHeader {
                 version: u64::from(self.map_epoch()),
                 ..PaxosHeader::default()
             },
             sb: self.superblock(),
-            hb_back_addrs: self.my_addrvec(self.hb_back_addr),
-            cluster_addrs: self.my_addrvec(self.cluster_addr),
-            boot_epoch,
-            hb_front_addrs: self.my_addrvec(self.hb_front_addr),
+            hb_back_addrs: self.my_addrvec(self.common.hb_back_addr),
+            cluster_addrs: self.my_addrvec(self.common.cluster_addr),
+            boot_epoch: 0,
+            hb_front_addrs: self.my_addrvec(self.common.hb_front_addr),
             metadata: self.metadata.clone(),
             osd_features: PACIFIC_FEATURES,
         };
         self.log(&format!("sending boot at epoch {}", self.map_epoch()));
         self.boot_sent = Some(Instant::now());
-        self.send_mon(m.to_message(PACIFIC_FEATURES));
+        self.send_mon(ctx, m.to_message(PACIFIC_FEATURES));
     }
 
     /// `osd crush update on start`: place this OSD under host=<hostname> with a weight from its size, and set
     /// its device class if it has none (as ceph-osd does).
-    fn crush_on_start(&mut self) {
+    fn crush_on_start(&mut self, ctx: &mut CoreCtx<Msg>) {
         if self.crush_done || !self.opts.crush_update_on_start {
             return;
         }
@@ -1028,7 +1125,7 @@ impl Daemon {
             self.opts.device_class, self.whoami
         );
         let _ = self.monc.send_command(vec![cls], Bytes::new(), Instant::now());
-        self.pump_monc();
+        self.pump_monc(ctx);
     }
 
     fn dd_size(&self) -> u64 {
@@ -1037,16 +1134,19 @@ impl Daemon {
             .unwrap_or(self.opts.device_size)
     }
 
-    fn handle_osdmap(&mut self, epoch: u32) {
+    fn handle_osdmap(&mut self, ctx: &mut CoreCtx<Msg>, epoch: u32) {
         let Some(map) = self.monc.osdmap() else { return };
         let me = self.whoami;
+        let public = self.common.public_addr;
+        let nonce = self.nonce;
         let up = map.is_up(me)
             && map.client_addrs.get(me as usize).is_some_and(|a| {
                 a.0.iter()
-                    .any(|x| x.socket_addr() == Some(self.public_addr) && x.nonce == self.nonce)
+                    .any(|x| x.socket_addr() == Some(public) && x.nonce == nonce)
             });
+        let up_from = map.osd_info.get(me as usize).map_or(epoch, |i| i.up_from);
+        let up_thru = map.osd_info.get(me as usize).map_or(0, |i| i.up_thru);
         if up && !self.is_up() {
-            let up_from = map.osd_info.get(me as usize).map_or(epoch, |i| i.up_from);
             self.up_epoch = up_from.max(1);
             self.log(&format!("marked up at epoch {up_from}"));
             self.next_beacon = Instant::now();
@@ -1056,12 +1156,27 @@ impl Daemon {
             self.up_epoch = 0;
             self.boot_sent = None;
         }
+        // Every core places its own PGs from the map.
+        if let Some(map) = self.monc.osdmap()
+            && map.epoch != self.map_sent
+        {
+            self.map_sent = map.epoch;
+            let shared = Arc::new(map.clone());
+            for core in 0..ctx.num_cores() {
+                let _ = ctx.post(
+                    core,
+                    Msg::Map {
+                        map: shared.clone(),
+                        up_epoch: self.up_epoch,
+                    },
+                );
+            }
+        }
         if !self.is_up() {
-            self.maybe_boot();
+            self.maybe_boot(ctx);
             return;
         }
         // up_thru: the monitors want it at least at the interval start before PGs go active.
-        let up_thru = map.osd_info.get(me as usize).map_or(0, |i| i.up_thru);
         if up_thru < self.up_epoch && self.alive_sent_for < epoch {
             self.alive_sent_for = epoch;
             let m = MOSDAlive {
@@ -1071,88 +1186,32 @@ impl Daemon {
                 },
                 want: epoch,
             };
-            self.send_mon(m.to_message(PACIFIC_FEATURES));
+            self.send_mon(ctx, m.to_message(PACIFIC_FEATURES));
         }
-        self.place_pgs();
-        self.retry_parked();
     }
 
-    /// Open every PG of every pool whose acting primary we are (size-1 pools).
-    fn place_pgs(&mut self) {
-        let Some(map) = self.monc.osdmap() else { return };
-        let epoch = map.epoch;
-        let mut want = Vec::new();
-        for (pid, pool) in &map.pools {
-            if !pool_is_ferro_only(map, pool.crush_rule, &self.opts.device_class) {
-                // Its PGs may hold data on other OSDs that we cannot backfill: never claim them (an empty PG
-                // reported active+clean would hide that data). Pools belong here through a device-class rule.
-                if self.warned_pools.insert(*pid) {
-                    self.log(&format!(
-                        "pool {pid} is not served: its CRUSH rule {} also maps to OSDs without device class {}",
-                        pool.crush_rule, self.opts.device_class
-                    ));
-                }
-                continue;
-            }
-            let info = PoolInfo {
-                id: *pid,
-                name: map.pool_name.get(pid).cloned().unwrap_or_default(),
-                pg_num: pool.pg_num,
-                erasure: pool.is_erasure(),
-                applications: pool.application_metadata.keys().cloned().collect(),
+    fn pgs_created(&mut self, ctx: &mut CoreCtx<Msg>, pgs: Vec<PgId>) {
+        for pgid in pgs {
+            let m = MOSDPGCreated {
+                paxos: PaxosHeader::default(),
+                pgid,
             };
-            for seed in 0..pool.pg_num {
-                let pgid = PgId::new(*pid as u64, seed);
-                let Ok(ua) = map.pg_to_up_acting_osds(pgid) else {
-                    continue;
-                };
-                if ua.acting_primary != self.whoami {
-                    continue;
-                }
-                if pool.size != 1 || ua.acting.len() != 1 {
-                    // Replication is not implemented yet. Serving such a PG alone would report it active+clean
-                    // with one copy where the pool asks for more: it stays inactive instead (clients wait, as
-                    // they do on any inactive PG) and the operator is told once per pool.
-                    if self.warned_pools.insert(*pid) {
-                        self.log(&format!(
-                            "pool {pid} is not served: size {} needs replication, which ferro-osd does not do yet",
-                            pool.size
-                        ));
-                    }
-                    continue;
-                }
-                want.push((SpgId::new(pgid, denc::ShardId::NO_SHARD), info.clone()));
-            }
-        }
-        // PGs we serve that the new map no longer lets us serve alone (pool resized, deleted, remapped).
-        let keep: BTreeSet<SpgId> = want.iter().map(|(s, _)| *s).collect();
-        let gone: Vec<SpgId> = self.pgs.keys().filter(|s| !keep.contains(s)).copied().collect();
-        for spgid in gone {
-            self.log(&format!("pg {spgid}: no longer served at epoch {epoch}"));
-            self.pgs.remove(&spgid);
-            let w = worker::shard_of(&spgid, self.dd.shards);
-            let _ = self.workers[w].send(WorkerMsg::ClosePg { spgid });
-        }
-        for (spgid, info) in want {
-            let w = worker::shard_of(&spgid, self.dd.shards);
-            if self.pgs.contains_key(&spgid) {
-                let _ = self.workers[w].try_send(WorkerMsg::SetPool { spgid, pool: info });
-                continue;
-            }
-            if self.pg_pending.contains_key(&spgid) {
-                continue;
-            }
-            self.pg_pending.insert(spgid, epoch);
-            let _ = self.workers[w].send(WorkerMsg::OpenPg {
-                spgid,
-                pool: info,
-                epoch,
-            });
+            self.send_mon(ctx, m.to_message(PACIFIC_FEATURES));
         }
     }
 
-    fn send_beacon(&mut self) {
-        let pgs: Vec<PgId> = self.pgs.keys().map(|s| s.pgid).collect();
+    fn set_stats(&mut self, core: CoreId, st: ShardStats) {
+        if let Some(s) = self.shard_stats.get_mut(core) {
+            *s = Some(st);
+        }
+    }
+
+    fn stats(&self) -> impl Iterator<Item = &ShardStats> {
+        self.shard_stats.iter().flatten()
+    }
+
+    fn send_beacon(&mut self, ctx: &mut CoreCtx<Msg>) {
+        let pgs: Vec<PgId> = self.stats().flat_map(|s| s.pgs.keys().map(|k| k.pgid)).collect();
         let m = MOSDBeacon {
             paxos: PaxosHeader {
                 version: u64::from(self.map_epoch()),
@@ -1163,10 +1222,10 @@ impl Daemon {
             last_purged_snaps_scrub: now_utime(),
             osd_beacon_report_interval: self.opts.beacon_interval_s as i32,
         };
-        self.send_mon(m.to_message(PACIFIC_FEATURES));
+        self.send_mon(ctx, m.to_message(PACIFIC_FEATURES));
     }
 
-    fn mark_me_down(&mut self) {
+    fn mark_me_down(&mut self, ctx: &mut CoreCtx<Msg>) {
         if !self.is_up() || !self.monc.is_connected() {
             return;
         }
@@ -1177,23 +1236,55 @@ impl Daemon {
             },
             fsid: Uuid(self.dd.cluster_fsid),
             target_osd: self.whoami,
-            target_addrs: self.my_addrvec(self.public_addr),
+            target_addrs: self.my_addrvec(self.common.public_addr),
             epoch: self.map_epoch(),
             request_ack: false,
             down_and_dead: false,
         };
-        self.send_mon(m.to_message(PACIFIC_FEATURES));
+        self.send_mon(ctx, m.to_message(PACIFIC_FEATURES));
     }
 
     // ---- mgr session ----
 
-    fn connect_mgr(&mut self, a: (SocketAddr, u32)) {
-        let id = self.connect_out(Kind::Mgr, a.0);
-        self.mgr_slot = Some(id);
+    fn connect_mgr(&mut self, ctx: &mut CoreCtx<Msg>, a: (SocketAddr, u32)) {
+        let authz = self
+            .auth
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .build_authorizer(cephx::ENTITY_TYPE_MGR);
+        let Ok(authz) = authz else {
+            self.log("no mgr ticket yet");
+            return;
+        };
+        self.seed_counter += 1;
+        let mut cfg = self.common.msgr_cfg(self.common.public_addr, self.seed_counter);
+        cfg.lossy = true;
+        // The acceptor checks that we address it exactly (nonce included).
+        let c = Connection::connector(
+            cfg,
+            Box::new(CephxAuthorizerClientAuth::new(authz)),
+            msgr2::EntityAddr::msgr2(a.0, a.1),
+            ENTITY_TYPE_MGR,
+            Instant::now(),
+        );
+        match ctx.connect(a.0, ConnectProto::Msgr2Conn(Box::new(c)), CONNECT_TIMEOUT) {
+            Ok(id) => {
+                self.mgr_conn = Some(id);
+                self.ctl_conns.insert(
+                    id,
+                    CtlKind {
+                        mon: None,
+                        ready: false,
+                    },
+                );
+            }
+            Err(e) => self.log(&format!("connecting to mgr {}: {e}", a.0)),
+        }
     }
 
-    fn mgr_connected(&mut self) {
+    fn mgr_connected(&mut self, ctx: &mut CoreCtx<Msg>) {
         self.log("mgr session open");
+        self.mgr_ready = true;
         let m = MMgrOpen {
             daemon_name: self.whoami.to_string(),
             service_name: String::new(),
@@ -1203,8 +1294,8 @@ impl Daemon {
             config_defaults_bl: Bytes::new(),
             ..Default::default()
         };
-        if let Some(id) = self.mgr_slot {
-            self.send_raw(id, m.to_message(PACIFIC_FEATURES));
+        if let Some(id) = self.mgr_conn {
+            self.send(ctx, id, m.to_message(PACIFIC_FEATURES));
         }
         self.next_report = Instant::now();
         self.next_pgstats = Instant::now();
@@ -1218,9 +1309,9 @@ impl Daemon {
         }
     }
 
-    fn send_mgr_report(&mut self) {
-        let Some(id) = self.mgr_slot else { return };
-        if !self.slots.get(&id).is_some_and(|s| s.ready) {
+    fn send_mgr_report(&mut self, ctx: &mut CoreCtx<Msg>) {
+        let Some(id) = self.mgr_conn else { return };
+        if !self.mgr_ready {
             return;
         }
         let mut packed = Encoder::new(0);
@@ -1232,28 +1323,14 @@ impl Daemon {
             rest: Bytes::from_static(&ceph_msgs::osd::MGR_REPORT_EMPTY_REST),
             ..Default::default()
         };
-        self.send_raw(id, m.to_message(PACIFIC_FEATURES));
+        self.send(ctx, id, m.to_message(PACIFIC_FEATURES));
     }
 
-    fn shard_stats(&self) -> Vec<ShardStats> {
-        let mut rxs = Vec::new();
-        for w in &self.workers {
-            let (tx, rx) = mpsc::channel();
-            if w.send(WorkerMsg::Stats(tx)).is_ok() {
-                rxs.push(rx);
-            }
-        }
-        rxs.into_iter()
-            .filter_map(|r| r.recv_timeout(Duration::from_secs(5)).ok())
-            .collect()
-    }
-
-    fn send_pg_stats(&mut self) {
-        let Some(id) = self.mgr_slot else { return };
-        if !self.slots.get(&id).is_some_and(|s| s.ready) {
+    fn send_pg_stats(&mut self, ctx: &mut CoreCtx<Msg>) {
+        let Some(id) = self.mgr_conn else { return };
+        if !self.mgr_ready {
             return;
         }
-        let shards = self.shard_stats();
         let epoch = self.map_epoch();
         let now = now_utime();
         self.report_seq += 1;
@@ -1261,11 +1338,11 @@ impl Daemon {
         let mut pg_stat = BTreeMap::new();
         let mut pool_stat: BTreeMap<i64, osd_types::statfs::StoreStatfs> = BTreeMap::new();
         let (mut total, mut free, mut stored, mut lat) = (0u64, 0u64, 0u64, 0u64);
-        for sh in &shards {
+        for sh in self.shard_stats.iter().flatten() {
             total += sh.total_bytes;
             free += sh.free_bytes;
             lat = lat.max(sh.commit_latency_ns);
-            for (spgid, s) in &sh.pgs {
+            for (spgid, (s, life)) in &sh.pgs {
                 // PGs of deleted pools are not reported (their data stays until PG removal exists).
                 if !self
                     .monc
@@ -1274,8 +1351,7 @@ impl Daemon {
                 {
                     continue;
                 }
-                let life = self.pgs.get(spgid).copied().unwrap_or_default();
-                let ps = stats::pg_stat(self.whoami, epoch, seq, s, &life, now);
+                let ps = stats::pg_stat(self.whoami, epoch, seq, s, life, now);
                 let mut e = Encoder::new(PACIFIC_FEATURES);
                 ps.encode(&mut e);
                 pg_stat.insert(spgid.pgid, e.into_bytes());
@@ -1305,79 +1381,7 @@ impl Daemon {
                 })
                 .collect(),
         };
-        self.send_raw(id, m.to_message(PACIFIC_FEATURES));
-    }
-
-    // ---- clients and peers ----
-
-    fn peer_message(&mut self, id: u64, m: ceph_msgs::Message) {
-        if m.msg_type == MSG_OSD_OP {
-            match MOSDOp::decode_message(&m) {
-                Ok(op) => {
-                    self.ops_total += 1;
-                    let epoch = self.map_epoch();
-                    if op.osdmap_epoch > epoch {
-                        // The client has a newer map: wait for it (Ceph's wait_for_map).
-                        if self.parked.len() < OPS_PARKED_MAX {
-                            self.parked.push((ConnId(id), op));
-                        }
-                        return;
-                    }
-                    self.dispatch_op(ConnId(id), op);
-                }
-                Err(e) => self.log(&format!("undecodable MOSDOp: {e}")),
-            }
-        }
-        if m.msg_type == osd_msg::COMMAND
-            && let Ok(c) = MCommand::from_message(&m)
-        {
-            // `ceph tell osd.N ...`: the same (read-only) commands as the admin socket.
-            let (r, out) = self.admin(&c.cmd.join(""));
-            let reply = MCommandReply {
-                r,
-                rs: String::new(),
-                data: Bytes::from(out),
-            };
-            let features = self.slots.get(&id).map_or(PACIFIC_FEATURES, |s| s.features);
-            self.send_raw(id, reply.to_message(features).with_tid(m.tid));
-            return;
-        }
-        if m.msg_type == osd_msg::OSD_PING
-            && let Ok(p) = MOSDPing::from_message(&m)
-            && p.op == ping_op::PING
-        {
-            // Answer as ceph-osd does: echo the sender's stamps, add our monotonic send time and up_from.
-            let reply = MOSDPing {
-                fsid: Uuid(self.dd.cluster_fsid),
-                map_epoch: self.map_epoch(),
-                op: ping_op::PING_REPLY,
-                ping_stamp: p.ping_stamp,
-                up_from: self.up_epoch,
-                mono_ping_stamp: p.mono_ping_stamp,
-                mono_send_stamp: SignedSpan::from_nanos(self.mono_base.elapsed().as_nanos() as i64),
-                delta_ub: None,
-                padding: 0,
-            };
-            let features = self.slots.get(&id).map_or(PACIFIC_FEATURES, |s| s.features);
-            self.send_raw(id, reply.to_message(features));
-        }
-        // Other peer traffic (replication, peering) is not served: size-1 pools only.
-    }
-
-    fn dispatch_op(&mut self, conn: ConnId, op: MOSDOp) {
-        let Some(s) = self.slots.get(&conn.0) else { return };
-        let Some(caps) = s.caps.clone() else { return };
-        let w = worker::shard_of(&op.pgid, self.dd.shards);
-        let cop = ClientOp {
-            conn,
-            client: s.client,
-            client_addr: s.client_addr,
-            caps,
-            features: s.features,
-            epoch: self.map_epoch(),
-            msg: op,
-        };
-        let _ = self.workers[w].send(WorkerMsg::Op(Box::new(cop)));
+        self.send(ctx, id, m.to_message(PACIFIC_FEATURES));
     }
 
     // ---- metadata and admin ----
@@ -1443,7 +1447,7 @@ impl Daemon {
             .unwrap_or_default();
         let kv: Vec<(&str, String)> = vec![
             ("arch", uname.3),
-            ("back_addr", addr(self.cluster_addr)),
+            ("back_addr", addr(self.common.cluster_addr)),
             ("back_iface", String::new()),
             ("ceph_release", "pacific".into()),
             ("ceph_version", version.clone()),
@@ -1459,10 +1463,10 @@ impl Daemon {
             ("distro", osr("ID")),
             ("distro_description", osr("PRETTY_NAME")),
             ("distro_version", osr("VERSION_ID")),
-            ("front_addr", addr(self.public_addr)),
+            ("front_addr", addr(self.common.public_addr)),
             ("front_iface", String::new()),
-            ("hb_back_addr", addr(self.hb_back_addr)),
-            ("hb_front_addr", addr(self.hb_front_addr)),
+            ("hb_back_addr", addr(self.common.hb_back_addr)),
+            ("hb_front_addr", addr(self.common.hb_front_addr)),
             ("hostname", self.opts.hostname.clone()),
             ("journal_rotational", "0".into()),
             ("kernel_description", uname.2),
@@ -1491,7 +1495,7 @@ impl Daemon {
         m
     }
 
-    fn admin(&mut self, cmd: &str) -> (i32, String) {
+    fn admin(&mut self, cmd: &str, messages_received: u64) -> (i32, String) {
         let v: serde_json::Value =
             serde_json::from_str(cmd).unwrap_or_else(|_| serde_json::json!({"prefix": cmd}));
         let prefix = v["prefix"].as_str().unwrap_or("").to_string();
@@ -1504,7 +1508,7 @@ impl Daemon {
                 "state": if self.is_up() { "active" } else { "booting" },
                 "oldest_map": self.map_epoch(),
                 "newest_map": self.map_epoch(),
-                "num_pgs": self.pgs.len(),
+                "num_pgs": self.stats().map(|s| s.pgs.len()).sum::<usize>(),
                 "objectstore": "ferrostore",
             }),
             "version" | "git_version" => serde_json::json!({
@@ -1520,33 +1524,8 @@ impl Daemon {
                 }
                 serde_json::Value::Object(o)
             }
-            "perf dump" => {
-                let sh = self.shard_stats();
-                let pgs: usize = sh.iter().map(|s| s.pgs.len()).sum();
-                let ops: u64 = sh.iter().map(|s| s.ops).sum();
-                let (mut objs, mut bytes, mut rd, mut wr) = (0u64, 0u64, 0u64, 0u64);
-                for s in sh.iter().flat_map(|s| s.pgs.values()) {
-                    objs += s.num_objects;
-                    bytes += s.num_bytes;
-                    rd += s.num_rd;
-                    wr += s.num_wr;
-                }
-                let total: u64 = sh.iter().map(|s| s.total_bytes).sum();
-                let free: u64 = sh.iter().map(|s| s.free_bytes).sum();
-                let lat = sh.iter().map(|s| s.commit_latency_ns).max().unwrap_or(0);
-                serde_json::json!({
-                    "osd": {
-                        "op": ops, "op_r": rd, "op_w": wr, "numpg": pgs, "numpg_primary": pgs,
-                        "stat_bytes": total, "stat_bytes_used": total.saturating_sub(free),
-                        "stat_bytes_avail": free, "messages_received": self.ops_total,
-                    },
-                    "ferrostore": {
-                        "shards": self.dd.shards, "objects": objs, "bytes": bytes,
-                        "commit_latency_ns": lat,
-                    },
-                })
-            }
-            "perf schema" => serde_json::json!({"osd": {}, "ferrostore": {}}),
+            "perf dump" => crate::perf::dump(self.stats(), self.dd.shards, messages_received),
+            "perf schema" => crate::perf::schema(),
             "config show" => {
                 let mut o = serde_json::Map::new();
                 for (k, val) in &self.opts.all {
@@ -1651,4 +1630,201 @@ pub fn mgr_active_addr(map: &Bytes) -> Option<(SocketAddr, u32)> {
         .or_else(|| av.0.first())
         .and_then(|a| a.socket_addr().map(|s| (s, a.nonce)))
         .filter(|(a, _)| a.port() != 0)
+}
+
+/// Everything `run` needs to start.
+pub struct Daemon {
+    opts: OsdOptions,
+    dd: DataDir,
+    key: CryptoKey,
+}
+
+impl Daemon {
+    pub fn new(opts: OsdOptions, dd: DataDir, key: CryptoKey) -> Result<Self, String> {
+        Ok(Daemon { opts, dd, key })
+    }
+
+    /// Bind the listeners, start one reactor core per ferrostore shard (core 0 also runs control), serve until
+    /// SIGTERM/SIGINT (mark-me-down, drain, unmount).
+    pub fn run(self) -> Result<(), String> {
+        let Daemon { opts, dd, key } = self;
+        let whoami = dd.whoami as i32;
+        let provider: Arc<dyn CryptoProvider> = Arc::new(AwsLcProvider);
+        let auth = Arc::new(Mutex::new(MonAuthClient::new(
+            provider.clone(),
+            cephx::entity_name(cephx::ENTITY_TYPE_OSD, whoami.to_string()),
+            key,
+            cephx::ENTITY_TYPE_MON | cephx::ENTITY_TYPE_OSD | cephx::ENTITY_TYPE_MGR,
+        )));
+        let mut fds = Vec::new();
+        let mut kinds = Vec::new();
+        let mut bind = |kind: ListenerKind, ip: IpAddr| -> Result<SocketAddr, String> {
+            let l = bind_range(ip, opts.bind_port_min, opts.bind_port_max)
+                .map_err(|e| format!("binding {kind:?} on {ip}: {e}"))?;
+            let a = l.local_addr().map_err(|e| e.to_string())?;
+            l.set_nonblocking(true).map_err(|e| e.to_string())?;
+            fds.push(l.into_raw_fd());
+            kinds.push(kind);
+            Ok(a)
+        };
+        let public_addr = bind(ListenerKind::Public, opts.public_ip)?;
+        let cluster_addr = bind(ListenerKind::Cluster, opts.cluster_ip)?;
+        let hb_back_addr = bind(ListenerKind::HbBack, opts.cluster_ip)?;
+        let hb_front_addr = bind(ListenerKind::HbFront, opts.public_ip)?;
+        let seed = u64::from(std::process::id()) ^ now_utime().as_nanos();
+        let nonce = (seed as u32 ^ (seed >> 32) as u32) | 1;
+        let common = Arc::new(Common {
+            whoami,
+            nonce,
+            cluster_fsid: dd.cluster_fsid,
+            shards: dd.shards,
+            public_addr,
+            cluster_addr,
+            hb_front_addr,
+            hb_back_addr,
+            listener_kinds: kinds,
+            provider,
+            keys: Arc::new(RwLock::new(ServiceKeys::default())),
+            mono_base: Instant::now(),
+            device_class: opts.device_class.clone(),
+        });
+        let mons: Vec<MonTarget> = opts
+            .mon_hosts
+            .iter()
+            .enumerate()
+            .map(|(i, a)| MonTarget {
+                name: format!("mon{i}"),
+                addr: *a,
+            })
+            .collect();
+        let mcfg = monclient::Config {
+            hunt_parallel: 1,
+            hostname: opts.hostname.clone(),
+            fsid: Some(dd.cluster_fsid),
+            ..monclient::Config::default()
+        };
+        let now = Instant::now();
+        let mut control = Control {
+            common: common.clone(),
+            whoami,
+            nonce,
+            auth,
+            have_keys: false,
+            monc: MonClient::new(mcfg, mons, seed),
+            mon_conns: HashMap::new(),
+            ctl_conns: HashMap::new(),
+            seed_counter: 0,
+            boot_sent: None,
+            up_epoch: 0,
+            alive_sent_for: 0,
+            map_received_at: None,
+            map_sent: 0,
+            mgr_conn: None,
+            mgr_ready: false,
+            mgr_addr: None,
+            mgr_retry_at: now,
+            stats_period: Duration::from_secs(5),
+            next_report: now,
+            next_pgstats: now,
+            next_beacon: now,
+            next_auth_check: now,
+            report_seq: 0,
+            crush_done: false,
+            metadata: BTreeMap::new(),
+            shard_stats: (0..dd.shards).map(|_| None).collect(),
+            stopping_since: None,
+            opts: opts.clone(),
+            dd: dd.clone(),
+        };
+        control.metadata = control.build_metadata();
+        let control = Mutex::new(Some(Box::new(control)));
+        let listeners = Mutex::new(Some(fds));
+        let failed: Arc<Mutex<Option<String>>> = Arc::new(Mutex::new(None));
+        let failed2 = failed.clone();
+        let device = dd.device.clone();
+        let shards = dd.shards;
+        let cfg = RuntimeConfig {
+            cores: shards as usize,
+            pin: opts.pin_cores,
+            ..RuntimeConfig::default()
+        };
+        let common2 = common.clone();
+        let factory = move |core: CoreId| {
+            // The store is opened on its core: its io_uring is single-issuer, like the core's own ring.
+            let shard = UringDevice::open(&device, None, UringOptions::default())
+                .map_err(|e| format!("opening {}: {e}", device.display()))
+                .and_then(|dev| {
+                    Store::mount(dev, core as u32, StoreConfig::default())
+                        .map_err(|e| format!("mounting ferrostore shard {core}: {e}"))
+                })
+                .map(|store| Shard::new(core as u32, shards, whoami, store, common2.device_class.clone()));
+            let shard = match shard {
+                Ok(s) => Some(s),
+                Err(e) => {
+                    eprintln!("ferro-osd: {e}");
+                    *failed2.lock().unwrap_or_else(PoisonError::into_inner) = Some(e);
+                    STOP.store(true, Ordering::SeqCst);
+                    None
+                }
+            };
+            let (control, listeners) = if core == 0 {
+                (
+                    control.lock().unwrap_or_else(PoisonError::into_inner).take(),
+                    listeners.lock().unwrap_or_else(PoisonError::into_inner).take(),
+                )
+            } else {
+                (None, None)
+            };
+            Core {
+                id: core,
+                common: common2.clone(),
+                shard,
+                control,
+                listeners,
+                conns: HashMap::new(),
+                by_gid: HashMap::new(),
+                next_gid: 0,
+                next_handoff: 0,
+                fresh: None,
+                map: None,
+                up_epoch: 0,
+                ticks: 0,
+                messages_received: 0,
+                out: Delivery::default(),
+            }
+        };
+        let rt = Arc::new(Runtime::start(cfg, factory).map_err(|e| format!("starting the cores: {e}"))?);
+        if let Some(p) = opts.admin_socket.clone() {
+            let weak = Arc::downgrade(&rt);
+            let post: crate::admin::Poster = Arc::new(move |cmd, tx| {
+                weak.upgrade()
+                    .is_some_and(|rt| rt.post(0, Msg::Admin(cmd, tx)).is_ok())
+            });
+            if let Err(e) = crate::admin::start(&p, post) {
+                eprintln!("ferro-osd: admin socket {}: {e}", p.display());
+            }
+        }
+        while !rt.is_stopping() {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        // The admin thread may hold the runtime for a moment while posting.
+        let mut rt = rt;
+        let rt = loop {
+            match Arc::try_unwrap(rt) {
+                Ok(r) => break r,
+                Err(r) => {
+                    rt = r;
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+            }
+        };
+        rt.join();
+        if let Some(p) = &opts.admin_socket {
+            let _ = std::fs::remove_file(p);
+        }
+        match failed.lock().unwrap_or_else(PoisonError::into_inner).take() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
 }

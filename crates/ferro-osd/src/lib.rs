@@ -1,47 +1,23 @@
 // SPDX-License-Identifier: LGPL-3.0-or-later
-//! ferro-osd: a Ceph OSD daemon built on ferrostore and the sans-IO `pg` engine.
+//! ferro-osd: a Ceph OSD daemon built on ferrostore and the sans-IO `pg` engine, thread per core on
+//! crates/reactor.
 //!
 //! * [`args`]: ceph-osd's command line and the ceph.conf options the daemon reads.
 //! * [`mkfs`]: the data directory files ceph-osd writes, plus a ferrostore on the block device.
-//! * [`daemon`]: the control and network thread: mon session (boot, maps, beacons, mark-me-down), mgr session
-//!   (open, reports, PG stats), client connections (msgr2 + cephx service side), PG placement.
-//! * [`worker`]: one thread per ferrostore shard running the PGs placed on it.
-//! * [`admin`]: the admin socket (`ceph daemon osd.N ...`).
+//! * [`daemon`]: one reactor core per ferrostore shard; each owns its connections (io_uring), its shard and its
+//!   PGs; core 0 also runs control: mon session (boot, maps, beacons, mark-me-down), mgr session (open, reports,
+//!   PG stats), admin commands.
+//! * [`worker`]: a core's storage side (its ferrostore shard and PGs).
+//! * [`admin`]: the admin socket (`ceph daemon osd.N ...`), a thread that posts commands to core 0.
+//! * [`perf`]: perf counters (`perf dump`, `perf schema`, the MMgrReport schema).
 //!
-//! Threads: the control/network thread drives every msgr2 connection's state machine (small reader threads
-//! only move bytes off sockets); ops cross to the owning shard worker over a bounded channel and replies come
-//! back the same way. This is the seam an io_uring reactor replaces: `daemon::Net`.
+//! Cores exchange work only over the reactor's SPSC mesh: an op for a PG of another core crosses to it and its
+//! reply comes back to the connection's core.
 
 pub mod admin;
 pub mod args;
 pub mod daemon;
 pub mod mkfs;
+pub mod perf;
 pub mod stats;
 pub mod worker;
-
-use ceph_msgs::osd_op::{MOSDOp, MOSDOpReply, MWatchNotify};
-use denc::SpgId;
-
-/// Everything the control thread reacts to.
-pub enum Ev {
-    /// A listener accepted a socket.
-    Accepted(daemon::ListenerKind, std::net::TcpStream),
-    /// Bytes read from connection `id`.
-    Data(u64, Vec<u8>),
-    /// Connection `id`'s socket reached EOF or failed.
-    Eof(u64),
-    /// An outgoing TCP connect finished.
-    Connected(u64, std::net::TcpStream),
-    ConnectFailed(u64, String),
-    /// A worker's durable op reply for a client connection.
-    OpReply(pg::ConnId, Box<MOSDOpReply>),
-    Notify(pg::ConnId, Box<MWatchNotify>),
-    /// A worker got an op for a PG it does not have.
-    NoPg(pg::ConnId, Box<MOSDOp>),
-    PgReady {
-        spgid: SpgId,
-        created: bool,
-    },
-    /// An admin socket command (JSON) and where to send the answer.
-    Admin(String, std::sync::mpsc::Sender<(i32, String)>),
-}

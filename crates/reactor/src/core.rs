@@ -546,6 +546,20 @@ impl<M: Send + 'static> CoreCtx<M> {
         Ok((ListenerId(idx), bound))
     }
 
+    /// Accept on a listening socket the caller bound itself (e.g. exclusively, without SO_REUSEPORT, so that
+    /// another process probing the same port range cannot share it). The reactor owns `fd` from now on.
+    pub fn listen_fd(&mut self, fd: RawFd, proto: ListenProto) -> ListenerId {
+        let idx = self.listeners.len() as u32;
+        self.listeners.push(Some(Listener {
+            fd,
+            proto,
+            multishot: true,
+            armed: false,
+        }));
+        self.arm_accept(idx);
+        ListenerId(idx)
+    }
+
     /// Connect to `addr` within `timeout`. Success: [`Service::on_connected`] (raw) or, once the msgr2 session
     /// is up, the same with the peer's info. Failure: [`Service::on_reset`].
     pub fn connect(
@@ -685,8 +699,10 @@ impl<M: Send + 'static> CoreCtx<M> {
         self.conn_ref(conn).and_then(|c| c.peer)
     }
 
-    /// The msgr2 state machine of `conn` (counters, features, peer).
+    /// The msgr2 state machine of `conn` (counters, features, peer). The connection is driven again this turn,
+    /// so output queued through it directly (e.g. `send_keepalive`) goes out.
     pub fn msgr2(&mut self, conn: ConnId) -> Option<&mut Connection> {
+        self.mark_dirty(conn);
         match &mut self.conn_mut(conn)?.proto {
             Proto::Msgr2(m) => Some(m),
             Proto::Raw => None,

@@ -82,8 +82,11 @@ pub struct FerroOsd {
     pub binary: PathBuf,
     /// Size of the block file `--mkfs` creates.
     pub device_size_bytes: u64,
-    /// ferrostore shards (worker threads); 0 = one per core.
+    /// ferrostore shards (one reactor core each); 0 = one per core.
     pub shards: u32,
+    /// Pin each core's thread to a CPU (`ferro_osd_pin_cores`). Off by default here: test machines are shared,
+    /// and a pinned core waits behind whatever else runs on its CPU (docs/reactor.md, "Numbers").
+    pub pin_cores: bool,
     /// CRUSH device class set at start (`crush_device_class`); `ferro` by default so that pools can be placed
     /// on ferro-osd OSDs only with a class rule.
     pub device_class: String,
@@ -98,6 +101,7 @@ impl FerroOsd {
             binary: binary.into(),
             device_size_bytes: 2 << 30,
             shards: 2,
+            pin_cores: false,
             device_class: "ferro".into(),
             extra_args: Vec::new(),
         }
@@ -130,6 +134,10 @@ impl FerroOsd {
             .arg(&ctx.keyring)
             .args(["--ferro-osd-shards", &self.shards.to_string()])
             .args(["--ferro-osd-device-size", &self.device_size_bytes.to_string()])
+            .args([
+                "--ferro-osd-pin-cores",
+                if self.pin_cores { "true" } else { "false" },
+            ])
             .args(["--crush-device-class", &self.device_class])
             .arg("--log-file")
             .arg(&ctx.log_file);

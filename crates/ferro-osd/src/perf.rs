@@ -1,0 +1,331 @@
+// SPDX-License-Identifier: LGPL-3.0-or-later
+//! Perf counters: one table of the counters ferro-osd keeps, under ceph-osd's names (section `osd`), from which
+//! `perf dump`, `perf schema` and the MMgrReport schema/values are all built, so they cannot disagree.
+
+use crate::worker::ShardStats;
+
+/// Ceph's `perfcounter_type_d` bits.
+pub mod ty {
+    pub const TIME: u8 = 0x1;
+    pub const U64: u8 = 0x2;
+    pub const LONGRUNAVG: u8 = 0x4;
+    pub const COUNTER: u8 = 0x8;
+}
+
+/// `PerfCountersBuilder::PRIO_*`.
+pub mod prio {
+    pub const CRITICAL: u8 = 10;
+    pub const INTERESTING: u8 = 8;
+    pub const USEFUL: u8 = 5;
+    pub const UNINTERESTING: u8 = 2;
+    pub const DEBUGONLY: u8 = 0;
+}
+
+/// `unit_t`: NONE 0, BYTES 1.
+pub mod unit {
+    pub const NONE: u8 = 0;
+    pub const BYTES: u8 = 1;
+}
+
+/// One counter's declaration.
+#[derive(Debug, Clone, Copy)]
+pub struct Counter {
+    pub name: &'static str,
+    pub description: &'static str,
+    pub nick: &'static str,
+    pub ty: u8,
+    pub priority: u8,
+    pub unit: u8,
+}
+
+const fn c(
+    name: &'static str,
+    description: &'static str,
+    nick: &'static str,
+    ty: u8,
+    priority: u8,
+    unit: u8,
+) -> Counter {
+    Counter {
+        name,
+        description,
+        nick,
+        ty,
+        priority,
+        unit,
+    }
+}
+
+const CTR: u8 = ty::U64 | ty::COUNTER;
+const GAUGE: u8 = ty::U64;
+const LAT: u8 = ty::TIME | ty::LONGRUNAVG;
+
+/// The `osd` section, in declaration order (ceph-osd's names, descriptions and nicks for the ones it has).
+pub const OSD: &[Counter] = &[
+    c(
+        "op_wip",
+        "Replication operations currently being processed (primary)",
+        "",
+        GAUGE,
+        prio::USEFUL,
+        unit::NONE,
+    ),
+    c("op", "Client operations", "ops", CTR, prio::CRITICAL, unit::NONE),
+    c(
+        "op_in_bytes",
+        "Client operations total write size",
+        "wr",
+        CTR,
+        prio::INTERESTING,
+        unit::BYTES,
+    ),
+    c(
+        "op_out_bytes",
+        "Client operations total read size",
+        "rd",
+        CTR,
+        prio::INTERESTING,
+        unit::BYTES,
+    ),
+    c(
+        "op_latency",
+        "Latency of client operations (including queue time)",
+        "l",
+        LAT,
+        prio::INTERESTING,
+        unit::NONE,
+    ),
+    c(
+        "op_r",
+        "Client read operations",
+        "",
+        CTR,
+        prio::USEFUL,
+        unit::NONE,
+    ),
+    c(
+        "op_r_latency",
+        "Latency of read operation (including queue time)",
+        "",
+        LAT,
+        prio::USEFUL,
+        unit::NONE,
+    ),
+    c(
+        "op_w",
+        "Client write operations",
+        "",
+        CTR,
+        prio::USEFUL,
+        unit::NONE,
+    ),
+    c(
+        "op_w_latency",
+        "Latency of write operation (including queue time)",
+        "",
+        LAT,
+        prio::USEFUL,
+        unit::NONE,
+    ),
+    c("subop", "Suboperations", "", CTR, prio::USEFUL, unit::NONE),
+    c(
+        "subop_latency",
+        "Suboperations latency",
+        "",
+        LAT,
+        prio::USEFUL,
+        unit::NONE,
+    ),
+    c(
+        "numpg",
+        "Placement groups",
+        "pgs",
+        GAUGE,
+        prio::USEFUL,
+        unit::NONE,
+    ),
+    c(
+        "numpg_primary",
+        "Placement groups for which this osd is primary",
+        "",
+        GAUGE,
+        prio::USEFUL,
+        unit::NONE,
+    ),
+    c("stat_bytes", "OSD size", "size", GAUGE, prio::USEFUL, unit::BYTES),
+    c(
+        "stat_bytes_used",
+        "Used space",
+        "used",
+        GAUGE,
+        prio::USEFUL,
+        unit::BYTES,
+    ),
+    c(
+        "stat_bytes_avail",
+        "Available space",
+        "avail",
+        GAUGE,
+        prio::USEFUL,
+        unit::BYTES,
+    ),
+    c(
+        "messages_received",
+        "Messages received from clients and peers",
+        "",
+        CTR,
+        prio::UNINTERESTING,
+        unit::NONE,
+    ),
+    c(
+        "commit_latency",
+        "ferrostore transaction commit latency (queued to durable)",
+        "",
+        LAT,
+        prio::USEFUL,
+        unit::NONE,
+    ),
+];
+
+/// A counter's value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Value {
+    U64(u64),
+    /// Long-run average of times: count and sum in nanoseconds.
+    Avg {
+        count: u64,
+        sum_ns: u64,
+    },
+}
+
+/// The `osd` section's values, in [`OSD`] order.
+pub fn values<'a>(stats: impl Iterator<Item = &'a ShardStats>, messages_received: u64) -> Vec<Value> {
+    let mut t = ShardStats::default();
+    let mut pgs = 0u64;
+    for s in stats {
+        pgs += s.pgs.len() as u64;
+        t.ops += s.ops;
+        t.ops_r += s.ops_r;
+        t.ops_w += s.ops_w;
+        t.op_in_bytes += s.op_in_bytes;
+        t.op_out_bytes += s.op_out_bytes;
+        t.op_latency_ns_sum += s.op_latency_ns_sum;
+        t.op_latency_count += s.op_latency_count;
+        t.op_r_latency_ns_sum += s.op_r_latency_ns_sum;
+        t.op_r_latency_count += s.op_r_latency_count;
+        t.op_w_latency_ns_sum += s.op_w_latency_ns_sum;
+        t.op_w_latency_count += s.op_w_latency_count;
+        t.commit_latency_ns_sum += s.commit_latency_ns_sum;
+        t.commit_latency_count += s.commit_latency_count;
+        t.total_bytes += s.total_bytes;
+        t.free_bytes += s.free_bytes;
+    }
+    OSD.iter()
+        .map(|k| match k.name {
+            "op_wip" => Value::U64(0),
+            "op" => Value::U64(t.ops),
+            "op_in_bytes" => Value::U64(t.op_in_bytes),
+            "op_out_bytes" => Value::U64(t.op_out_bytes),
+            "op_latency" => Value::Avg {
+                count: t.op_latency_count,
+                sum_ns: t.op_latency_ns_sum,
+            },
+            "op_r" => Value::U64(t.ops_r),
+            "op_r_latency" => Value::Avg {
+                count: t.op_r_latency_count,
+                sum_ns: t.op_r_latency_ns_sum,
+            },
+            "op_w" => Value::U64(t.ops_w),
+            "op_w_latency" => Value::Avg {
+                count: t.op_w_latency_count,
+                sum_ns: t.op_w_latency_ns_sum,
+            },
+            "subop" => Value::U64(0),
+            "subop_latency" => Value::Avg { count: 0, sum_ns: 0 },
+            "numpg" | "numpg_primary" => Value::U64(pgs),
+            "stat_bytes" => Value::U64(t.total_bytes),
+            "stat_bytes_used" => Value::U64(t.total_bytes.saturating_sub(t.free_bytes)),
+            "stat_bytes_avail" => Value::U64(t.free_bytes),
+            "messages_received" => Value::U64(messages_received),
+            "commit_latency" => Value::Avg {
+                count: t.commit_latency_count,
+                sum_ns: t.commit_latency_ns_sum,
+            },
+            _ => Value::U64(0),
+        })
+        .collect()
+}
+
+fn secs(ns: u64) -> f64 {
+    ns as f64 / 1e9
+}
+
+/// `perf dump`: Ceph's JSON shapes (integers; `{avgcount, sum, avgtime}` for time averages).
+pub fn dump<'a>(
+    stats: impl Iterator<Item = &'a ShardStats>,
+    shards: u32,
+    messages_received: u64,
+) -> serde_json::Value {
+    let stats: Vec<&ShardStats> = stats.collect();
+    let vals = values(stats.iter().copied(), messages_received);
+    let mut osd = serde_json::Map::new();
+    for (k, v) in OSD.iter().zip(vals) {
+        let j = match v {
+            Value::U64(x) => serde_json::json!(x),
+            Value::Avg { count, sum_ns } => serde_json::json!({
+                "avgcount": count,
+                "sum": secs(sum_ns),
+                "avgtime": if count == 0 { 0.0 } else { secs(sum_ns) / count as f64 },
+            }),
+        };
+        osd.insert(k.name.into(), j);
+    }
+    let (objs, bytes) = stats
+        .iter()
+        .flat_map(|s| s.pgs.values())
+        .fold((0u64, 0u64), |(o, b), (p, _)| {
+            (o + p.num_objects, b + p.num_bytes)
+        });
+    let lat = stats.iter().map(|s| s.commit_latency_ns).max().unwrap_or(0);
+    serde_json::json!({
+        "osd": osd,
+        "ferrostore": {
+            "shards": shards, "objects": objs, "bytes": bytes, "commit_latency_ns": lat,
+        },
+    })
+}
+
+fn metric_type(k: &Counter) -> &'static str {
+    if k.ty & ty::COUNTER != 0 || k.ty & ty::LONGRUNAVG != 0 {
+        "counter"
+    } else {
+        "gauge"
+    }
+}
+
+/// `perf schema`: Ceph's JSON for each counter of [`OSD`].
+pub fn schema() -> serde_json::Value {
+    let mut osd = serde_json::Map::new();
+    for k in OSD {
+        let value_type = if k.ty & ty::LONGRUNAVG != 0 {
+            "real-integer-pair"
+        } else if k.ty & ty::TIME != 0 {
+            "real"
+        } else {
+            "integer"
+        };
+        osd.insert(
+            k.name.into(),
+            serde_json::json!({
+                "type": k.ty,
+                "metric_type": metric_type(k),
+                "value_type": value_type,
+                "description": k.description,
+                "nick": k.nick,
+                "priority": k.priority,
+                "units": if k.unit == unit::BYTES { "bytes" } else { "none" },
+            }),
+        );
+    }
+    serde_json::json!({ "osd": osd, "ferrostore": {} })
+}
