@@ -12,6 +12,7 @@ pub mod pg_log_t;
 pub mod pg_missing;
 pub mod pg_peering;
 pub mod pg_stat;
+pub mod pgmeta;
 pub mod recovery;
 pub mod snapset;
 pub mod statfs;

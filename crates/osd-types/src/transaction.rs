@@ -616,9 +616,16 @@ impl Transaction {
     fn append(&mut self, f: impl FnOnce(&mut Encoder)) {
         let mut e = Encoder::new(u64::MAX);
         f(&mut e);
-        let mut b = BytesMut::from(&self.data_bl[..]);
-        b.extend_from_slice(e.as_slice());
-        self.data_bl = b.freeze();
+        self.extend_data(e.as_slice());
+    }
+    /// Append to `data_bl` without copying what is already there (a uniquely owned buffer is reused, so building
+    /// a transaction op by op stays linear).
+    fn extend_data(&mut self, b: &[u8]) {
+        let mut m = std::mem::take(&mut self.data_bl)
+            .try_into_mut()
+            .unwrap_or_else(|shared| BytesMut::from(&shared[..]));
+        m.extend_from_slice(b);
+        self.data_bl = m.freeze();
     }
     fn obj_op(&mut self, code: u32, c: Coll, o: &GHObject) -> RawOp {
         let mut op = RawOp::new(code);
@@ -644,7 +651,8 @@ impl Transaction {
         op.off = off;
         op.len = data.len() as u64;
         self.push(op);
-        self.append(|e| e.bytes(data));
+        self.extend_data(&(data.len() as u32).to_le_bytes());
+        self.extend_data(data);
         if data.len() > self.data.largest_data_len as usize {
             self.data.largest_data_len = data.len() as u32;
             self.data.largest_data_off = off as u32;
@@ -767,6 +775,31 @@ impl Transaction {
         let mut op = self.obj_op(op_code::COLL_MOVE_RENAME, old_c, old_o);
         op.dest_cid = self.coll_id(new_c);
         op.dest_oid = self.obj_id(new_o);
+        self.push(op);
+    }
+    /// `split_collection` (OP_SPLIT_COLLECTION2): objects of `c` whose hash matches `rem` in the low `bits` bits
+    /// move to `dest`.
+    pub fn split_collection(&mut self, c: Coll, bits: u32, rem: u32, dest: Coll) {
+        let mut op = RawOp::new(op_code::SPLIT_COLLECTION2);
+        op.cid = self.coll_id(c);
+        op.dest_cid = self.coll_id(dest);
+        op.split_bits = bits;
+        op.split_rem = rem;
+        self.push(op);
+    }
+    /// `collection_hint` (OP_COLL_HINT), e.g. `COLL_HINT_EXPECTED_NUM_OBJECTS` with `pg_num, expected objects`.
+    pub fn collection_hint(&mut self, c: Coll, hint_type: u32, hint: &Bytes) {
+        let mut op = RawOp::new(op_code::COLL_HINT);
+        op.cid = self.coll_id(c);
+        op.hint = hint_type;
+        self.push(op);
+        self.append(|e| e.bytes(hint));
+    }
+    /// `collection_set_bits` (OP_COLL_SET_BITS).
+    pub fn collection_set_bits(&mut self, c: Coll, bits: u32) {
+        let mut op = RawOp::new(op_code::COLL_SET_BITS);
+        op.cid = self.coll_id(c);
+        op.split_bits = bits;
         self.push(op);
     }
     pub fn try_rename(&mut self, c: Coll, old_o: &GHObject, new_o: &GHObject) {

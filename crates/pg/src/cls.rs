@@ -27,6 +27,41 @@ pub(crate) trait ClsHost {
     fn random_bytes(&mut self, out: &mut [u8]);
 }
 
+/// Pacific's default `osd_class_load_list`: the classes a ceph-osd 16.2 may load.
+pub(crate) const OSD_CLASS_LOAD_LIST: &[&[u8]] = &[
+    b"cephfs",
+    b"hello",
+    b"journal",
+    b"lock",
+    b"log",
+    b"numops",
+    b"otp",
+    b"rbd",
+    b"refcount",
+    b"rgw",
+    b"rgw_gc",
+    b"timeindex",
+    b"user",
+    b"version",
+    b"cas",
+    b"cmpomap",
+    b"queue",
+    b"2pc_queue",
+    b"fifo",
+];
+
+/// The error a CALL of an unknown class or method gets before anything else (`OpInfo::set_from_op`):
+/// `ClassHandler::open_class` refuses a class outside `osd_class_load_list` with -EPERM (passed on as is); a
+/// listed class we do not implement is one whose library is absent (-ENOENT, answered -EOPNOTSUPP), as is an
+/// unknown method of a class we do implement.
+pub(crate) fn unknown_call_errno(class: &[u8]) -> i32 {
+    if OSD_CLASS_LOAD_LIST.contains(&class) {
+        -libc::EOPNOTSUPP
+    } else {
+        -libc::EPERM
+    }
+}
+
 /// Flags of a known method (`CLS_METHOD_RD | CLS_METHOD_WR`), None for unknown classes or methods.
 pub(crate) fn method_flags(class: &[u8], method: &[u8]) -> Option<u8> {
     const RW: u8 = CLS_METHOD_RD | CLS_METHOD_WR;

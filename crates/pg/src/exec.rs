@@ -92,7 +92,7 @@ fn op_info(m: &MOSDOp) -> Result<OpInfo, i32> {
                 let (cl, ml) = (usize::from(a.class_len), usize::from(a.method_len));
                 let c = o.indata.get(..cl).ok_or(-libc::EINVAL)?;
                 let me = o.indata.get(cl..cl + ml).ok_or(-libc::EINVAL)?;
-                let flags = cls::method_flags(c, me).ok_or(-libc::EOPNOTSUPP)?;
+                let flags = cls::method_flags(c, me).ok_or_else(|| cls::unknown_call_errno(c))?;
                 let (r, w) = (flags & cls::CLS_METHOD_RD != 0, flags & cls::CLS_METHOD_WR != 0);
                 i.class_read |= r;
                 i.class_write |= w;
@@ -256,13 +256,9 @@ pub(crate) fn handle_op<D: Device>(pg: &mut Pg, store: &mut Store<D>, ctx: OpCon
         let reqid = m.effective_reqid(ctx.client);
         if let Some(f) = pg.log.lookup(&reqid).cloned() {
             let r = reply_error(m, f.return_code, epoch, f.version, f.user_version, &f.op_returns);
-            if pg.log.is_complete(f.version) {
-                send_now(&mut out, r);
-            } else if let Some(seq) = pg.log.seq_for(f.version) {
-                pg.hold(seq, ctx.conn, r, &mut out);
-            } else {
-                send_now(&mut out, r);
-            }
+            // committed = durable here and on every replica
+            let seq = pg.log.seq_for(f.version).unwrap_or(0);
+            pg.hold(seq, f.version, ctx.conn, r, &mut out);
             return out;
         }
     }
@@ -639,7 +635,7 @@ pub(crate) fn handle_op<D: Device>(pg: &mut Pg, store: &mut Store<D>, ctx: OpCon
         reply.result = result;
         // answer after any write to this object that is not durable yet
         match pg.dirty.get(&okey.name) {
-            Some(&seq) => pg.hold(seq, ctx.conn, reply, &mut out),
+            Some(&(seq, v)) => pg.hold(seq, v, ctx.conn, reply, &mut out),
             None => out.replies.push((ctx.conn, reply)),
         }
         return out;
@@ -677,45 +673,35 @@ pub(crate) fn handle_op<D: Device>(pg: &mut Pg, store: &mut Store<D>, ctx: OpCon
     out
 }
 
-/// Queue `t` plus the log entries `es` (in version order) on the store and hold `reply` until it is durable; true
-/// if queued. A store failure answers with its errno at once; the object changes nothing (ferrostore transactions
-/// are all or nothing) and the log keeps at most a clone entry it made for the op (never a client's reqid).
+/// Queue `t` plus the log entries `es` (in version order) through the Ceph transaction path and hold `reply`
+/// until it is committed (durable here and on every replica); true if queued. A store failure answers with its
+/// errno at once; the object changes nothing (ferrostore transactions are all or nothing) and the log keeps at
+/// most a clone entry it made for the op (never a client's reqid).
 #[allow(clippy::too_many_arguments)]
 fn submit<D: Device>(
     pg: &mut Pg,
     store: &mut Store<D>,
-    mut t: Transaction,
-    mut es: Vec<PgLogEntry>,
+    t: Transaction,
+    es: Vec<PgLogEntry>,
     obj: Option<Bytes>,
     conn: ConnId,
     mut reply: MOSDOpReply,
     out: &mut Outputs,
 ) -> bool {
-    let meta = keys::pgmeta_key(&pg.spgid);
-    let Some(last) = es.pop() else { return false };
-    let provisional = !es.is_empty();
-    for e in es {
-        pg.log.write_ops(&e, &pg.cid, &meta, &mut t);
-        pg.log.record(e, u64::MAX);
-    }
-    pg.log.write_ops(&last, &pg.cid, &meta, &mut t);
-    match store.queue_transaction(&t) {
-        Ok(seq) => {
-            if provisional {
-                pg.log.fix_pending(u64::MAX, seq);
-            }
-            pg.log.record(last, seq);
+    let version = es.last().map(|e| e.version).unwrap_or_default();
+    match pg.commit_write(store, t.ops, es) {
+        Ok((seq, rep)) => {
             if let Some(o) = obj {
-                pg.dirty.insert(o, seq);
+                pg.dirty.insert(o, (seq, version));
             }
-            pg.hold(seq, conn, reply, out);
+            if let Some(r) = rep {
+                out.repops.push(r);
+            }
+            pg.hold(seq, version, conn, reply, out);
             true
         }
         Err(err) => {
-            if provisional {
-                pg.log.fix_pending(u64::MAX, 0);
-            }
-            reply.result = store_errno(&err);
+            reply.result = err.errno();
             reply.set_reply_versions(Eversion::default(), 0);
             for o in reply.ops.iter_mut() {
                 o.outdata = Bytes::new();
@@ -2283,12 +2269,11 @@ pub(crate) fn handle_timeout<D: Device>(pg: &mut Pg, store: &mut Store<D>, now: 
         let at_version = pg.log.next_version(pg.epoch);
         oi.prior_version = oi.version;
         oi.version = at_version;
-        let mut t = Transaction::new();
-        t.push(Op::SetAttrs {
+        let ops = vec![Op::SetAttrs {
             cid: pg.cid.clone(),
             oid: key.clone(),
             attrs: vec![(Bytes::from_static(OI_ATTR), oi.to_bytes(denc::CEPH_FEATURES_ALL))],
-        });
+        }];
         let e = PgLogEntry {
             op: log_op::MODIFY,
             soid: soid.clone(),
@@ -2299,11 +2284,11 @@ pub(crate) fn handle_timeout<D: Device>(pg: &mut Pg, store: &mut Store<D>, now: 
             clean_regions: ObjectCleanRegions::fully_dirty(),
             ..Default::default()
         };
-        pg.log
-            .write_ops(&e, &pg.cid, &keys::pgmeta_key(&pg.spgid), &mut t);
-        if let Ok(seq) = store.queue_transaction(&t) {
-            pg.log.record(e, seq);
-            pg.dirty.insert(okey, seq);
+        if let Ok((seq, rep)) = pg.commit_write(store, ops, vec![e]) {
+            pg.dirty.insert(okey, (seq, at_version));
+            if let Some(r) = rep {
+                out.repops.push(r);
+            }
         }
     }
     out

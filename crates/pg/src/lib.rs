@@ -24,16 +24,29 @@ mod cls;
 mod exec;
 pub mod keys;
 mod log;
+mod meta;
+pub mod recovery;
+mod repl;
+mod split;
+pub mod txn;
 mod watch;
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use bytes::Bytes;
 use ceph_msgs::osd_op::{MOSDOp, MOSDOpReply, MWatchNotify};
 use denc::{EntityAddr, EntityNameT, Eversion, SpgId, Utime};
 use ferrostore::{Device, Store};
+use osd_types::past_intervals::PastIntervals;
+use osd_types::pg_info::PgInfo;
+use osd_types::pg_missing::PgMissing;
 
 pub use caps::{CapParseError, OsdCap};
+pub use meta::PgMeta;
+pub use recovery::{OSD_RECOVERY_MAX_CHUNK, PushApplied};
+pub use repl::RepOp;
+pub use split::split_children;
+pub use txn::{apply_ceph_transaction, translate as translate_ceph_transaction};
 
 /// Ceph's `reply_op_error` for an op the daemon answers itself (e.g. -ENXIO for a misdirected op, -EAGAIN):
 /// the request's flags and ops without data, `errno` (negative) as the result, no versions.
@@ -138,16 +151,20 @@ pub struct Outputs {
     pub replies: Vec<(ConnId, MOSDOpReply)>,
     /// Watch-notify messages (notifies to watchers, completions to notifiers, disconnects).
     pub notifies: Vec<(ConnId, MWatchNotify)>,
+    /// Replicated writes to send (as MOSDRepOp) to every replica set with [`Pg::set_replicas`], in version order.
+    /// Empty while the PG has no replicas.
+    pub repops: Vec<RepOp>,
 }
 
 impl Outputs {
     pub fn is_empty(&self) -> bool {
-        self.replies.is_empty() && self.notifies.is_empty()
+        self.replies.is_empty() && self.notifies.is_empty() && self.repops.is_empty()
     }
     #[allow(dead_code)]
     fn append(&mut self, mut o: Outputs) {
         self.replies.append(&mut o.replies);
         self.notifies.append(&mut o.notifies);
+        self.repops.append(&mut o.repops);
     }
 }
 
@@ -176,17 +193,40 @@ pub enum PgError {
     Store(#[from] ferrostore::StoreError),
     #[error("corrupt PG metadata: {0}")]
     Corrupt(String),
+    /// A Ceph transaction that cannot be applied (undecodable, or an op BlueStore would refuse).
+    #[error("transaction: {0}")]
+    Transaction(String),
+    /// A request this implementation does not support yet.
+    #[error("unsupported: {0}")]
+    Unsupported(&'static str),
+    /// The object (or PG) is not there.
+    #[error("not found: {0}")]
+    NotFound(String),
 }
 
-/// A reply waiting for its transaction to become durable.
+impl PgError {
+    /// The (negative) errno Ceph would answer with.
+    pub fn errno(&self) -> i32 {
+        match self {
+            PgError::Store(e) => -e.errno(),
+            PgError::Corrupt(_) | PgError::Transaction(_) => -libc::EIO,
+            PgError::Unsupported(_) => -libc::EOPNOTSUPP,
+            PgError::NotFound(_) => -libc::ENOENT,
+        }
+    }
+}
+
+/// A reply waiting for its transaction to become durable (and, with replicas, for their commits up to
+/// `version`).
 #[derive(Debug)]
 struct Held {
     seq: u64,
+    version: Eversion,
     conn: ConnId,
     reply: MOSDOpReply,
 }
 
-/// One placement group (primary, size 1).
+/// One placement group shard: the primary (executes client ops, emits [`RepOp`]s) or a replica (applies them).
 pub struct Pg {
     spgid: SpgId,
     pool: PoolInfo,
@@ -196,8 +236,8 @@ pub struct Pg {
     stats: PgStats,
     /// Replies held until their store transaction is durable, in seq order.
     held: std::collections::VecDeque<Held>,
-    /// Highest store seq this PG issued per object (sort key) that is not durable yet.
-    dirty: HashMap<Bytes, u64>,
+    /// Per object (sort key): the newest write not committed yet (store seq, version).
+    dirty: HashMap<Bytes, (u64, Eversion)>,
     watch: watch::WatchState,
     /// Highest store sequence number known durable.
     durable_seq: u64,
@@ -209,6 +249,17 @@ pub struct Pg {
     epoch: u32,
     /// The pool's snap context when the pool is in pool-snapshot mode (seq, snaps newest first).
     pool_snapc: Option<(u64, Vec<u64>)>,
+    /// `pg_info_t` as kept in pgmeta (`_info` + `_fastinfo`).
+    info: PgInfo,
+    past_intervals: PastIntervals,
+    /// The local missing set (pgmeta `missing/…`).
+    missing: PgMissing,
+    /// Primary (executes client ops) or replica (applies rep ops only).
+    primary: bool,
+    /// The acting replicas writes are sent to (not this OSD).
+    replicas: Vec<i32>,
+    /// Replicated writes not yet committed by every replica: version → replicas still to answer.
+    waiting: BTreeMap<Eversion, BTreeSet<i32>>,
 }
 
 impl Pg {
@@ -231,6 +282,12 @@ impl Pg {
             discard_before: 0,
             epoch: 0,
             pool_snapc: None,
+            info: meta::new_info(&spgid),
+            past_intervals: PastIntervals::new_compact(),
+            missing: PgMissing::default(),
+            primary: true,
+            replicas: Vec::new(),
+            waiting: BTreeMap::new(),
         }
     }
 
@@ -268,17 +325,38 @@ impl Pg {
     }
 
     /// Create the PG on the store: its collection (with `bits` = the PG's split bits) and its pgmeta object with
-    /// an initial `pg_info_t`. Returns the store sequence number (durable once `on_commit` sees it).
+    /// `_infover`, `_info` (an empty `pg_info_t`, `epoch_created` = `epoch`), `_biginfo` and `_epoch`. Returns the
+    /// store sequence number (durable once `on_commit` sees it).
     pub fn create<D: Device>(&mut self, store: &mut Store<D>, epoch: u32) -> Result<u64, PgError> {
-        let txn = self
-            .log
-            .create_txn(&self.spgid, &self.cid, self.pool.pg_num, epoch);
+        self.info.history.epoch_created = self.info.history.epoch_created.max(epoch);
+        self.info.history.epoch_pool_created = self.info.history.epoch_pool_created.max(epoch);
+        let kvs = meta::create_kvs(&self.info, &self.past_intervals, epoch);
+        let txn = self.log.create_txn(&self.spgid, &self.cid, self.pool.pg_num, kvs);
         Ok(store.queue_transaction(&txn)?)
     }
 
-    /// Load an existing PG (after a restart): its log, dups and object statistics. Creates nothing.
+    /// Load an existing PG (after a restart): its info, past intervals, log, dups, missing set and object
+    /// statistics. Creates nothing.
     pub fn load<D: Device>(&mut self, store: &mut Store<D>) -> Result<(), PgError> {
-        self.log = log::PgLog::load(store, &self.spgid, &self.cid, &self.cfg)?;
+        let (log, other) = log::PgLog::load(store, &self.spgid, &self.cid, &self.cfg)?;
+        self.log = log;
+        let m = meta::parse(other)?;
+        if let Some(info) = m.info {
+            self.info = info;
+        }
+        if let Some(pi) = m.past_intervals {
+            self.past_intervals = pi;
+        }
+        self.missing = m.missing;
+        // the log is the authority for last_update (older stores have no pg_info_t at all)
+        if self.info.last_update > self.log.head {
+            self.log.head = self.info.last_update;
+        }
+        self.info.last_update = self.log.head;
+        self.log.tail = self.info.log_tail.max(self.log.tail);
+        self.log.last_user_version = self.log.last_user_version.max(self.info.last_user_version);
+        self.info.last_user_version = self.log.last_user_version;
+        self.log.complete = self.log.head;
         self.stats = exec::scan_stats(store, &self.cid)?;
         self.stats.last_update = self.log.head;
         self.stats.last_complete = self.log.head;
@@ -289,7 +367,12 @@ impl Pg {
 
     /// Execute one client op. The returned outputs hold replies that may be sent now (reads, errors, dups of
     /// durable writes); writes' replies come from a later [`Pg::on_commit`].
+    /// A replica ([`Pg::set_primary`] false) never executes client ops: it drops them (the client resends to
+    /// the primary once it has the newer map).
     pub fn handle_op<D: Device>(&mut self, store: &mut Store<D>, ctx: OpContext<'_>) -> Outputs {
+        if !self.primary {
+            return Outputs::default();
+        }
         exec::handle_op(self, store, ctx)
     }
 
@@ -300,15 +383,30 @@ impl Pg {
             return out;
         }
         self.durable_seq = self.durable_seq.max(seq);
-        while self.held.front().is_some_and(|h| h.seq <= seq) {
+        self.log.on_durable(seq);
+        self.stats.last_complete = self.log.complete;
+        self.release(&mut out);
+        out
+    }
+
+    /// Whether every replica committed every replicated write up to `v`.
+    fn replicated(&self, v: Eversion) -> bool {
+        self.waiting.range(..=v).next().is_none()
+    }
+
+    /// Send the held replies whose writes are durable here and committed by the replicas, in order.
+    fn release(&mut self, out: &mut Outputs) {
+        while let Some(h) = self.held.front() {
+            if h.seq > self.durable_seq || !self.replicated(h.version) {
+                break;
+            }
             if let Some(h) = self.held.pop_front() {
                 out.replies.push((h.conn, h.reply));
             }
         }
-        self.dirty.retain(|_, s| *s > seq);
-        self.log.on_durable(seq);
-        self.stats.last_complete = self.log.complete;
-        out
+        let (durable, waiting) = (self.durable_seq, &self.waiting);
+        self.dirty
+            .retain(|_, (s, v)| *s > durable || waiting.range(..=*v).next().is_some());
     }
 
     /// The earliest time [`Pg::handle_timeout`] must be called (a watch or notify expiring), if any.
@@ -338,15 +436,25 @@ impl Pg {
         s
     }
 
-    /// Hold `reply` until store transaction `seq` is durable; if it already is, put it in `out` now.
-    fn hold(&mut self, seq: u64, conn: ConnId, reply: MOSDOpReply, out: &mut Outputs) {
-        if seq <= self.durable_seq {
+    /// Hold `reply` until store transaction `seq` is durable and the replicas committed `version`; if that is
+    /// so already, put it in `out` now.
+    fn hold(&mut self, seq: u64, version: Eversion, conn: ConnId, reply: MOSDOpReply, out: &mut Outputs) {
+        if seq <= self.durable_seq && self.replicated(version) && self.held.is_empty() {
             out.replies.push((conn, reply));
             return;
         }
         // keep `held` ordered by seq (replies for older transactions first)
         let at = self.held.iter().rposition(|h| h.seq <= seq).map_or(0, |i| i + 1);
-        self.held.insert(at, Held { seq, conn, reply });
+        self.held.insert(
+            at,
+            Held {
+                seq,
+                version,
+                conn,
+                reply,
+            },
+        );
+        self.release(out);
     }
 
     /// Objects of this PG in Ceph's order, starting at `start` (inclusive; `HObject::default()` for the

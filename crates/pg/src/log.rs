@@ -13,10 +13,17 @@ use osd_types::{OpReturnItem, PgLogDup, PgLogEntry};
 
 use crate::{PgConfig, PgError, keys};
 
-/// Our own small record in the pgmeta omap: last_update and last_user_version (what pg_info_t holds).
-const FERRO_INFO_KEY: &[u8] = b"_ferro_info";
-/// Ceph's key for the PG's epoch.
-const EPOCH_KEY: &[u8] = b"_epoch";
+/// The record earlier versions kept instead of pg_info_t (last_update, last_user_version); read, never written.
+const LEGACY_INFO_KEY: &[u8] = b"_ferro_info";
+
+/// How a log append trims the oldest entries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Trim {
+    /// The primary's policy (`calc_trim_to`).
+    Policy,
+    /// Up to this version (a replica follows its primary's `pg_trim_to`).
+    To(Eversion),
+}
 
 /// What a reqid lookup finds: the original outcome of the request.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -31,6 +38,8 @@ pub(crate) struct Found {
 pub(crate) struct PgLog {
     /// `last_update`.
     pub head: Eversion,
+    /// `log_tail`: the version of the newest trimmed entry (entries are newer).
+    pub tail: Eversion,
     /// `last_complete` (durable).
     pub complete: Eversion,
     pub last_user_version: u64,
@@ -63,7 +72,14 @@ impl PgLog {
         }
     }
 
-    pub fn create_txn(&self, spgid: &SpgId, cid: &CollectionId, pg_num: u32, epoch: u32) -> Transaction {
+    /// The transaction that creates the PG's collection and pgmeta object with the given omap keys.
+    pub fn create_txn(
+        &self,
+        spgid: &SpgId,
+        cid: &CollectionId,
+        pg_num: u32,
+        kvs: Vec<(Bytes, Bytes)>,
+    ) -> Transaction {
         let mut t = Transaction::new();
         let bits = spgid.pgid.get_split_bits(pg_num);
         t.push(Op::CreateCollection {
@@ -78,31 +94,20 @@ impl PgLog {
         t.push(Op::OmapSetKeys {
             cid: cid.clone(),
             oid: meta,
-            kvs: vec![
-                (Bytes::from_static(EPOCH_KEY), epoch.to_bytes(0)),
-                (Bytes::from_static(FERRO_INFO_KEY), self.info_value()),
-            ],
+            kvs,
         });
         t
     }
 
-    fn info_value(&self) -> Bytes {
-        // (last_update, last_user_version), versioned
-        let mut e = Encoder::new(0);
-        e.versioned(1, 1, |e| {
-            e.encode(&self.head);
-            e.u64(self.last_user_version);
-        });
-        e.into_bytes()
-    }
-
+    /// Read the log, dups and the other pgmeta keys (returned raw for the caller: `_info`, `missing/…`).
     pub fn load<D: Device>(
         store: &mut Store<D>,
         spgid: &SpgId,
         cid: &CollectionId,
         cfg: &PgConfig,
-    ) -> Result<Self, PgError> {
+    ) -> Result<(Self, Vec<(Bytes, Bytes)>), PgError> {
         let mut log = PgLog::new(cfg);
+        let mut other = Vec::new();
         let meta = keys::pgmeta_key(spgid);
         let mut start: Vec<u8> = Vec::new();
         loop {
@@ -110,23 +115,26 @@ impl PgLog {
             let Some((last, _)) = batch.last() else { break };
             let mut next = last.to_vec();
             next.push(0);
-            for (k, v) in &batch {
-                if is_entry_key(k) {
+            for (k, v) in batch {
+                if is_entry_key(&k) {
                     let e = PgLogEntry::decode_with_checksum(&mut Decoder::new(v.clone())).map_err(|e| {
-                        PgError::Corrupt(format!("log entry {}: {e}", String::from_utf8_lossy(k)))
+                        PgError::Corrupt(format!("log entry {}: {e}", String::from_utf8_lossy(&k)))
                     })?;
                     log.entries.push_back(e);
                 } else if k.starts_with(b"dup_") {
                     let d = PgLogDup::decode_all(v.clone())
-                        .map_err(|e| PgError::Corrupt(format!("dup {}: {e}", String::from_utf8_lossy(k))))?;
+                        .map_err(|e| PgError::Corrupt(format!("dup {}: {e}", String::from_utf8_lossy(&k))))?;
                     log.dups.push_back(d);
-                } else if &k[..] == FERRO_INFO_KEY {
+                } else if &k[..] == LEGACY_INFO_KEY {
+                    // written by earlier versions of this crate instead of pg_info_t
                     let mut d = Decoder::new(v.clone());
                     let (head, luv) = d
                         .decode_struct("ferro_info", 1, |_, d| Ok((d.decode::<Eversion>()?, d.u64()?)))
                         .map_err(|e| PgError::Corrupt(format!("info: {e}")))?;
                     log.head = head;
                     log.last_user_version = luv;
+                } else {
+                    other.push((k, v));
                 }
             }
             start = next;
@@ -142,7 +150,104 @@ impl PgLog {
             }
         }
         log.complete = log.head;
-        Ok(log)
+        Ok((log, other))
+    }
+
+    /// The log as peering ships it (`pg_log_t`).
+    pub fn to_pg_log_t(&self) -> osd_types::pg_log_t::PgLog {
+        osd_types::pg_log_t::PgLog {
+            head: self.head,
+            tail: self.tail,
+            log: self.entries.iter().cloned().collect(),
+            can_rollback_to: self.head,
+            rollback_info_trimmed_to: self.head,
+            dups: self.dups.iter().cloned().collect(),
+        }
+    }
+
+    /// Forget entries (divergent ones peering drops); returns the omap keys to remove. `last_update` falls back
+    /// to the newest entry left (or the tail).
+    pub fn remove_versions(&mut self, versions: &[Eversion]) -> Vec<Bytes> {
+        let mut keys = Vec::new();
+        self.entries.retain(|e| {
+            if versions.contains(&e.version) {
+                keys.push(Bytes::from(eversion_key(e.version)));
+                false
+            } else {
+                true
+            }
+        });
+        self.index.clear();
+        for d in &self.dups {
+            self.index.insert(d.reqid, found_dup(d));
+        }
+        for e in &self.entries {
+            if e.reqid != OsdReqId::default() {
+                self.index.insert(e.reqid, found_entry(e));
+            }
+        }
+        self.head = self.entries.back().map_or(self.tail, |e| e.version);
+        self.complete = self.complete.min(self.head);
+        self.pending.retain(|(_, v)| !versions.contains(v));
+        keys
+    }
+
+    /// Take the entries (and a copy of the dups) that belong to a child PG after a split (`split_out_child`).
+    pub fn split_out(&mut self, child_seed: u32, bits: u32) -> (Vec<PgLogEntry>, Vec<PgLogDup>) {
+        let mask = if bits >= 32 { u32::MAX } else { !(u32::MAX << bits) };
+        let mut child = Vec::new();
+        let mut keep = VecDeque::new();
+        for e in self.entries.drain(..) {
+            if e.soid.hash & mask == child_seed & mask {
+                child.push(e);
+            } else {
+                keep.push_back(e);
+            }
+        }
+        self.entries = keep;
+        self.index
+            .retain(|_, f| !child.iter().any(|e| e.version == f.version));
+        (child, self.dups.iter().cloned().collect())
+    }
+
+    /// A log made of given entries and dups (a split child), with the parent's head and tail.
+    pub fn from_parts(
+        cfg: &PgConfig,
+        head: Eversion,
+        tail: Eversion,
+        entries: Vec<PgLogEntry>,
+        dups: Vec<PgLogDup>,
+    ) -> Self {
+        let mut log = PgLog::new(cfg);
+        log.head = head;
+        log.tail = tail;
+        log.complete = head;
+        log.entries = entries.into();
+        log.dups = dups.into();
+        for d in &log.dups {
+            log.index.insert(d.reqid, found_dup(d));
+        }
+        for e in &log.entries {
+            log.last_user_version = log.last_user_version.max(e.user_version);
+            if e.reqid != OsdReqId::default() {
+                log.index.insert(e.reqid, found_entry(e));
+            }
+        }
+        log
+    }
+
+    /// The omap keys and values of every entry and dup (for writing a whole log, e.g. a split child's).
+    pub fn all_kvs(&self) -> Vec<(Bytes, Bytes)> {
+        let mut kvs = Vec::with_capacity(self.entries.len() + self.dups.len());
+        for e in &self.entries {
+            let mut val = Encoder::new(denc::CEPH_FEATURES_ALL);
+            e.encode_with_checksum(&mut val);
+            kvs.push((Bytes::from(eversion_key(e.version)), val.into_bytes()));
+        }
+        for d in &self.dups {
+            kvs.push((Bytes::from(dup_key(d.version)), d.to_bytes(0)));
+        }
+        kvs
     }
 
     pub fn len(&self) -> usize {
@@ -157,24 +262,22 @@ impl PgLog {
         self.index.get(reqid)
     }
 
-    /// The store operations that append `e` (version already assigned): the entry, our info record, and the
-    /// trimming of the oldest entries into dups. Nothing changes here until [`PgLog::record`], so a transaction
-    /// the store refuses leaves the log as it was.
-    pub fn write_ops(&self, e: &PgLogEntry, cid: &CollectionId, meta: &ObjectKey, t: &mut Transaction) {
+    /// The store operations that append `e` (version already assigned): the entry and the trimming of the oldest
+    /// entries into dups (`trim`: as the primary's policy decides, or up to a version the primary sent). Nothing
+    /// changes here until [`PgLog::record`], so a transaction the store refuses leaves the log as it was.
+    pub fn write_ops(
+        &self,
+        e: &PgLogEntry,
+        cid: &CollectionId,
+        meta: &ObjectKey,
+        t: &mut Transaction,
+        trim: Trim,
+    ) {
         let mut val = Encoder::new(denc::CEPH_FEATURES_ALL);
         e.encode_with_checksum(&mut val);
-        let luv = self.last_user_version.max(e.user_version);
-        let mut info = Encoder::new(0);
-        info.versioned(1, 1, |x| {
-            x.encode(&e.version);
-            x.u64(luv);
-        });
-        let mut kvs = vec![
-            (Bytes::from(eversion_key(e.version)), val.into_bytes()),
-            (Bytes::from_static(FERRO_INFO_KEY), info.into_bytes()),
-        ];
+        let mut kvs = vec![(Bytes::from(eversion_key(e.version)), val.into_bytes())];
         let mut rm = Vec::new();
-        let (trim, dup_trim) = self.trim_counts();
+        let (trim, dup_trim) = self.trim_counts(trim);
         for old in self.entries.iter().take(trim) {
             rm.push(Bytes::from(eversion_key(old.version)));
             if old.reqid != OsdReqId::default() && self.max_dups > 0 {
@@ -218,13 +321,18 @@ impl PgLog {
     /// (entries to trim, dups to drop) when one more entry is appended. As Ceph's calc_trim_to: the log is kept
     /// at its target length (`osd_min_pg_log_entries`), trimmed in batches of at least `osd_pg_log_trim_min`
     /// entries, and never longer than `osd_max_pg_log_entries`.
-    fn trim_counts(&self) -> (usize, usize) {
-        let n = self.entries.len() + 1;
-        let over = n.saturating_sub(self.min_entries);
-        let trim = if over >= self.trim_min.max(1) || n > self.max_entries {
-            over.min(OSD_PG_LOG_TRIM_MAX)
-        } else {
-            0
+    fn trim_counts(&self, how: Trim) -> (usize, usize) {
+        let trim = match how {
+            Trim::Policy => {
+                let n = self.entries.len() + 1;
+                let over = n.saturating_sub(self.min_entries);
+                if over >= self.trim_min.max(1) || n > self.max_entries {
+                    over.min(OSD_PG_LOG_TRIM_MAX)
+                } else {
+                    0
+                }
+            }
+            Trim::To(v) => self.entries.iter().take_while(|e| e.version <= v).count(),
         };
         let new_dups = if self.max_dups > 0 {
             self.entries
@@ -240,9 +348,9 @@ impl PgLog {
     }
 
     /// `e`, whose [`PgLog::write_ops`] went into store transaction `seq`, is now part of the log.
-    pub fn record(&mut self, e: PgLogEntry, seq: u64) {
+    pub fn record(&mut self, e: PgLogEntry, seq: u64, how: Trim) {
         debug_assert!(e.version > self.head, "log versions must grow");
-        let (trim, dup_trim) = self.trim_counts();
+        let (trim, dup_trim) = self.trim_counts(how);
         self.head = e.version;
         if e.user_version > self.last_user_version {
             self.last_user_version = e.user_version;
@@ -255,6 +363,7 @@ impl PgLog {
             let Some(old) = self.entries.pop_front() else {
                 break;
             };
+            self.tail = old.version;
             if old.reqid != OsdReqId::default() && self.max_dups > 0 {
                 self.dups.push_back(PgLogDup::from_entry(&old));
             } else if self
@@ -289,11 +398,6 @@ impl PgLog {
                 self.complete = self.complete.max(v);
             }
         }
-    }
-
-    /// Whether `v` is durable (`already_complete`).
-    pub fn is_complete(&self, v: Eversion) -> bool {
-        v <= self.complete
     }
 
     /// Store sequence number that makes `v` durable, if it is still pending.

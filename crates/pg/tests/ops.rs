@@ -1108,6 +1108,12 @@ fn cls_lock() {
         -95
     );
     assert_eq!(h.run("l", vec![call("lock", "nope", Bytes::new())]).result, -95);
+    // a class outside osd_class_load_list: open_class refuses it (-EPERM), whatever the caps
+    assert_eq!(
+        h.run("l", vec![call("nosuchclass", "m", Bytes::new())]).result,
+        -1
+    );
+    assert_eq!(h.run("l", vec![call("2pc_queue", "m", Bytes::new())]).result, -95);
     // a read-only method on an absent object: ENOENT
     let mut e = Encoder::new(0);
     e.versioned(1, 1, |e| e.string("L"));

@@ -1,0 +1,314 @@
+// SPDX-License-Identifier: LGPL-3.0-or-later
+//! Replication, storage side: the primary's write as a Ceph transaction plus log entries ([`RepOp`], what
+//! MOSDRepOp carries), the reply gate that waits for every replica's commit, and the replica applying rep ops
+//! (`ReplicatedBackend::do_repop` + `log_operation`: the transaction, the log entries appended to the pgmeta log,
+//! the log trimmed to the primary's `pg_trim_to`, `last_update` advanced, `_fastinfo` written).
+
+use std::collections::BTreeSet;
+
+use bytes::Bytes;
+use ceph_msgs::osd_rep::{CEPH_OSD_FLAG_ONDISK, MOSDRepOp, TraceInfo};
+use denc::{Encode, Eversion, HObject, OsdReqId, PgShard};
+use ferrostore::{Device, Op, Store};
+use osd_types::PgLogEntry;
+use osd_types::transaction::Transaction;
+
+use crate::log::Trim;
+use crate::{Outputs, Pg, PgError, keys, txn};
+
+/// One replicated write, as the primary made it: enough to build `MOSDRepOp` (see [`RepOp::to_message`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RepOp {
+    /// The object written (`poid`).
+    pub soid: HObject,
+    pub reqid: OsdReqId,
+    /// The version of the last log entry (`version`).
+    pub at_version: Eversion,
+    /// The primary trimmed its log up to here (`pg_trim_to`); replicas trim the same.
+    pub trim_to: Eversion,
+    /// The log entries (`logbl`), oldest first: a CLONE entry may precede the op's own.
+    pub log_entries: Vec<PgLogEntry>,
+    /// The object changes (`op_t`); empty for a write that only logs (an error entry).
+    pub txn: Transaction,
+    /// `txn` encoded once (MOSDRepOp's data segment), shared by every replica.
+    pub txn_bytes: Bytes,
+    /// The replicas it must reach; the client reply waits for each one's [`Pg::on_rep_commit`].
+    pub replicas: Vec<i32>,
+    /// The primary's own store transaction for it.
+    pub seq: u64,
+}
+
+impl RepOp {
+    /// The `MOSDRepOp` for one replica (`pg_stats` from [`Pg::info`]; `from` is the primary's shard).
+    pub fn to_message(
+        &self,
+        pg: &Pg,
+        map_epoch: u32,
+        min_epoch: u32,
+        from: PgShard,
+        min_last_complete_ondisk: Eversion,
+    ) -> MOSDRepOp {
+        MOSDRepOp {
+            map_epoch,
+            min_epoch,
+            trace: TraceInfo::default(),
+            reqid: self.reqid,
+            pgid: pg.spgid(),
+            poid: self.soid.clone(),
+            acks_wanted: CEPH_OSD_FLAG_ONDISK,
+            version: self.at_version,
+            logbl: self.log_entries.to_bytes(denc::CEPH_FEATURES_ALL),
+            pg_stats: pg.info().stats,
+            pg_trim_to: self.trim_to,
+            new_temp_oid: HObject::default(),
+            discard_temp_oid: HObject::default(),
+            from,
+            updated_hit_set_history: None,
+            min_last_complete_ondisk,
+            op_t: self.txn.clone(),
+        }
+    }
+}
+
+/// Before/after of one object for statistics: (exists, size, has omap).
+pub(crate) type Footprint = Option<(u64, bool)>;
+
+impl Pg {
+    /// Make this PG a primary (executes client ops; the default) or a replica (never executes client ops:
+    /// [`Pg::handle_op`] drops them; applies [`Pg::apply_rep_op`]).
+    pub fn set_primary(&mut self, primary: bool) {
+        self.primary = primary;
+    }
+    pub fn is_primary(&self) -> bool {
+        self.primary
+    }
+
+    /// The acting replicas (OSD ids, not this one) every later write is sent to; the client reply of each write
+    /// waits for all of them ([`Pg::on_rep_commit`]). Writes still waiting for replicas that are no longer in
+    /// the set stop waiting for them (a new interval: peering makes those replicas consistent).
+    pub fn set_replicas(&mut self, replicas: Vec<i32>) -> Outputs {
+        let keep: BTreeSet<i32> = replicas.iter().copied().collect();
+        for w in self.waiting.values_mut() {
+            w.retain(|o| keep.contains(o));
+        }
+        self.waiting.retain(|_, w| !w.is_empty());
+        self.replicas = replicas;
+        let mut out = Outputs::default();
+        self.release(&mut out);
+        out
+    }
+    pub fn replicas(&self) -> &[i32] {
+        &self.replicas
+    }
+
+    /// Replica `from` reports the rep op at `version` committed (MOSDRepOpReply ONDISK): replies whose writes
+    /// every replica has now committed (and that are durable here) are released.
+    pub fn on_rep_commit(&mut self, from: i32, version: Eversion) -> Outputs {
+        if let Some(w) = self.waiting.get_mut(&version) {
+            w.remove(&from);
+            if w.is_empty() {
+                self.waiting.remove(&version);
+            }
+        }
+        let mut out = Outputs::default();
+        self.release(&mut out);
+        out
+    }
+
+    /// Replicated writes not yet committed by every replica.
+    pub fn unreplicated(&self) -> usize {
+        self.waiting.len()
+    }
+
+    /// Primary: queue object ops + log entries (oldest first) as one store transaction through the Ceph
+    /// transaction path, and make the rep op. The last entry is recorded only if the store takes the
+    /// transaction (the others, e.g. a CLONE entry, already are).
+    pub(crate) fn commit_write<D: Device>(
+        &mut self,
+        store: &mut Store<D>,
+        obj_ops: Vec<Op>,
+        mut entries: Vec<PgLogEntry>,
+    ) -> Result<(u64, Option<RepOp>), PgError> {
+        let Some(last) = entries.pop() else {
+            return Err(PgError::Transaction("a write without a log entry".into()));
+        };
+        let ceph = txn::to_ceph(&obj_ops)?;
+        let mut t = txn::translate(store, &ceph)?;
+        let meta = keys::pgmeta_key(&self.spgid);
+        let mut all = Vec::with_capacity(entries.len() + 1);
+        for e in entries {
+            self.log.write_ops(&e, &self.cid, &meta, &mut t, Trim::Policy);
+            all.push(e.clone());
+            self.log.record(e, u64::MAX, Trim::Policy);
+        }
+        let provisional = !all.is_empty();
+        self.log.write_ops(&last, &self.cid, &meta, &mut t, Trim::Policy);
+        let luv = self.log.last_user_version.max(last.user_version);
+        let fast = self.fastinfo_kv(last.version, luv);
+        t.push(Op::OmapSetKeys {
+            cid: self.cid.clone(),
+            oid: meta,
+            kvs: vec![fast],
+        });
+        match store.queue_transaction(&t) {
+            Ok(seq) => {
+                if provisional {
+                    self.log.fix_pending(u64::MAX, seq);
+                }
+                all.push(last.clone());
+                self.log.record(last.clone(), seq, Trim::Policy);
+                let rep = if self.replicas.is_empty() {
+                    None
+                } else {
+                    self.waiting
+                        .insert(last.version, self.replicas.iter().copied().collect());
+                    Some(RepOp {
+                        soid: last.soid.clone(),
+                        reqid: last.reqid,
+                        at_version: last.version,
+                        trim_to: self.log.tail,
+                        log_entries: all,
+                        txn_bytes: ceph.to_bytes(denc::CEPH_FEATURES_ALL),
+                        txn: ceph,
+                        replicas: self.replicas.clone(),
+                        seq,
+                    })
+                };
+                Ok((seq, rep))
+            }
+            Err(e) => {
+                if provisional {
+                    self.log.fix_pending(u64::MAX, 0);
+                }
+                Err(e.into())
+            }
+        }
+    }
+
+    /// Replica: apply a rep op (its Ceph transaction and log entries; the log trimmed to `trim_to`) as one
+    /// store transaction. Returns the store sequence number: answer MOSDRepOpReply ONDISK once it is durable.
+    /// An empty transaction means the primary did not send the object changes (this shard misses the object):
+    /// the entries are logged and the object stays missing at the newer version.
+    pub fn apply_rep_op<D: Device>(
+        &mut self,
+        store: &mut Store<D>,
+        txn: &Transaction,
+        log_entries: &[PgLogEntry],
+        trim_to: Eversion,
+    ) -> Result<u64, PgError> {
+        let mut t = txn::translate(store, txn)?;
+        let meta = keys::pgmeta_key(&self.spgid);
+        let objs: BTreeSet<HObject> = log_entries.iter().map(|e| e.soid.clone()).collect();
+        let mut before = Vec::with_capacity(objs.len());
+        for o in &objs {
+            before.push(self.object_footprint(store, o)?);
+        }
+        let entries: Vec<&PgLogEntry> = log_entries.iter().filter(|e| e.version > self.log.head).collect();
+        for e in &entries {
+            self.log.write_ops(e, &self.cid, &meta, &mut t, Trim::To(trim_to));
+            // record below, after the store took the transaction; write_ops of the next entry must see this
+            // one trimmed the same way, so record provisionally now
+            self.log.record((*e).clone(), u64::MAX, Trim::To(trim_to));
+        }
+        let applied = !txn.is_empty();
+        let mut missing_changed = Vec::new();
+        for e in &entries {
+            if e.is_error() {
+                continue;
+            }
+            if !applied || self.missing.is_missing(&e.soid) {
+                self.missing.add(
+                    e.soid.clone(),
+                    e.version,
+                    e.prior_version,
+                    e.op == osd_types::log_op::DELETE,
+                );
+                missing_changed.push(e.soid.clone());
+            }
+        }
+        if !missing_changed.is_empty() {
+            let mut kvs = Vec::new();
+            for oid in &missing_changed {
+                if let Some(item) = self.missing.missing.get(oid) {
+                    let mut en = denc::Encoder::new(denc::features::MASK_SERVER_OCTOPUS);
+                    en.encode(oid);
+                    en.encode(item);
+                    kvs.push((Bytes::from(osd_types::pgmeta::missing_key(oid)), en.into_bytes()));
+                }
+            }
+            t.push(Op::OmapSetKeys {
+                cid: self.cid.clone(),
+                oid: meta.clone(),
+                kvs,
+            });
+        }
+        let fast = self.fastinfo_kv(self.log.head, self.log.last_user_version);
+        t.push(Op::OmapSetKeys {
+            cid: self.cid.clone(),
+            oid: meta,
+            kvs: vec![fast],
+        });
+        let seq = store.queue_transaction(&t)?;
+        self.log.fix_pending(u64::MAX, seq);
+        for (o, b) in objs.iter().zip(before) {
+            let a = self.object_footprint(store, o)?;
+            self.stats_change(b, a);
+        }
+        Ok(seq)
+    }
+
+    /// [`Pg::apply_rep_op`] for a received `MOSDRepOp`.
+    pub fn apply_rep_op_msg<D: Device>(
+        &mut self,
+        store: &mut Store<D>,
+        m: &MOSDRepOp,
+    ) -> Result<u64, PgError> {
+        let entries = m
+            .log_entries()
+            .map_err(|e| PgError::Transaction(format!("log entries: {e}")))?;
+        self.apply_rep_op(store, &m.op_t, &entries, m.pg_trim_to)
+    }
+
+    /// (size, has omap) of an object as stored, None if absent.
+    pub(crate) fn object_footprint<D: Device>(
+        &self,
+        store: &mut Store<D>,
+        oid: &HObject,
+    ) -> Result<Footprint, PgError> {
+        let okey = keys::object_key(oid, &self.spgid);
+        match store.getattr(&self.cid, &okey, b"_") {
+            Ok(bl) => match osd_types::ObjectInfo::decode_all(bl) {
+                Ok(oi) => Ok(Some((oi.size, oi.test_flag(osd_types::oi_flag::OMAP)))),
+                Err(_) => Ok(Some((0, false))),
+            },
+            Err(ferrostore::StoreError::NotFound | ferrostore::StoreError::NoData) => Ok(store
+                .exists(&self.cid, &okey)
+                .unwrap_or(false)
+                .then_some((0, false))),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    pub(crate) fn stats_change(&mut self, before: Footprint, after: Footprint) {
+        self.stats_remove(before);
+        if let Some((size, omap)) = after {
+            self.stats.num_objects += 1;
+            self.stats.num_bytes += size;
+            if omap {
+                self.stats.num_omap_objects += 1;
+            }
+        }
+    }
+
+    pub(crate) fn stats_remove(&mut self, before: Footprint) {
+        if let Some((size, omap)) = before {
+            self.stats.num_objects = self.stats.num_objects.saturating_sub(1);
+            self.stats.num_bytes = self.stats.num_bytes.saturating_sub(size);
+            if omap {
+                self.stats.num_omap_objects = self.stats.num_omap_objects.saturating_sub(1);
+            }
+        }
+    }
+}
+
+use denc::Decode as _;

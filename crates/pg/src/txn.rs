@@ -1,0 +1,506 @@
+// SPDX-License-Identifier: LGPL-3.0-or-later
+//! Ceph's `ObjectStore::Transaction` ↔ ferrostore.
+//!
+//! The primary turns an op's effects into a Ceph transaction ([`to_ceph`]) — the exact bytes a classic primary
+//! ships in MOSDRepOp — and applies that same transaction locally through [`translate`], the function a replica
+//! uses for what it receives: primary and replicas run one code path, so they store identical bytes.
+//!
+//! [`translate`] gives ferrostore BlueStore's semantics where they differ (`BlueStore::_txc_add_transaction`):
+//! removing, truncating, hinting, clearing attrs or omap of an object that does not exist, or removing an attr
+//! that is not there, is not an error (the op is dropped); setting attrs or omap on, or cloning from, a missing
+//! object is (BlueStore aborts there; we refuse the whole transaction).
+
+use std::collections::HashMap;
+
+use bytes::Bytes;
+use denc::{Coll, GHObject};
+use ferrostore::{CollectionId, Device, ObjectKey, Op, Store, StoreError};
+use osd_types::transaction::{Transaction, TxOp};
+
+use crate::PgError;
+
+/// The ferrostore collection of a `coll_t` (its text form, `1.7_head`).
+pub fn coll_id(c: &Coll) -> CollectionId {
+    CollectionId::new(Bytes::from(c.to_string()))
+}
+
+/// The `coll_t` of a ferrostore collection id made by [`coll_id`].
+pub fn coll_of(c: &CollectionId) -> Result<Coll, PgError> {
+    std::str::from_utf8(&c.0)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| PgError::Corrupt(format!("collection {:?} is not a coll_t", c.0)))
+}
+
+/// The ferrostore key of a `ghobject_t`.
+pub fn object_key(g: &GHObject) -> ObjectKey {
+    ObjectKey::new(g.hobj.hash, g.to_sort_key())
+}
+
+fn ghobject_of(k: &ObjectKey) -> Result<GHObject, PgError> {
+    GHObject::from_sort_key(&k.name).map_err(|e| PgError::Corrupt(format!("object key: {e}")))
+}
+
+/// The Ceph transaction with the effects of ferrostore ops the op engine built (one Ceph op per store op).
+pub fn to_ceph(ops: &[Op]) -> Result<Transaction, PgError> {
+    let mut t = Transaction::new();
+    for op in ops {
+        match op {
+            Op::CreateCollection { cid, bits } => t.create_collection(coll_of(cid)?, *bits),
+            Op::RemoveCollection { cid } => t.remove_collection(coll_of(cid)?),
+            Op::SplitCollection { src, dst, bits, rem } => {
+                t.split_collection(coll_of(src)?, *bits, *rem, coll_of(dst)?)
+            }
+            Op::Touch { cid, oid } => t.touch(coll_of(cid)?, &ghobject_of(oid)?),
+            Op::Write {
+                cid,
+                oid,
+                offset,
+                data,
+            } => t.write(coll_of(cid)?, &ghobject_of(oid)?, *offset, data, 0),
+            Op::Zero {
+                cid,
+                oid,
+                offset,
+                len,
+            } => t.zero(coll_of(cid)?, &ghobject_of(oid)?, *offset, *len),
+            Op::Truncate { cid, oid, size } => t.truncate(coll_of(cid)?, &ghobject_of(oid)?, *size),
+            Op::Remove { cid, oid } => t.remove(coll_of(cid)?, &ghobject_of(oid)?),
+            Op::Clone { cid, src, dst } => {
+                t.clone_object(coll_of(cid)?, &ghobject_of(src)?, &ghobject_of(dst)?)
+            }
+            Op::CloneRange {
+                cid,
+                src,
+                dst,
+                src_offset,
+                len,
+                dst_offset,
+            } => t.clone_range(
+                coll_of(cid)?,
+                &ghobject_of(src)?,
+                &ghobject_of(dst)?,
+                *src_offset,
+                *len,
+                *dst_offset,
+            ),
+            Op::Rename {
+                cid,
+                oid,
+                new_cid,
+                new_oid,
+            } => t.collection_move_rename(
+                coll_of(cid)?,
+                &ghobject_of(oid)?,
+                coll_of(new_cid)?,
+                &ghobject_of(new_oid)?,
+            ),
+            Op::SetAttrs { cid, oid, attrs } => {
+                let m = attrs.iter().cloned().collect();
+                t.setattrs(coll_of(cid)?, &ghobject_of(oid)?, &m)
+            }
+            Op::RmAttr { cid, oid, name } => t.rmattr(coll_of(cid)?, &ghobject_of(oid)?, name),
+            Op::RmAttrs { cid, oid } => t.rmattrs(coll_of(cid)?, &ghobject_of(oid)?),
+            Op::OmapSetKeys { cid, oid, kvs } => {
+                let m = kvs.iter().cloned().collect();
+                t.omap_setkeys(coll_of(cid)?, &ghobject_of(oid)?, &m)
+            }
+            Op::OmapRmKeys { cid, oid, keys } => t.omap_rmkeys(coll_of(cid)?, &ghobject_of(oid)?, keys),
+            Op::OmapRmKeyRange {
+                cid,
+                oid,
+                first,
+                last,
+            } => t.omap_rmkeyrange(coll_of(cid)?, &ghobject_of(oid)?, first, last),
+            Op::OmapClear { cid, oid } => t.omap_clear(coll_of(cid)?, &ghobject_of(oid)?),
+            Op::OmapSetHeader { cid, oid, header } => {
+                t.omap_setheader(coll_of(cid)?, &ghobject_of(oid)?, header)
+            }
+        }
+    }
+    Ok(t)
+}
+
+/// Where an object's attrs come from while a transaction is translated.
+#[derive(Clone)]
+enum AttrBase {
+    /// As stored.
+    Store,
+    /// None (removed, or created by this transaction).
+    Empty,
+    /// Copied from another object (a clone): as that object is stored.
+    CloneOf(CollectionId, ObjectKey),
+}
+
+#[derive(Clone)]
+struct ObjState {
+    exists: bool,
+    base: AttrBase,
+    attrs: HashMap<Bytes, bool>,
+}
+
+/// Existence of objects and attrs as the transaction goes, read from the store once per object.
+struct Tracker<'a, D: Device> {
+    store: &'a mut Store<D>,
+    objs: HashMap<(CollectionId, Bytes), ObjState>,
+}
+
+impl<D: Device> Tracker<'_, D> {
+    fn state(&mut self, cid: &CollectionId, k: &ObjectKey) -> Result<&mut ObjState, PgError> {
+        let key = (cid.clone(), k.name.clone());
+        if !self.objs.contains_key(&key) {
+            let exists = match self.store.exists(cid, k) {
+                Ok(x) => x,
+                Err(StoreError::NotFound) => false,
+                Err(e) => return Err(e.into()),
+            };
+            self.objs.insert(
+                key.clone(),
+                ObjState {
+                    exists,
+                    base: if exists { AttrBase::Store } else { AttrBase::Empty },
+                    attrs: HashMap::new(),
+                },
+            );
+        }
+        self.objs
+            .get_mut(&key)
+            .ok_or_else(|| PgError::Corrupt("tracker".into()))
+    }
+    fn exists(&mut self, cid: &CollectionId, k: &ObjectKey) -> Result<bool, PgError> {
+        Ok(self.state(cid, k)?.exists)
+    }
+    fn set_exists(&mut self, cid: &CollectionId, k: &ObjectKey, e: bool) -> Result<(), PgError> {
+        let s = self.state(cid, k)?;
+        if !s.exists && e {
+            s.base = AttrBase::Empty;
+            s.attrs.clear();
+        }
+        if !e {
+            s.base = AttrBase::Empty;
+            s.attrs.clear();
+        }
+        s.exists = e;
+        Ok(())
+    }
+    fn has_attr(&mut self, cid: &CollectionId, k: &ObjectKey, name: &Bytes) -> Result<bool, PgError> {
+        let s = self.state(cid, k)?.clone();
+        if let Some(v) = s.attrs.get(name) {
+            return Ok(*v);
+        }
+        let (c, o) = match s.base {
+            AttrBase::Empty => return Ok(false),
+            AttrBase::Store => (cid.clone(), k.clone()),
+            AttrBase::CloneOf(c, o) => (c, o),
+        };
+        match self.store.getattr(&c, &o, name) {
+            Ok(_) => Ok(true),
+            Err(StoreError::NoData | StoreError::NotFound) => Ok(false),
+            Err(e) => Err(e.into()),
+        }
+    }
+    fn need(&mut self, cid: &CollectionId, k: &ObjectKey, what: &str) -> Result<(), PgError> {
+        if self.exists(cid, k)? {
+            Ok(())
+        } else {
+            Err(PgError::Transaction(format!(
+                "{what} on a missing object {}",
+                ghobject_of(k).map(|g| g.to_string()).unwrap_or_default()
+            )))
+        }
+    }
+}
+
+/// The ferrostore transaction that applies a Ceph transaction to `store` (read-only here: existence checks).
+pub fn translate<D: Device>(
+    store: &mut Store<D>,
+    t: &Transaction,
+) -> Result<ferrostore::Transaction, PgError> {
+    let ops = t
+        .ops()
+        .map_err(|e| PgError::Transaction(format!("undecodable transaction: {e}")))?;
+    let mut out = ferrostore::Transaction::new();
+    let mut tr = Tracker {
+        store,
+        objs: HashMap::new(),
+    };
+    for op in ops {
+        match op {
+            TxOp::Nop | TxOp::CollHint { .. } => {}
+            TxOp::Touch { cid, oid } => {
+                let (c, k) = (coll_id(&cid), object_key(&oid));
+                if !tr.exists(&c, &k)? {
+                    tr.set_exists(&c, &k, true)?;
+                }
+                out.push(Op::Touch { cid: c, oid: k });
+            }
+            TxOp::Create { cid, oid } => {
+                let (c, k) = (coll_id(&cid), object_key(&oid));
+                if tr.exists(&c, &k)? {
+                    return Err(PgError::Store(StoreError::Exists));
+                }
+                tr.set_exists(&c, &k, true)?;
+                out.push(Op::Touch { cid: c, oid: k });
+            }
+            TxOp::Write { cid, oid, off, data } => {
+                let (c, k) = (coll_id(&cid), object_key(&oid));
+                if !tr.exists(&c, &k)? {
+                    tr.set_exists(&c, &k, true)?;
+                }
+                out.push(Op::Write {
+                    cid: c,
+                    oid: k,
+                    offset: off,
+                    data,
+                });
+            }
+            TxOp::Zero { cid, oid, off, len } => {
+                let (c, k) = (coll_id(&cid), object_key(&oid));
+                if !tr.exists(&c, &k)? {
+                    tr.set_exists(&c, &k, true)?;
+                }
+                out.push(Op::Zero {
+                    cid: c,
+                    oid: k,
+                    offset: off,
+                    len,
+                });
+            }
+            TxOp::Truncate { cid, oid, size } => {
+                let (c, k) = (coll_id(&cid), object_key(&oid));
+                if tr.exists(&c, &k)? {
+                    out.push(Op::Truncate { cid: c, oid: k, size });
+                }
+            }
+            TxOp::Remove { cid, oid } => {
+                let (c, k) = (coll_id(&cid), object_key(&oid));
+                if tr.exists(&c, &k)? {
+                    tr.set_exists(&c, &k, false)?;
+                    out.push(Op::Remove { cid: c, oid: k });
+                }
+            }
+            TxOp::SetAttr {
+                cid,
+                oid,
+                name,
+                value,
+            } => {
+                let (c, k) = (coll_id(&cid), object_key(&oid));
+                tr.need(&c, &k, "setattr")?;
+                tr.state(&c, &k)?.attrs.insert(name.clone(), true);
+                out.push(Op::SetAttrs {
+                    cid: c,
+                    oid: k,
+                    attrs: vec![(name, value)],
+                });
+            }
+            TxOp::SetAttrs { cid, oid, attrs } => {
+                let (c, k) = (coll_id(&cid), object_key(&oid));
+                tr.need(&c, &k, "setattrs")?;
+                let s = tr.state(&c, &k)?;
+                for n in attrs.keys() {
+                    s.attrs.insert(n.clone(), true);
+                }
+                if !attrs.is_empty() {
+                    out.push(Op::SetAttrs {
+                        cid: c,
+                        oid: k,
+                        attrs: attrs.into_iter().collect(),
+                    });
+                }
+            }
+            TxOp::RmAttr { cid, oid, name } => {
+                let (c, k) = (coll_id(&cid), object_key(&oid));
+                tr.need(&c, &k, "rmattr")?;
+                if tr.has_attr(&c, &k, &name)? {
+                    tr.state(&c, &k)?.attrs.insert(name.clone(), false);
+                    out.push(Op::RmAttr { cid: c, oid: k, name });
+                }
+            }
+            TxOp::RmAttrs { cid, oid } => {
+                let (c, k) = (coll_id(&cid), object_key(&oid));
+                if tr.exists(&c, &k)? {
+                    let s = tr.state(&c, &k)?;
+                    s.base = AttrBase::Empty;
+                    s.attrs.clear();
+                    out.push(Op::RmAttrs { cid: c, oid: k });
+                }
+            }
+            TxOp::Clone { cid, oid, dest } => {
+                let (c, src, dst) = (coll_id(&cid), object_key(&oid), object_key(&dest));
+                tr.need(&c, &src, "clone")?;
+                let from = tr.state(&c, &src)?.clone();
+                let s = tr.state(&c, &dst)?;
+                s.exists = true;
+                s.attrs = from.attrs;
+                s.base = match from.base {
+                    AttrBase::Store => AttrBase::CloneOf(c.clone(), src.clone()),
+                    b => b,
+                };
+                out.push(Op::Clone { cid: c, src, dst });
+            }
+            TxOp::CloneRange {
+                cid,
+                oid,
+                dest,
+                src_off,
+                len,
+                dest_off,
+            } => {
+                let (c, src, dst) = (coll_id(&cid), object_key(&oid), object_key(&dest));
+                tr.need(&c, &src, "clone_range")?;
+                if !tr.exists(&c, &dst)? {
+                    tr.set_exists(&c, &dst, true)?;
+                }
+                out.push(Op::CloneRange {
+                    cid: c,
+                    src,
+                    dst,
+                    src_offset: src_off,
+                    len,
+                    dst_offset: dest_off,
+                });
+            }
+            TxOp::MkColl { cid, bits } => {
+                out.push(Op::CreateCollection {
+                    cid: coll_id(&cid),
+                    bits,
+                });
+            }
+            TxOp::RmColl { cid } => {
+                out.push(Op::RemoveCollection { cid: coll_id(&cid) });
+            }
+            TxOp::OmapClear { cid, oid } => {
+                let (c, k) = (coll_id(&cid), object_key(&oid));
+                if tr.exists(&c, &k)? {
+                    out.push(Op::OmapClear { cid: c, oid: k });
+                }
+            }
+            TxOp::OmapSetKeys { cid, oid, keys } => {
+                let (c, k) = (coll_id(&cid), object_key(&oid));
+                tr.need(&c, &k, "omap_setkeys")?;
+                out.push(Op::OmapSetKeys {
+                    cid: c,
+                    oid: k,
+                    kvs: keys.into_iter().collect(),
+                });
+            }
+            TxOp::OmapRmKeys { cid, oid, keys } => {
+                let (c, k) = (coll_id(&cid), object_key(&oid));
+                tr.need(&c, &k, "omap_rmkeys")?;
+                out.push(Op::OmapRmKeys { cid: c, oid: k, keys });
+            }
+            TxOp::OmapSetHeader { cid, oid, header } => {
+                let (c, k) = (coll_id(&cid), object_key(&oid));
+                tr.need(&c, &k, "omap_setheader")?;
+                out.push(Op::OmapSetHeader {
+                    cid: c,
+                    oid: k,
+                    header,
+                });
+            }
+            TxOp::OmapRmKeyRange {
+                cid,
+                oid,
+                first,
+                last,
+            } => {
+                let (c, k) = (coll_id(&cid), object_key(&oid));
+                tr.need(&c, &k, "omap_rmkeyrange")?;
+                out.push(Op::OmapRmKeyRange {
+                    cid: c,
+                    oid: k,
+                    first,
+                    last,
+                });
+            }
+            // ferrostore has no allocation hints; BlueStore ignores a hint for a missing object too
+            TxOp::SetAllocHint { .. } => {}
+            TxOp::CollMoveRename {
+                old_cid,
+                old_oid,
+                new_cid,
+                new_oid,
+            } => {
+                let (c, k) = (coll_id(&old_cid), object_key(&old_oid));
+                let (nc, nk) = (coll_id(&new_cid), object_key(&new_oid));
+                if tr.exists(&c, &k)? {
+                    let moved = tr.state(&c, &k)?.clone();
+                    tr.set_exists(&c, &k, false)?;
+                    let s = tr.state(&nc, &nk)?;
+                    if s.exists {
+                        return Err(PgError::Store(StoreError::Exists));
+                    }
+                    s.exists = true;
+                    s.attrs = moved.attrs;
+                    s.base = match moved.base {
+                        AttrBase::Store => AttrBase::CloneOf(c.clone(), k.clone()),
+                        b => b,
+                    };
+                    out.push(Op::Rename {
+                        cid: c,
+                        oid: k,
+                        new_cid: nc,
+                        new_oid: nk,
+                    });
+                }
+            }
+            TxOp::TryRename {
+                cid,
+                old_oid,
+                new_oid,
+            } => {
+                let (c, k, nk) = (coll_id(&cid), object_key(&old_oid), object_key(&new_oid));
+                if tr.exists(&c, &k)? {
+                    let moved = tr.state(&c, &k)?.clone();
+                    if tr.exists(&c, &nk)? {
+                        tr.set_exists(&c, &nk, false)?;
+                        out.push(Op::Remove {
+                            cid: c.clone(),
+                            oid: nk.clone(),
+                        });
+                    }
+                    tr.set_exists(&c, &k, false)?;
+                    let s = tr.state(&c, &nk)?;
+                    s.exists = true;
+                    s.attrs = moved.attrs;
+                    s.base = match moved.base {
+                        AttrBase::Store => AttrBase::CloneOf(c.clone(), k.clone()),
+                        b => b,
+                    };
+                    out.push(Op::Rename {
+                        cid: c.clone(),
+                        oid: k,
+                        new_cid: c,
+                        new_oid: nk,
+                    });
+                }
+            }
+            TxOp::SplitCollection { cid, bits, rem, dest } => {
+                // objects change collection: forget what we know about them
+                tr.objs.clear();
+                out.push(Op::SplitCollection {
+                    src: coll_id(&cid),
+                    dst: coll_id(&dest),
+                    bits,
+                    rem,
+                });
+            }
+            TxOp::MergeCollection { .. } => {
+                return Err(PgError::Unsupported("merge_collection (PG merge)"));
+            }
+            TxOp::CollSetBits { .. } => return Err(PgError::Unsupported("collection_set_bits (PG merge)")),
+            TxOp::CollAdd { .. } | TxOp::CollRemove { .. } => {
+                return Err(PgError::Unsupported("legacy collection_add/remove"));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Apply a Ceph transaction to `store` as one atomic ferrostore transaction; returns its sequence number (an
+/// `Event::Durable(seq)` follows).
+pub fn apply_ceph_transaction<D: Device>(store: &mut Store<D>, t: &Transaction) -> Result<u64, PgError> {
+    let ft = translate(store, t)?;
+    Ok(store.queue_transaction(&ft)?)
+}
