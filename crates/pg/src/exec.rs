@@ -454,6 +454,8 @@ pub(crate) fn handle_op<D: Device>(pg: &mut Pg, store: &mut Store<D>, ctx: OpCon
             pre.append(&mut c.t);
             c.t = pre;
             c.d_objects += 1;
+            // the clone's bytes count as scan_stats counts them after a restart
+            c.d_bytes += c.orig_oi.size as i64;
             let cs = coid.snap;
             c.snapset.clones.push(cs);
             c.snapset.clone_size.insert(cs, c.orig_oi.size);

@@ -3,6 +3,8 @@
 //! past intervals, epoch, missing set; applying peering's store writes ([`peering::Persist`]) and reading them back
 //! after a restart.
 
+use std::collections::BTreeMap;
+
 use bytes::Bytes;
 use denc::{Decode, Decoder, Encode, Eversion, HObject, SpgId};
 use ferrostore::{Device, Op, Store, Transaction};
@@ -49,6 +51,8 @@ pub(crate) fn create_kvs(info: &PgInfo, pi: &PastIntervals, epoch: u32) -> Vec<(
         (k(EPOCH_KEY), epoch.to_bytes(0)),
         (k(INFO_KEY), encode_info(info, denc::CEPH_FEATURES_ALL)),
         (k(BIGINFO_KEY), encode_biginfo(pi, &info.purged_snaps)),
+        // Pacific OSD maps carry recovery_deletes: a new PG's missing set may hold deletes
+        (k(MAY_INCLUDE_DELETES_KEY), Bytes::new()),
     ]
 }
 
@@ -168,23 +172,28 @@ impl Pg {
     ) -> Result<u64, PgError> {
         let meta = keys::pgmeta_key(&self.spgid);
         let mut t = Transaction::new();
-        let mut set: Vec<(Bytes, Bytes)> = Vec::new();
-        let mut rm: Vec<Bytes> = Vec::new();
-        let mut appended = Vec::new();
+        // pgmeta key changes in order, the last one for a key wins (log entries go into `t` directly)
+        let mut kv: BTreeMap<Bytes, Option<Bytes>> = BTreeMap::new();
+        // the log changed without a new info: write the info too (Ceph's dirty_info), so `_info` never claims a
+        // last_update the log no longer has
+        let mut dirty_info = false;
         for p in ps {
             match p {
                 peering::Persist::Info { info, past_intervals } => {
                     self.info = (**info).clone();
                     self.past_intervals = past_intervals.clone();
                     self.epoch = self.epoch.max(epoch);
-                    set.push((k(EPOCH_KEY), epoch.to_bytes(0)));
-                    set.push((k(INFO_KEY), encode_info(&self.info, denc::CEPH_FEATURES_ALL)));
-                    set.push((
+                    kv.insert(k(EPOCH_KEY), Some(epoch.to_bytes(0)));
+                    kv.insert(
+                        k(INFO_KEY),
+                        Some(encode_info(&self.info, denc::CEPH_FEATURES_ALL)),
+                    );
+                    kv.insert(
                         k(BIGINFO_KEY),
-                        encode_biginfo(&self.past_intervals, &self.info.purged_snaps),
-                    ));
+                        Some(encode_biginfo(&self.past_intervals, &self.info.purged_snaps)),
+                    );
                     // the full info supersedes the fast one
-                    rm.push(k(FASTINFO_KEY));
+                    kv.insert(k(FASTINFO_KEY), None);
                     if self.info.last_update > self.log.head {
                         self.log.head = self.info.last_update;
                     }
@@ -192,9 +201,14 @@ impl Pg {
                     if self.info.log_tail > self.log.tail {
                         self.log.tail = self.info.log_tail;
                     }
+                    dirty_info = false;
                 }
                 peering::Persist::LogRemove(vs) => {
-                    rm.extend(self.log.remove_versions(vs));
+                    for key in self.log.remove_versions(vs) {
+                        kv.insert(key, None);
+                    }
+                    self.info.last_update = self.log.head;
+                    dirty_info = true;
                 }
                 peering::Persist::LogAppend(entries) => {
                     for e in entries {
@@ -203,13 +217,14 @@ impl Pg {
                         }
                         self.log.write_ops(e, &self.cid, &meta, &mut t, Trim::Policy);
                         self.log.record(e.clone(), u64::MAX, Trim::Policy);
-                        appended.push(e.version);
+                        kv.remove(osd_types::pg_log::eversion_key(e.version).as_bytes());
+                        dirty_info = true;
                     }
                 }
                 peering::Persist::Missing(m) => {
                     for oid in self.missing.missing.keys() {
                         if !m.missing.contains_key(oid) {
-                            rm.push(Bytes::from(missing_key(oid)));
+                            kv.insert(Bytes::from(missing_key(oid)), None);
                         }
                     }
                     for (oid, item) in &m.missing {
@@ -217,11 +232,11 @@ impl Pg {
                             let mut e = denc::Encoder::new(denc::features::MASK_SERVER_OCTOPUS);
                             e.encode(oid);
                             e.encode(item);
-                            set.push((Bytes::from(missing_key(oid)), e.into_bytes()));
+                            kv.insert(Bytes::from(missing_key(oid)), Some(e.into_bytes()));
                         }
                     }
                     if m.may_include_deletes && !self.missing.may_include_deletes {
-                        set.push((k(MAY_INCLUDE_DELETES_KEY), Bytes::new()));
+                        kv.insert(k(MAY_INCLUDE_DELETES_KEY), Some(Bytes::new()));
                     }
                     self.missing = m.clone();
                 }
@@ -236,6 +251,18 @@ impl Pg {
                         });
                     }
                 }
+            }
+        }
+        if dirty_info {
+            let info = self.info();
+            kv.insert(k(INFO_KEY), Some(encode_info(&info, denc::CEPH_FEATURES_ALL)));
+            kv.insert(k(FASTINFO_KEY), None);
+        }
+        let (mut set, mut rm) = (Vec::new(), Vec::new());
+        for (key, v) in kv {
+            match v {
+                Some(v) => set.push((key, v)),
+                None => rm.push(key),
             }
         }
         if !set.is_empty() {
