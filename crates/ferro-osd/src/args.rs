@@ -124,6 +124,11 @@ pub struct OsdOptions {
     /// CPUs, see docs/reactor.md).
     pub pin_cores: bool,
     pub beacon_interval_s: u64,
+    /// `osd_heartbeat_interval`, `osd_heartbeat_grace`, `osd_heartbeat_min_peers`, `osd_heartbeat_min_size`.
+    pub heartbeat_interval_s: u64,
+    pub heartbeat_grace_s: u64,
+    pub heartbeat_min_peers: u64,
+    pub heartbeat_min_size: u64,
     pub mon_report_interval_s: u64,
     pub crush_update_on_start: bool,
     pub crush_location: Option<String>,
@@ -258,6 +263,10 @@ pub fn load(args: &Args) -> Result<(OsdOptions, ceph_config::Config), String> {
         shards: num("ferro_osd_shards", 1) as u32,
         pin_cores: get("ferro_osd_pin_cores").is_none_or(|v| parse_bool(&v)),
         beacon_interval_s: num("osd_beacon_report_interval", 300),
+        heartbeat_interval_s: num("osd_heartbeat_interval", 6),
+        heartbeat_grace_s: num("osd_heartbeat_grace", 20),
+        heartbeat_min_peers: num("osd_heartbeat_min_peers", 10),
+        heartbeat_min_size: num("osd_heartbeat_min_size", 2000),
         mon_report_interval_s: num("osd_mon_report_interval", 5),
         crush_update_on_start: get("osd_crush_update_on_start").is_none_or(|v| parse_bool(&v)),
         crush_location: get("crush_location"),

@@ -22,7 +22,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use bytes::Bytes;
 use ceph_msgs::osd::{
     MCommand, MCommandReply, MMgrConfigure, MMgrOpen, MMgrReport, MOSDAlive, MOSDBeacon, MOSDBoot,
-    MOSDMarkMeDown, MOSDPGCreated, MOSDPing, MPGStats, SignedSpan, osd_msg, ping_op,
+    MOSDFailure, MOSDMarkMeDown, MOSDPGCreated, MOSDPing, MPGStats, SignedSpan, failure_flags, osd_msg,
+    ping_op,
 };
 use ceph_msgs::osd_op::{MOSDOp, MOSDOpReply, MWatchNotify, osd_msg_type};
 use ceph_msgs::{CephMessage, MAuth, MAuthReply, PaxosHeader};
@@ -42,6 +43,7 @@ use reactor::{
 };
 
 use crate::args::OsdOptions;
+use crate::heartbeat::{HbAction, HbConfig, Heartbeats};
 use crate::mkfs::DataDir;
 use crate::stats;
 use crate::worker::{self, ClientOp, Delivery, Shard, ShardStats};
@@ -718,11 +720,24 @@ pub struct Control {
     /// Latest statistics of every core.
     shard_stats: Vec<Option<ShardStats>>,
     stopping_since: Option<Instant>,
+    hb: Heartbeats<RConn>,
+    next_hb_tick: Instant,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Role {
+    Mon(monclient::ConnId),
+    Mgr,
+    /// A heartbeat connection to osd.N (front: public side).
+    Hb {
+        osd: i32,
+        front: bool,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct CtlKind {
-    mon: Option<monclient::ConnId>,
+    role: Role,
     ready: bool,
 }
 
@@ -799,6 +814,109 @@ impl Control {
                 self.next_report = now + self.stats_period;
                 self.send_mgr_report(ctx);
             }
+            if now >= self.next_hb_tick && self.stopping_since.is_none() {
+                self.next_hb_tick = now + Duration::from_millis(500);
+                let mut acts = Vec::new();
+                self.hb.tick(now, &mut acts);
+                self.hb_apply(ctx, acts);
+            }
+        }
+    }
+
+    // ---- heartbeats ----
+
+    fn hb_apply(&mut self, ctx: &mut CoreCtx<Msg>, acts: Vec<HbAction<RConn>>) {
+        for a in acts {
+            match a {
+                HbAction::Connect { osd, front, addr } => {
+                    let Some(sa) = addr.socket_addr() else { continue };
+                    let authz = self
+                        .auth
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .build_authorizer(cephx::ENTITY_TYPE_OSD);
+                    let Ok(authz) = authz else { continue };
+                    self.seed_counter += 1;
+                    let mine = if front {
+                        self.common.hb_front_addr
+                    } else {
+                        self.common.hb_back_addr
+                    };
+                    let mut cfg = self.common.msgr_cfg(mine, self.seed_counter);
+                    // Heartbeat sessions are lossy clients in ceph-osd: a broken one is simply reopened.
+                    cfg.lossy = true;
+                    let c = Connection::connector(
+                        cfg,
+                        Box::new(CephxAuthorizerClientAuth::new(authz)),
+                        msgr2::EntityAddr::msgr2(sa, addr.nonce),
+                        ENTITY_TYPE_OSD,
+                        Instant::now(),
+                    );
+                    if let Ok(id) = ctx.connect(sa, ConnectProto::Msgr2Conn(Box::new(c)), CONNECT_TIMEOUT) {
+                        self.hb.connecting(osd, front, id);
+                        self.ctl_conns.insert(
+                            id,
+                            CtlKind {
+                                role: Role::Hb { osd, front },
+                                ready: false,
+                            },
+                        );
+                    }
+                }
+                HbAction::Close(c) => {
+                    self.ctl_conns.remove(&c);
+                    ctx.close(c);
+                }
+                HbAction::Ping(c) => {
+                    if !self.ctl_conns.get(&c).is_some_and(|k| k.ready) {
+                        continue;
+                    }
+                    let mono = SignedSpan::from_nanos(self.common.mono_base.elapsed().as_nanos() as i64);
+                    let mut p = MOSDPing {
+                        fsid: Uuid(self.dd.cluster_fsid),
+                        map_epoch: self.map_epoch(),
+                        op: ping_op::PING,
+                        ping_stamp: now_utime(),
+                        up_from: self.up_epoch,
+                        mono_ping_stamp: mono,
+                        mono_send_stamp: mono,
+                        delta_ub: None,
+                        padding: 0,
+                    };
+                    // Padded to osd_heartbeat_min_size, as ceph-osd pads its pings.
+                    let base = p.to_message(PACIFIC_FEATURES).front.len() as u32;
+                    p.padding = self.hb.cfg.min_size.saturating_sub(base);
+                    self.send(ctx, c, p.to_message(PACIFIC_FEATURES));
+                }
+                HbAction::Report {
+                    osd,
+                    addrs,
+                    failed,
+                    failed_for,
+                } => {
+                    self.log(&format!(
+                        "{} osd.{osd} (no heartbeat reply for {failed_for} s)",
+                        if failed {
+                            "reporting failure of"
+                        } else {
+                            "cancelling failure report of"
+                        }
+                    ));
+                    let m = MOSDFailure {
+                        paxos: PaxosHeader {
+                            version: u64::from(self.map_epoch()),
+                            ..PaxosHeader::default()
+                        },
+                        fsid: Uuid(self.dd.cluster_fsid),
+                        target_osd: osd,
+                        target_addrs: addrs,
+                        epoch: self.map_epoch(),
+                        flags: if failed { failure_flags::FAILED } else { 0 },
+                        failed_for: failed_for as i32,
+                    };
+                    self.send_mon(ctx, m.to_message(PACIFIC_FEATURES));
+                }
+            }
         }
     }
 
@@ -809,12 +927,13 @@ impl Control {
             return;
         };
         k.ready = true;
-        match k.mon {
-            Some(mid) => {
+        match k.role {
+            Role::Mon(mid) => {
                 self.monc.handle_connected(mid, Instant::now());
                 self.pump_monc(ctx);
             }
-            None => self.mgr_connected(ctx),
+            Role::Mgr => self.mgr_connected(ctx),
+            Role::Hb { .. } => {}
         }
     }
 
@@ -822,18 +941,30 @@ impl Control {
         let Some(k) = self.ctl_conns.get(&conn).copied() else {
             return;
         };
-        match k.mon {
-            Some(mid) => {
+        match k.role {
+            Role::Mon(mid) => {
                 self.monc.handle_message(mid, &m, Instant::now());
                 self.pump_monc(ctx);
             }
-            None => self.mgr_message(&m),
+            Role::Mgr => self.mgr_message(&m),
+            Role::Hb { .. } => {
+                if m.msg_type == osd_msg::OSD_PING
+                    && let Ok(p) = MOSDPing::from_message(&m)
+                    && p.op == ping_op::PING_REPLY
+                {
+                    let mut acts = Vec::new();
+                    self.hb.reply(conn, Instant::now(), &mut acts);
+                    self.hb_apply(ctx, acts);
+                }
+            }
         }
     }
 
     fn on_msgr2_event(&mut self, ctx: &mut CoreCtx<Msg>, conn: RConn, ev: msgr2::Event) {
         if let msgr2::Event::KeepaliveAck { .. } = ev
-            && let Some(CtlKind { mon: Some(mid), .. }) = self.ctl_conns.get(&conn).copied()
+            && let Some(CtlKind {
+                role: Role::Mon(mid), ..
+            }) = self.ctl_conns.get(&conn).copied()
         {
             self.monc.handle_keepalive_ack(mid, Instant::now());
             self.pump_monc(ctx);
@@ -845,8 +976,9 @@ impl Control {
             return;
         };
         let now = Instant::now();
-        match k.mon {
-            Some(mid) => {
+        match k.role {
+            Role::Hb { .. } => self.hb.reset(conn),
+            Role::Mon(mid) => {
                 self.log(&format!("mon connection closed: {reason:?}"));
                 self.mon_conns.remove(&mid);
                 if k.ready {
@@ -856,7 +988,7 @@ impl Control {
                 }
                 self.pump_monc(ctx);
             }
-            None => {
+            Role::Mgr => {
                 self.log(&format!("mgr connection closed: {reason:?}"));
                 if self.mgr_conn == Some(conn) {
                     self.mgr_conn = None;
@@ -913,7 +1045,7 @@ impl Control {
                             self.ctl_conns.insert(
                                 id,
                                 CtlKind {
-                                    mon: Some(conn),
+                                    role: Role::Mon(conn),
                                     ready: false,
                                 },
                             );
@@ -1172,6 +1304,15 @@ impl Control {
                 );
             }
         }
+        let mut acts = Vec::new();
+        if self.is_up() && self.stopping_since.is_none() {
+            if let Some(map) = self.monc.osdmap() {
+                self.hb.set_map(map, me, &mut acts);
+            }
+        } else {
+            self.hb.clear(&mut acts);
+        }
+        self.hb_apply(ctx, acts);
         if !self.is_up() {
             self.maybe_boot(ctx);
             return;
@@ -1273,7 +1414,7 @@ impl Control {
                 self.ctl_conns.insert(
                     id,
                     CtlKind {
-                        mon: None,
+                        role: Role::Mgr,
                         ready: false,
                     },
                 );
@@ -1733,6 +1874,16 @@ impl Daemon {
             metadata: BTreeMap::new(),
             shard_stats: (0..dd.shards).map(|_| None).collect(),
             stopping_since: None,
+            hb: Heartbeats::new(
+                HbConfig {
+                    interval: Duration::from_secs(opts.heartbeat_interval_s.max(1)),
+                    grace: Duration::from_secs(opts.heartbeat_grace_s.max(1)),
+                    min_peers: opts.heartbeat_min_peers as usize,
+                    min_size: opts.heartbeat_min_size as u32,
+                },
+                seed,
+            ),
+            next_hb_tick: now,
             opts: opts.clone(),
             dd: dd.clone(),
         };

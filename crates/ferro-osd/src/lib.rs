@@ -7,6 +7,7 @@
 //! * [`daemon`]: one reactor core per ferrostore shard; each owns its connections (io_uring), its shard and its
 //!   PGs; core 0 also runs control: mon session (boot, maps, beacons, mark-me-down), mgr session (open, reports,
 //!   PG stats), admin commands.
+//! * [`heartbeat`]: heartbeat peers, pings on the hb networks, failure reports (sans-IO).
 //! * [`worker`]: a core's storage side (its ferrostore shard and PGs).
 //! * [`admin`]: the admin socket (`ceph daemon osd.N ...`), a thread that posts commands to core 0.
 //! * [`perf`]: perf counters (`perf dump`, `perf schema`, the MMgrReport schema).
@@ -17,6 +18,7 @@
 pub mod admin;
 pub mod args;
 pub mod daemon;
+pub mod heartbeat;
 pub mod mkfs;
 pub mod perf;
 pub mod stats;

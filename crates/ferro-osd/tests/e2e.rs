@@ -371,10 +371,17 @@ fn differential_against_bluestore_in_the_same_cluster() {
         eprintln!("skipping: python3-rados not available");
         return;
     }
-    let Some(c) = testcluster::start_or_skip(ClusterSpec::default().classic_osds(1).without_mgr()) else {
+    // Short heartbeat grace: the classic OSD and ferro-osd ping each other during the whole test; a side that
+    // did not answer would be reported within seconds (checked in both logs at the end).
+    let spec = ClusterSpec::default()
+        .classic_osds(1)
+        .without_mgr()
+        .conf("global", "osd heartbeat grace", "6")
+        .conf("global", "osd heartbeat interval", "1");
+    let Some(c) = testcluster::start_or_skip(spec) else {
         return;
     };
-    c.add_osd(&ferro()).unwrap();
+    let fid = c.add_osd(&ferro()).unwrap();
     c.ceph(&[
         "osd",
         "crush",
@@ -428,4 +435,81 @@ fn differential_against_bluestore_in_the_same_cluster() {
         Duration::from_secs(90),
     );
     eprintln!("{}", o.trim());
+    // Heartbeats both ways between a classic OSD and ferro-osd: nobody missed a reply.
+    let classic = c
+        .daemons()
+        .into_iter()
+        .map(|(n, _)| n)
+        .find(|n| n.starts_with("osd.") && *n != format!("osd.{fid}"))
+        .unwrap();
+    let clog = std::fs::read_to_string(c.log_path(&classic)).unwrap_or_default();
+    assert!(
+        !clog.contains("heartbeat_check: no reply from"),
+        "{classic} missed ferro-osd's heartbeat replies"
+    );
+    assert!(!clog.is_empty(), "no log for {classic}");
+    let flog = std::fs::read_to_string(c.log_path(&format!("osd.{fid}"))).unwrap_or_default();
+    assert!(
+        !flog.contains("reporting failure"),
+        "ferro-osd reported a live classic OSD:\n{flog}"
+    );
+}
+
+/// Heartbeats: two ferro-osds ping each other on both heartbeat networks; when one is stopped (SIGSTOP), the
+/// other reports it (MOSDFailure) once it has been silent for the grace and the monitors mark it down — long
+/// before the 900 s beacon timeout would. Grace and interval are shortened to bound the test.
+#[test]
+fn stopped_peer_is_reported_and_marked_down() {
+    let spec = ClusterSpec::default()
+        .without_mgr()
+        .conf("global", "osd heartbeat grace", "6")
+        .conf("global", "osd heartbeat interval", "1")
+        .conf("mon", "mon osd min down reporters", "1")
+        .conf("mon", "mon osd adjust heartbeat grace", "false");
+    let Some(c) = testcluster::start_or_skip(spec) else {
+        return;
+    };
+    let a = c.add_osd(&ferro()).unwrap();
+    let b = c.add_osd(&ferro()).unwrap();
+    let is_up = |id: u32| -> bool {
+        let d = c.ceph_json(&["osd", "dump"]).unwrap();
+        d["osds"]
+            .as_array()
+            .and_then(|v| v.iter().find(|o| o["osd"] == id))
+            .is_some_and(|o| o["up"] == 1)
+    };
+    assert!(is_up(a) && is_up(b));
+    // Let a few ping rounds pass with both alive: no failure may be reported for a live peer.
+    std::thread::sleep(Duration::from_secs(8));
+    assert!(is_up(a) && is_up(b), "a live peer was marked down");
+    let pid = c
+        .daemons()
+        .into_iter()
+        .find(|(n, _)| *n == format!("osd.{b}"))
+        .map(|(_, p)| p)
+        .unwrap();
+    let sig = |s: &str| {
+        let ok = Command::new("kill")
+            .args([s, &pid.to_string()])
+            .status()
+            .is_ok_and(|st| st.success());
+        assert!(ok, "kill {s} {pid}");
+    };
+    sig("-STOP");
+    let t0 = Instant::now();
+    let down = c.wait_for("the stopped OSD marked down", Duration::from_secs(60), || {
+        Ok((!is_up(b)).then_some(()))
+    });
+    sig("-CONT");
+    down.unwrap();
+    eprintln!(
+        "osd.{b} marked down {:.1} s after SIGSTOP",
+        t0.elapsed().as_secs_f64()
+    );
+    assert!(is_up(a));
+    let log = std::fs::read_to_string(c.log_path(&format!("osd.{a}"))).unwrap_or_default();
+    assert!(
+        log.contains(&format!("reporting failure of osd.{b}")),
+        "osd.{a} did not report osd.{b}:\n{log}"
+    );
 }
