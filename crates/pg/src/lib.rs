@@ -54,6 +54,18 @@ pub fn error_reply(msg: &MOSDOp, errno: i32, epoch: u32) -> MOSDOpReply {
     exec::reply_error(msg, errno, epoch, Eversion::default(), 0, &[])
 }
 
+/// The PGs that have a collection on `store` (what an OSD shard finds after a restart), in order.
+pub fn stored_pgs<D: Device>(store: &mut Store<D>) -> Result<Vec<SpgId>, PgError> {
+    let mut out = Vec::new();
+    for c in store.list_collections()? {
+        if let Some(spgid) = txn::coll_of(&c).ok().and_then(|c| c.pg_id()) {
+            out.push(spgid);
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
 /// Identifies a client connection in the daemon (what replies and notifies are sent on).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 pub struct ConnId(pub u64);
@@ -333,6 +345,18 @@ impl Pg {
         let kvs = meta::create_kvs(&self.info, &self.past_intervals, epoch);
         let txn = self.log.create_txn(&self.spgid, &self.cid, self.pool.pg_num, kvs);
         Ok(store.queue_transaction(&txn)?)
+    }
+
+    /// [`Pg::new`] + [`Pg::load`]: a PG as stored.
+    pub fn open<D: Device>(
+        store: &mut Store<D>,
+        spgid: SpgId,
+        pool: PoolInfo,
+        cfg: PgConfig,
+    ) -> Result<Pg, PgError> {
+        let mut pg = Pg::new(spgid, pool, cfg);
+        pg.load(store)?;
+        Ok(pg)
     }
 
     /// Load an existing PG (after a restart): its info, past intervals, log, dups, missing set and object

@@ -196,6 +196,10 @@ impl Pg {
         log_entries: &[PgLogEntry],
         trim_to: Eversion,
     ) -> Result<u64, PgError> {
+        if !log_entries.is_empty() && log_entries.iter().all(|e| e.version <= self.log.head) {
+            // a rep op this shard already applied (a resend): nothing to do but answer again
+            return Ok(store.queue_transaction(&ferrostore::Transaction::new())?);
+        }
         let mut t = txn::translate(store, txn)?;
         let meta = keys::pgmeta_key(&self.spgid);
         let objs: BTreeSet<HObject> = log_entries.iter().map(|e| e.soid.clone()).collect();

@@ -74,6 +74,8 @@ impl Pg {
             let cspg = SpgId::new(child, self.spgid.shard);
             let bits = child.get_split_bits(new_pg_num);
             let mut c = Pg::new(cspg, pool.clone(), self.cfg.clone());
+            c.primary = self.primary;
+            c.discard_before = epoch;
             t.push(Op::CreateCollection {
                 cid: c.cid.clone(),
                 bits,

@@ -200,6 +200,26 @@ fn every_captured_rep_op_applies_and_replicas_agree() {
     assert!(repops > 100 && pushes > 0, "{repops} rep ops, {pushes} pushes");
     assert_eq!(unknown_receiver, 0);
 
+    // the log entries two OSDs both hold are identical
+    let mut entries: BTreeMap<(SpgId, denc::Eversion), (i32, osd_types::PgLogEntry)> = BTreeMap::new();
+    let mut same_entries = 0;
+    for (osd, o) in &osds {
+        for (spgid, p) in &o.pgs {
+            for e in p.meta().log.log {
+                match entries.get(&(*spgid, e.version)) {
+                    Some((other, x)) => {
+                        assert_eq!(x, &e, "{spgid} {}: osd.{other} and osd.{osd}", e.version);
+                        same_entries += 1;
+                    }
+                    None => {
+                        entries.insert((*spgid, e.version), (*osd, e));
+                    }
+                }
+            }
+        }
+    }
+    eprintln!("{same_entries} log entries held by two OSDs agree");
+    assert!(same_entries > 100);
     // every object two OSDs hold at the same version is identical
     let mut copies: BTreeMap<(SpgId, Bytes), Vec<Copy>> = BTreeMap::new();
     for (osd, o) in osds.iter_mut() {

@@ -718,3 +718,39 @@ fn split_moves_objects_log_and_missing_and_remove_clears() {
     c.store.wait_durable(seq).unwrap();
     assert!(!c.store.collection_exists(&cid).unwrap());
 }
+
+#[test]
+fn resent_rep_ops_change_nothing_and_stored_pgs_are_found() {
+    let mut c = Cluster::new(1);
+    let m = c.msg("o", vec![write(0, b"once")]);
+    let caps = c.caps.clone();
+    let ctx = OpContext {
+        msg: m,
+        conn: ConnId(1),
+        client: EntityNameT::client(4100),
+        client_addr: "v2:10.0.0.9:0/123".parse::<EntityAddr>().unwrap(),
+        caps: &caps,
+        conn_features: u64::MAX,
+        epoch: EPOCH,
+        now: Utime::new(1_700_000_000, 0),
+    };
+    let out = c.pg.handle_op(&mut c.store, ctx);
+    let rep = out.repops.into_iter().next().unwrap();
+    let _ = c.replicate(rep.clone());
+    c.store.wait_durable(rep.seq).unwrap();
+    assert_eq!(c.pg.on_commit(rep.seq).replies.len(), 1);
+    assert_eq!(c.run("o", vec![write(0, b"twice")]).result, 0);
+    // the first rep op arrives again: the replica does not go back to "once"
+    let (_, s, r) = &mut c.replicas[0];
+    let seq = r
+        .apply_rep_op(s, &rep.txn, &rep.log_entries, rep.trim_to)
+        .unwrap();
+    s.wait_durable(seq).unwrap();
+    assert_same(&mut c);
+    // a restarted shard finds its PGs and opens them as they were
+    let (_, s, r) = &mut c.replicas[0];
+    assert_eq!(pg::stored_pgs(s).unwrap(), vec![spgid()]);
+    let again = Pg::open(s, spgid(), pool(1), PgConfig::default()).unwrap();
+    assert_eq!(again.meta().log, r.meta().log);
+    assert_eq!(again.stats().num_objects, r.stats().num_objects);
+}
