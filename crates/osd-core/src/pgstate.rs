@@ -438,7 +438,18 @@ impl PgState {
     // ---- store ----
 
     pub fn on_durable<D: Device>(&mut self, cx: &mut Cx<'_, D>, seq: u64) {
+        // Every PG of the shard sees every durable event: a PG with nothing waiting on the store returns at once
+        // (its engine holds no reply, so nothing of it is in flight).
+        let idle = self.last_seq <= self.durable
+            && self.pg.held_replies() == 0
+            && self.replica_pending.is_empty()
+            && self.deferred.is_empty()
+            && !self.recovery.is_active()
+            && !self.backfill.is_active();
         self.durable = self.durable.max(seq);
+        if idle {
+            return;
+        }
         let out = self.pg.on_commit(seq);
         self.emit(cx, out);
         while self.replica_pending.front().is_some_and(|(s, _, _)| *s <= seq) {

@@ -18,6 +18,7 @@ fn size1_write_read_and_active_clean() {
         assert!(r.primary);
         assert_eq!(osd_core::state_string(r.state), "active+clean", "{r:?}");
     }
+    assert_eq!(c.created.len(), 8, "each new PG is reported created once");
     let w = c.write_full("obj-a", b"hello world");
     c.run();
     assert_eq!(c.reply(w).unwrap().result, 0);

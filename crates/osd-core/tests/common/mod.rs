@@ -60,6 +60,10 @@ pub struct Cluster {
     want_up_thru: BTreeMap<i32, u32>,
     want_pg_temp: BTreeMap<PgId, Vec<i32>>,
     pub tid: u64,
+    /// Every op sent, by tid (for resends).
+    pub sent: BTreeMap<u64, MOSDOp>,
+    /// PGs reported created (MOSDPGCreated).
+    pub created: Vec<PgId>,
     pub logs: Vec<String>,
     caps: Arc<OsdCap>,
 }
@@ -85,6 +89,8 @@ impl Cluster {
             want_up_thru: BTreeMap::new(),
             want_pg_temp: BTreeMap::new(),
             tid: 0,
+            sent: BTreeMap::new(),
+            created: Vec::new(),
             logs: Vec::new(),
             caps: Arc::new(OsdCap::allow_all()),
         };
@@ -140,7 +146,7 @@ impl Cluster {
                     Output::PgTemp { pgid, acting } => {
                         self.want_pg_temp.insert(pgid, acting);
                     }
-                    Output::PgCreated { .. } => {}
+                    Output::PgCreated { pgid } => self.created.push(pgid),
                     Output::Misdirected { msg, .. } => self.misdirected.push(msg.tid),
                     Output::Log(l) => {
                         if std::env::var_os("OSD_CORE_LOG").is_some() {
@@ -293,8 +299,28 @@ impl Cluster {
             },
             ..Default::default()
         };
+        self.sent.insert(self.tid, msg.clone());
+        self.deliver(msg, primary);
+        self.tid
+    }
+
+    /// Resend op `tid` as the client does after a map change: same reqid and tid, the current epoch, to the
+    /// current acting primary (on a new connection).
+    pub fn resend(&mut self, tid: u64) {
+        let mut msg = self.sent[&tid].clone();
+        let name = String::from_utf8(msg.oid.0.to_vec()).unwrap();
+        let (spgid, _, primary) = self.locate(&name);
+        msg.pgid = spgid;
+        msg.osdmap_epoch = self.map.epoch;
+        msg.retry_attempt += 1;
+        msg.flags |= flag::RETRY;
+        self.replies.remove(&tid);
+        self.deliver(msg, primary);
+    }
+
+    fn deliver(&mut self, msg: MOSDOp, primary: i32) {
         let cop = ClientOp {
-            conn: ConnId(1),
+            conn: ConnId(1 + u64::from(msg.retry_attempt as u32)),
             msg,
             client: EntityNameT::client(4100),
             client_addr: "v2:10.0.0.9:0/123".parse::<EntityAddr>().unwrap(),
@@ -304,7 +330,6 @@ impl Cluster {
         if let Some(s) = self.osds.get_mut(&primary) {
             s.handle(self.now, self.wall, Input::ClientOp(Box::new(cop)));
         }
-        self.tid
     }
 
     pub fn write_full(&mut self, name: &str, data: &[u8]) -> u64 {
