@@ -93,6 +93,8 @@ pub struct StoreStats {
     pub data_bytes: u64,
     pub node_bytes: u64,
     pub checkpoints: u64,
+    /// Checkpoints that completed in the background (included in `checkpoints`).
+    pub background_checkpoints: u64,
     pub csum_errors: u64,
     pub replayed_records: u64,
     /// Reads served as a slice of one device read (no copy) / assembled from several pieces.
@@ -118,11 +120,54 @@ pub struct FsckReport {
 }
 
 enum Purpose {
-    Data { seq: u64, start: u64 },
-    Log { first: u64, last: u64 },
-    Flush { seq: u64, lsn: u64 },
-    Read { id: u64 },
-    Ckpt,
+    Data {
+        seq: u64,
+        start: u64,
+    },
+    Log {
+        first: u64,
+        last: u64,
+    },
+    Flush {
+        seq: u64,
+        lsn: u64,
+    },
+    Read {
+        id: u64,
+    },
+    Ckpt {
+        block: u64,
+    },
+    /// Steps of a background checkpoint (flush before the superblock, the superblock, flush after it).
+    CkptFlush,
+    CkptSuper,
+    CkptSuperFlush,
+}
+
+/// A checkpoint running in the background: the tree was snapshotted (dirty nodes serialised to fresh blocks and
+/// submitted); the new superblock is written once every IO submitted up to `barrier` has completed and been
+/// flushed. Meanwhile transactions go on (their records follow the snapshot in the log and replay onto the new
+/// tree). Frees taken at the snapshot are released when the new superblock is durable; later frees wait for the
+/// next checkpoint, because the snapshot tree still references those blocks.
+struct BgCkpt {
+    sb: ShardSuper,
+    barrier: Tag,
+    step: CkptStep,
+    frees: Vec<(u64, u64)>,
+    free_blocks: u64,
+    superseded: Vec<u64>,
+    /// Log bytes in use at the snapshot (released with it).
+    log_used: u64,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum CkptStep {
+    /// Waiting for node writes and every earlier IO.
+    Barrier,
+    Flush,
+    Super,
+    SuperFlush,
+    Done,
 }
 
 struct TxnState {
@@ -177,6 +222,9 @@ struct Io<D> {
     dev: D,
     next_tag: Tag,
     stash: Vec<Completion>,
+    /// Tree nodes whose checkpoint write is still in flight: a cache miss on one is served from here (the media
+    /// may not hold it yet).
+    nodes_in_flight: HashMap<u64, Bytes>,
 }
 
 impl<D: Device> Io<D> {
@@ -232,6 +280,9 @@ impl<D: Device> Io<D> {
 
 impl<D: Device> NodeIo for Io<D> {
     fn read_node(&mut self, block: u64) -> Result<Bytes> {
+        if let Some(b) = self.nodes_in_flight.get(&block) {
+            return Ok(b.clone());
+        }
         self.sync_read(block * B, BLOCK)
     }
 }
@@ -255,6 +306,7 @@ pub fn mkfs<D: Device>(dev: D, opts: &MkfsOptions) -> Result<D> {
         dev,
         next_tag: 0,
         stash: Vec::new(),
+        nodes_in_flight: HashMap::new(),
     };
     let mut shards = Vec::new();
     for i in 0..opts.shards as u64 {
@@ -324,6 +376,7 @@ pub struct Store<D: Device> {
     pending_free: Vec<(u64, u64)>,
     pending_free_blocks: u64,
     reads: HashMap<u64, ReadState>,
+    bg: Option<BgCkpt>,
     next_read: u64,
     events: Vec<Event>,
     failed: Option<StoreError>,
@@ -338,6 +391,7 @@ impl<D: Device> Store<D> {
             dev,
             next_tag: 0,
             stash: Vec::new(),
+            nodes_in_flight: HashMap::new(),
         };
         let hdr = DeviceHeader::decode(&io.sync_read(0, BLOCK)?)?;
         let &(region_off, _) = hdr
@@ -399,6 +453,7 @@ impl<D: Device> Store<D> {
             pending_free: Vec::new(),
             pending_free_blocks: 0,
             reads: HashMap::new(),
+            bg: None,
             next_read: 0,
             events: Vec::new(),
             failed: None,
@@ -432,7 +487,8 @@ impl<D: Device> Store<D> {
         self.io.dev
     }
     pub fn free_bytes(&self) -> u64 {
-        (self.alloc.free_blocks() + self.pending_free_blocks) * B
+        (self.alloc.free_blocks() + self.pending_free_blocks + self.bg.as_ref().map_or(0, |c| c.free_blocks))
+            * B
     }
     pub fn tree_stats(&self) -> (usize, usize) {
         (self.tree.cached_nodes(), self.tree.dirty_nodes())
@@ -652,7 +708,7 @@ impl<D: Device> Store<D> {
     pub fn queue_transaction(&mut self, txn: &Transaction) -> Result<u64> {
         self.check_alive()?;
         let ctx = match self.try_apply(txn) {
-            Err(StoreError::NoSpace) if self.pending_free_blocks > 0 => {
+            Err(StoreError::NoSpace) if self.pending_free_blocks > 0 || self.bg.is_some() => {
                 self.checkpoint()?;
                 self.try_apply(txn)?
             }
@@ -846,6 +902,9 @@ impl<D: Device> Store<D> {
             self.complete(c)?;
         }
         self.maybe_flush();
+        if self.bg.is_some() {
+            self.advance_bg()?;
+        }
         Ok(())
     }
 
@@ -884,7 +943,22 @@ impl<D: Device> Store<D> {
                 self.durable_lsn = self.durable_lsn.max(lsn);
                 self.ack_upto(seq);
             }
-            Purpose::Read { .. } | Purpose::Ckpt => {}
+            Purpose::CkptFlush | Purpose::CkptSuper | Purpose::CkptSuperFlush => {
+                if let Some(c) = self.bg.as_mut() {
+                    c.step = match c.step {
+                        CkptStep::Flush => CkptStep::Super,
+                        CkptStep::Super => CkptStep::SuperFlush,
+                        CkptStep::SuperFlush => CkptStep::Done,
+                        other => other,
+                    };
+                    // The step's IO completed: the next one is submitted by `advance_bg`.
+                    c.barrier = 0;
+                }
+            }
+            Purpose::Ckpt { block } => {
+                self.io.nodes_in_flight.remove(&block);
+            }
+            Purpose::Read { .. } => {}
         }
         Ok(())
     }
@@ -932,14 +1006,149 @@ impl<D: Device> Store<D> {
     }
 
     fn maybe_checkpoint(&mut self) -> Result<()> {
+        self.advance_bg()?;
         let log_full = self.log_used * 100 > self.sb.log_len * self.cfg.checkpoint_log_percent;
         let dirty = self.tree.dirty_nodes() > self.cfg.max_dirty_nodes;
         let frees = self.pending_free_blocks * 100 > self.sb.data_blocks * self.cfg.checkpoint_free_percent;
-        if log_full || dirty || frees {
-            self.checkpoint()
-        } else {
-            Ok(())
+        if !(log_full || dirty || frees) {
+            return Ok(());
         }
+        if self.bg.is_none() {
+            return self.start_bg_checkpoint();
+        }
+        // One is running and the next is already due: wait for it only when a limit is about to be overrun.
+        let log_hard = self.log_used * 100 > self.sb.log_len * (self.cfg.checkpoint_log_percent + 100) / 2;
+        let dirty_hard = self.tree.dirty_nodes() > self.cfg.max_dirty_nodes * 2;
+        if log_hard || dirty_hard {
+            self.finish_bg()?;
+            return self.start_bg_checkpoint();
+        }
+        Ok(())
+    }
+
+    /// Snapshot the tree and start writing it; the superblock follows in the background (`advance_bg`).
+    fn start_bg_checkpoint(&mut self) -> Result<()> {
+        debug_assert!(self.bg.is_none());
+        let before = self.stats.checkpoints;
+        self.write_pending_log()?;
+        if self.stats.checkpoints != before || !self.pending_log.is_empty() || self.bg.is_some() {
+            // The log had no room: write_pending_log ran a blocking checkpoint already.
+            return Ok(());
+        }
+        let alloc = &mut self.alloc;
+        let (writes, root) = match self.tree.flush_dirty(&mut || Ok(alloc.alloc(1)?[0].0)) {
+            Ok(w) => w,
+            Err(e) => return Err(self.fail(e)),
+        };
+        self.submit_node_writes(writes);
+        let mut sb = self.sb.clone();
+        sb.generation += 1;
+        sb.root_block = root;
+        sb.next_lsn = self.next_lsn;
+        sb.log_tail = self.log_head;
+        self.bg = Some(BgCkpt {
+            sb,
+            barrier: self.io.next_tag,
+            step: CkptStep::Barrier,
+            frees: std::mem::take(&mut self.pending_free),
+            free_blocks: std::mem::take(&mut self.pending_free_blocks),
+            superseded: std::mem::take(&mut self.tree.superseded),
+            log_used: self.log_used,
+        });
+        self.advance_bg()
+    }
+
+    fn submit_node_writes(&mut self, writes: Vec<crate::btree::NodeWrite>) {
+        for (b, data) in writes {
+            let t = self.io.tag();
+            self.tags.insert(t, Purpose::Ckpt { block: b });
+            self.stats.node_bytes += data.len() as u64;
+            let data = Bytes::from(data);
+            self.io.nodes_in_flight.insert(b, data.clone());
+            self.io.dev.submit_write(t, b * B, vec![data]);
+        }
+    }
+
+    /// Move a background checkpoint on as far as completed IO allows (never blocks).
+    fn advance_bg(&mut self) -> Result<()> {
+        loop {
+            let Some(c) = self.bg.as_ref() else { return Ok(()) };
+            match c.step {
+                CkptStep::Barrier => {
+                    let barrier = c.barrier;
+                    if self.tags.keys().any(|t| *t <= barrier) || !self.io.stash.is_empty() {
+                        return Ok(());
+                    }
+                    self.bg_submit(CkptStep::Flush);
+                }
+                CkptStep::Flush | CkptStep::Super | CkptStep::SuperFlush if c.barrier != 0 => return Ok(()),
+                CkptStep::Flush => self.bg_submit(CkptStep::Flush),
+                CkptStep::Super => self.bg_submit(CkptStep::Super),
+                CkptStep::SuperFlush => self.bg_submit(CkptStep::SuperFlush),
+                CkptStep::Done => {
+                    let Some(c) = self.bg.take() else { return Ok(()) };
+                    self.sb = c.sb;
+                    self.log_used -= c.log_used;
+                    for (s, l) in c.frees {
+                        self.alloc.free(s, l);
+                    }
+                    for b in c.superseded {
+                        self.alloc.free(b, 1);
+                    }
+                    self.stats.checkpoints += 1;
+                    self.stats.background_checkpoints += 1;
+                    return Ok(());
+                }
+            }
+        }
+    }
+
+    /// Submit the IO of `step` (a flush is skipped when writes are durable on completion).
+    fn bg_submit(&mut self, step: CkptStep) {
+        let durable = self.io.dev.writes_are_durable();
+        let Some(c) = self.bg.as_mut() else { return };
+        c.step = step;
+        let t = self.io.next_tag + 1;
+        self.io.next_tag = t;
+        match step {
+            CkptStep::Flush | CkptStep::SuperFlush if durable => {
+                c.step = if step == CkptStep::Flush {
+                    CkptStep::Super
+                } else {
+                    CkptStep::Done
+                };
+                c.barrier = 0;
+                return;
+            }
+            CkptStep::Flush => {
+                self.tags.insert(t, Purpose::CkptFlush);
+                self.io.dev.submit_flush(t);
+            }
+            CkptStep::SuperFlush => {
+                self.tags.insert(t, Purpose::CkptSuperFlush);
+                self.io.dev.submit_flush(t);
+            }
+            CkptStep::Super => {
+                let slot = c.sb.region_off + (c.sb.generation % 2) * B;
+                let enc = c.sb.encode();
+                self.tags.insert(t, Purpose::CkptSuper);
+                self.io.dev.submit_write(t, slot, vec![Bytes::from(enc)]);
+            }
+            CkptStep::Barrier | CkptStep::Done => return,
+        }
+        // Non-zero while this step's IO is outstanding.
+        c.barrier = t;
+    }
+
+    /// Block until a background checkpoint (if any) is durable.
+    fn finish_bg(&mut self) -> Result<()> {
+        while self.bg.is_some() {
+            self.advance_bg()?;
+            if self.bg.is_some() {
+                self.pump(true)?;
+            }
+        }
+        Ok(())
     }
 
     fn drain(&mut self) -> Result<()> {
@@ -953,6 +1162,7 @@ impl<D: Device> Store<D> {
     /// blocks freed since the previous checkpoint become reusable. Blocks the caller while it runs.
     pub fn checkpoint(&mut self) -> Result<()> {
         self.check_alive()?;
+        self.finish_bg()?;
         for (seq, _, _) in std::mem::take(&mut self.pending_log) {
             self.io_done(seq);
         }
@@ -966,12 +1176,7 @@ impl<D: Device> Store<D> {
                     self.failed = Some(e.clone());
                 }
             })?;
-        for (b, data) in writes {
-            let t = self.io.tag();
-            self.tags.insert(t, Purpose::Ckpt);
-            self.stats.node_bytes += data.len() as u64;
-            self.io.dev.submit_write(t, b * B, vec![Bytes::from(data)]);
-        }
+        self.submit_node_writes(writes);
         self.drain()?;
         self.io.sync_flush().map_err(|e| self.fail(e))?;
         let mut sb = self.sb.clone();
@@ -2198,6 +2403,7 @@ impl<D: Device> Store<D> {
     /// checksums against the data, shared-block reference counts, and the allocator against the tree.
     pub fn fsck(&mut self) -> Result<FsckReport> {
         self.check_alive()?;
+        self.finish_bg()?;
         self.write_pending_log()?;
         self.drain()?;
         let mut rep = FsckReport::default();

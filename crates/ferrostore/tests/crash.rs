@@ -29,6 +29,8 @@ struct Tally {
     dropped: u64,
     kept: u64,
     torn: u64,
+    /// Background checkpoints completed by the workloads (crash points fall inside them too).
+    bg_checkpoints: u64,
 }
 
 /// Mount a crash image; it must hold one of `models[lo..=hi]` and pass fsck. `recovery_crash`: also lose power
@@ -235,6 +237,7 @@ fn workload(
             }
         }
     }
+    tally.bg_checkpoints += s.stats.background_checkpoints;
     Ok(())
 }
 
@@ -275,15 +278,20 @@ fn crash_points_recover_to_an_acknowledged_prefix() {
         tally.dropped += t.dropped;
         tally.kept += t.kept;
         tally.torn += t.torn;
+        tally.bg_checkpoints += t.bg_checkpoints;
     }
     eprintln!(
-        "crash points checked: {} (unflushed writes at crash: {} dropped, {} kept, {} torn) in {:?}",
+        "crash points checked: {} (unflushed writes at crash: {} dropped, {} kept, {} torn; {} background checkpoints completed) in {:?}",
         tally.points,
         tally.dropped,
         tally.kept,
         tally.torn,
+        tally.bg_checkpoints,
         start.elapsed()
     );
     assert!(tally.points >= min_points, "only {} crash points", tally.points);
     assert!(tally.torn > 0, "no torn write was exercised");
+    if min_points > 0 {
+        assert!(tally.bg_checkpoints > 0, "no background checkpoint was exercised");
+    }
 }
