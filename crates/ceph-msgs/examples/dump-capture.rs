@@ -2,7 +2,8 @@
 //! List the msgr2 (crc mode) messages of a capture: a count per (type, version), or the header and front/data
 //! bytes (hex) of the first N messages of one type.
 //!
-//! `dump-capture IN.pcap[.xz] [TYPE [N]]`
+//! `dump-capture IN.pcap[.xz] [TYPE [N]]`, or `dump-capture IN.pcap[.xz] --seeds DIR`: write every message as a
+//! seed for the `osd_messages` fuzz target (le16 type, u8 version, le32 front length, front, data).
 #![allow(clippy::print_stderr, clippy::print_stdout)]
 
 use std::collections::BTreeMap;
@@ -20,6 +21,15 @@ fn main() {
         eprintln!("usage: dump-capture IN.pcap[.xz] [TYPE [N]]");
         std::process::exit(2);
     };
+    let seeds: Option<PathBuf> = (args.get(1).map(String::as_str) == Some("--seeds"))
+        .then(|| args.get(2).map(PathBuf::from))
+        .flatten();
+    if let Some(dir) = &seeds
+        && let Err(e) = std::fs::create_dir_all(dir)
+    {
+        eprintln!("{}: {e}", dir.display());
+        std::process::exit(1);
+    }
     let want: Option<u16> = args.get(1).and_then(|t| t.parse().ok());
     let n: usize = args.get(2).and_then(|t| t.parse().ok()).unwrap_or(3);
     let Some(cap) = ceph_capture::Capture::read(&PathBuf::from(path)) else {
@@ -66,7 +76,7 @@ fn main() {
             }
         }
     }
-    if want.is_none() {
+    if want.is_none() && seeds.is_none() {
         for ((t, v, cv), k) in counts {
             println!("type {t:5} v{v}/{cv}: {k}");
         }

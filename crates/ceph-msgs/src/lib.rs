@@ -68,6 +68,7 @@ macro_rules! no_data {
     )*};
 }
 
+pub mod log;
 mod mgr;
 mod mon;
 pub mod osd;
@@ -105,6 +106,8 @@ pub mod msg_type {
     pub const CONFIG: u16 = 62;
     pub const GET_CONFIG: u16 = 63;
     pub const MGR_MAP: u16 = 0x704;
+    pub const MGR_COMMAND: u16 = 0x709;
+    pub const MGR_COMMAND_REPLY: u16 = 0x70a;
 }
 
 /// Message priorities (`CEPH_MSG_PRIO_*`).

@@ -12,6 +12,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use ceph_msgs::log::*;
 use ceph_msgs::osd::*;
 use ceph_msgs::osd_ec::*;
 use ceph_msgs::osd_op::*;
@@ -127,7 +128,7 @@ fn check(m: &Message) -> Option<Result<&'static str, String>> {
     dispatch!(m;
         // mon / mgr clients
         MMonMap, MMonGetMap, MMonSubscribe, MMonSubscribeAck, MMonGetVersion, MMonGetVersionReply, MMonCommand,
-        MMonCommandAck, MConfig, MAuth, MAuthReply, MMgrMap, MOSDMap,
+        MMonCommandAck, MConfig, MAuth, MAuthReply, MMgrMap, MOSDMap, MLog, MLogAck, MMgrCommand, MMgrCommandReply,
         // OSD ↔ mon / mgr
         MOSDBoot, MOSDAlive, MOSDBeacon, MOSDMarkMeDown, MOSDPGCreated, MPGStats, MMgrOpen, MMgrConfigure,
         MMgrReport, MOSDPing, MCommand, MCommandReply,
