@@ -165,7 +165,11 @@ pub struct Recovery {
     /// Missing sets as peering gave them (pull sources must not be missing the object).
     missing: BTreeMap<i32, PgMissing>,
     unfound: BTreeSet<HObject>,
+    /// Objects whose local copy completes with a store transaction, by its sequence number.
+    local_waits: BTreeMap<u64, HObject>,
     replies: Replies,
+    /// The interval whose leftover temp objects were removed (see [`clear_temp_objects`]).
+    temp_cleared: Option<u32>,
     progress: Progress,
 }
 
@@ -180,7 +184,9 @@ impl Recovery {
             active: BTreeSet::new(),
             missing: BTreeMap::new(),
             unfound: BTreeSet::new(),
+            local_waits: BTreeMap::new(),
             replies: Replies::default(),
+            temp_cleared: None,
             progress: Progress::default(),
         }
     }
@@ -195,6 +201,7 @@ impl Recovery {
     pub fn start<D: Device>(&mut self, ctx: &mut RecoveryCtx<'_, D>, missing: BTreeMap<i32, PgMissing>) {
         self.reset();
         self.interval = ctx.same_interval_since;
+        self.clear_temp(ctx);
         for (osd, m) in &missing {
             for (oid, item) in &m.missing {
                 let o = self.objs.entry(oid.clone()).or_insert_with(|| Obj {
@@ -247,6 +254,7 @@ impl Recovery {
                 if m.min_epoch < ctx.same_interval_since {
                     return Ok(());
                 }
+                self.clear_temp(ctx);
                 for pop in m.pushes {
                     let is_pull_reply = self
                         .objs
@@ -367,13 +375,9 @@ impl Recovery {
         if self.interval != ctx.same_interval_since {
             return;
         }
-        let done: Vec<HObject> = self
-            .objs
-            .iter()
-            .filter(|(_, o)| o.local_seq.is_some_and(|s| s <= seq))
-            .map(|(k, _)| k.clone())
-            .collect();
-        for oid in done {
+        let later = self.local_waits.split_off(&seq.saturating_add(1));
+        let done = std::mem::replace(&mut self.local_waits, later);
+        for (_, oid) in done {
             if let Err(e) = self.local_recovered(ctx, &oid) {
                 ctx.out.push(RecoveryEvent::Log(format!(
                     "pg {}: recovery of {oid} after the local copy: {e}",
@@ -405,6 +409,7 @@ impl Recovery {
         self.active.clear();
         self.missing.clear();
         self.unfound.clear();
+        self.local_waits.clear();
         self.progress.ops_in_flight = 0;
     }
 
@@ -435,6 +440,23 @@ impl Recovery {
         p.objects_unfound = self.unfound.len() as u64;
         p.ops_in_flight = self.active.len() as u64;
         p
+    }
+
+    /// Once per interval, before the first push of it is applied here: remove temp objects of pushes an
+    /// earlier interval left half done (Ceph clears them when a PG changes interval).
+    fn clear_temp<D: Device>(&mut self, ctx: &mut RecoveryCtx<'_, D>) {
+        if self.temp_cleared == Some(ctx.same_interval_since) {
+            return;
+        }
+        self.temp_cleared = Some(ctx.same_interval_since);
+        match clear_temp_objects(ctx.store, &ctx.spgid) {
+            Ok(Some(seq)) => ctx.out.push(RecoveryEvent::WaitDurable(seq)),
+            Ok(None) => {}
+            Err(e) => ctx.out.push(RecoveryEvent::Log(format!(
+                "pg {}: removing leftover temp objects: {e}",
+                self.spgid
+            ))),
+        }
     }
 
     // ---- primary side ----
@@ -496,6 +518,7 @@ impl Recovery {
             match seq {
                 Some(seq) => {
                     o.local_seq = Some(seq);
+                    self.local_waits.insert(seq, oid.clone());
                     ctx.out.push(RecoveryEvent::WaitDurable(seq));
                     Ok(())
                 }
@@ -584,6 +607,7 @@ impl Recovery {
         if pop.after_progress.data_complete {
             o.pull = None;
             o.local_seq = Some(seq);
+            self.local_waits.insert(seq, oid.clone());
             ctx.out.push(RecoveryEvent::WaitDurable(seq));
         } else {
             let next = PullOp {
@@ -803,8 +827,6 @@ pub(crate) fn handle_replica_push<D: Device>(
     from: i32,
     pop: &PushOp,
 ) -> Result<(), CoreError> {
-    let seq = apply_push(ctx.store, &ctx.spgid, ctx.same_interval_since, pop)?;
-    ctx.out.push(RecoveryEvent::WaitDurable(seq));
     let reply = MOSDPGPushReply {
         from: my_shard(ctx.whoami, &ctx.spgid),
         pgid: SpgId::new(ctx.spgid.pgid, ShardId::NO_SHARD),
@@ -821,6 +843,22 @@ pub(crate) fn handle_replica_push<D: Device>(
     } else {
         Vec::new()
     };
+    if already_applied(ctx, pop)? {
+        // a chunk sent again (e.g. after a reconnect) whose effect is already here: answer once what applied it
+        // is durable (the first answer reports the object recovered)
+        match replies.pending.back().map(|d| d.seq) {
+            Some(seq) => replies.push(Deferred {
+                seq,
+                to: from,
+                msg: reply,
+                recovered: Vec::new(),
+            }),
+            None => ctx.out.push(RecoveryEvent::Send { to: from, msg: reply }),
+        }
+        return Ok(());
+    }
+    let seq = apply_push(ctx.store, &ctx.spgid, ctx.same_interval_since, pop)?;
+    ctx.out.push(RecoveryEvent::WaitDurable(seq));
     replies.push(Deferred {
         seq,
         to: from,
@@ -828,6 +866,20 @@ pub(crate) fn handle_replica_push<D: Device>(
         recovered,
     });
     Ok(())
+}
+
+/// A later chunk whose temp object is gone while the object is already at the pushed version: the last chunk
+/// was applied before.
+fn already_applied<D: Device>(ctx: &mut RecoveryCtx<'_, D>, pop: &PushOp) -> Result<bool, CoreError> {
+    if pop.before_progress.first || !pop.after_progress.data_complete {
+        return Ok(false);
+    }
+    let cid = pg::keys::collection_id(&ctx.spgid);
+    let temp = temp_recovery_object(&ctx.spgid, &pop.soid, pop.version, ctx.same_interval_since);
+    if ctx.store.exists(&cid, &pg::keys::object_key(&temp, &ctx.spgid))? {
+        return Ok(false);
+    }
+    Ok(object_version(ctx.store, &ctx.spgid, &pop.soid)? == Some(pop.version))
 }
 
 /// A pull source's answer: the next chunk of the object, or a blank push when it does not have the version
@@ -1214,6 +1266,37 @@ pub(crate) fn remove_objects<D: Device>(
         return Ok(None);
     }
     store.queue_transaction(&txn).map(Some)
+}
+
+/// Remove every temp object of the PG (leftovers of multi-chunk pushes); `None` when there were none.
+pub(crate) fn clear_temp_objects<D: Device>(
+    store: &mut Store<D>,
+    spgid: &SpgId,
+) -> Result<Option<u64>, CoreError> {
+    let cid = pg::keys::collection_id(spgid);
+    let mut from = Vec::new();
+    let mut txn = Transaction::new();
+    loop {
+        let batch = store.list_objects(&cid, &from, None, 256)?;
+        if batch.is_empty() {
+            break;
+        }
+        for k in &batch {
+            if pg::keys::from_key(k).is_some_and(|g| g.hobj.is_temp()) {
+                txn.push(Op::Remove {
+                    cid: cid.clone(),
+                    oid: k.clone(),
+                });
+            }
+        }
+        let Some(last) = batch.last() else { break };
+        from = last.name.to_vec();
+        from.push(0);
+    }
+    if txn.is_empty() {
+        return Ok(None);
+    }
+    Ok(Some(store.queue_transaction(&txn)?))
 }
 
 /// Up to `max` objects of the PG from `begin` (inclusive; `None`: from the start) in hobject order with
