@@ -178,6 +178,22 @@ impl PgState {
             .unwrap_or_default()
     }
 
+    /// Start peering over as for a new PG (after a split: the next map starts a new interval here, as on
+    /// every OSD holding a copy).
+    pub fn restart_peering(&mut self, cfg: &ShardConfig) {
+        let d = glue::peering_state(&self.pg);
+        self.peering = peering::Pg::new(
+            cfg.whoami,
+            self.spgid,
+            d.info,
+            d.log,
+            d.missing,
+            d.past_intervals,
+            cfg.peering,
+        );
+        self.view = None;
+    }
+
     // ---- maps ----
 
     /// A new map epoch for this PG.

@@ -66,14 +66,48 @@ impl<D: Device> OsdShard<D> {
             .copied()
             .collect();
         for s in gone {
-            self.pgs.remove(&s);
-            self.log(format!("pg {s}: pool deleted at epoch {}; PG closed", m.epoch));
+            if let Some(p) = self.pgs.remove(&s) {
+                self.remove_pg(p.pg, m.epoch);
+            }
+        }
+        // PGs left on the store by pools deleted while this OSD was down
+        let orphans: Vec<SpgId> = self
+            .on_disk
+            .iter()
+            .filter(|s| {
+                !m.pools.contains_key(&(s.pgid.pool as i64)) && s.pgid.pool as i64 <= i64::from(m.pool_max)
+            })
+            .copied()
+            .collect();
+        for s in orphans {
+            self.on_disk.remove(&s);
+            let info = pg::PoolInfo {
+                id: s.pgid.pool as i64,
+                name: String::new(),
+                pg_num: 0,
+                erasure: false,
+                applications: Vec::new(),
+            };
+            match pg::Pg::open(&mut self.store, s, info, self.cfg.pg.clone()) {
+                Ok(p) => self.remove_pg(p, m.epoch),
+                Err(e) => self.error(format!("pg {s}: opening to remove: {e}")),
+            }
         }
         for (&pid, pool) in &m.pools {
             if !pool.is_replicated() {
                 continue; // erasure-coded pools are not served (no EC backend)
             }
             let info = glue::pool_info(&m, pid, pool);
+            // pg_num grew: every OSD splits its own copies at this epoch (children start a new interval)
+            let parents: Vec<SpgId> = self
+                .pgs
+                .iter()
+                .filter(|(s, p)| s.pgid.pool as i64 == pid && p.pg.pool().pg_num < pool.pg_num)
+                .map(|(s, _)| *s)
+                .collect();
+            for parent in parents {
+                self.split_pg(parent, pool.pg_num, m.epoch);
+            }
             for seed in 0..pool.pg_num {
                 let spgid = glue::spgid(pid, seed);
                 if shard_of(&spgid, self.cfg.shards) != self.cfg.shard as usize {
@@ -177,6 +211,66 @@ impl<D: Device> OsdShard<D> {
             }
         }
         true
+    }
+
+    /// Delete a PG's objects, pgmeta and collection (its pool is gone).
+    fn remove_pg(&mut self, p: pg::Pg, epoch: u32) {
+        let s = p.spgid();
+        match p.remove(&mut self.store, 1024) {
+            Ok(_) => self.log(format!("pg {s}: pool deleted (epoch {epoch}); PG removed")),
+            Err(e) => self.error(format!("pg {s}: removing: {e}")),
+        }
+    }
+
+    /// Split a held PG for its pool's new `pg_num`.
+    fn split_pg(&mut self, parent: SpgId, new_pg_num: u32, epoch: u32) {
+        let (shard, shards) = (self.cfg.shard as usize, self.cfg.shards);
+        let Some(p) = self.pgs.get_mut(&parent) else {
+            return;
+        };
+        let children = pg::split_children(parent.pgid, p.pg.pool().pg_num, new_pg_num);
+        if children
+            .iter()
+            .any(|c| shard_of(&SpgId::new(*c, parent.shard), shards) != shard)
+        {
+            // A child's data would have to move to another ferrostore shard: not supported yet. The parent
+            // keeps its objects; those that now map to the child are not served until it is.
+            self.error(format!(
+                "pg {parent}: pg_num {new_pg_num} needs a split across shards, which is not supported; not split"
+            ));
+            return;
+        }
+        match p.pg.split(&mut self.store, new_pg_num, epoch) {
+            Ok((kids, seq)) => {
+                if let Some(seq) = seq {
+                    p.note_seq(seq);
+                }
+                p.restart_peering(&self.cfg);
+                for kid in kids {
+                    let spgid = kid.spgid();
+                    let d = glue::peering_state(&kid);
+                    let peering = peering::Pg::new(
+                        self.cfg.whoami,
+                        spgid,
+                        d.info,
+                        d.log,
+                        d.missing,
+                        d.past_intervals,
+                        self.cfg.peering,
+                    );
+                    let mut st = PgState::new(spgid, kid, peering, epoch, false);
+                    if let Some(seq) = seq {
+                        st.note_seq(seq);
+                    }
+                    self.pgs.insert(spgid, st);
+                }
+                let n = self.pgs.len();
+                self.log(format!(
+                    "pg {parent}: split for pg_num {new_pg_num} at epoch {epoch} ({n} PGs held)"
+                ));
+            }
+            Err(e) => self.error(format!("pg {parent}: split: {e}")),
+        }
     }
 
     pub(crate) fn handle_client_op(&mut self, op: Box<ClientOp>) {
