@@ -54,3 +54,7 @@ fn pg_history_t() {
 fn pg_info_t() {
     check_type::<PgInfo>("pg_info_t", F);
 }
+#[test]
+fn pg_fast_info_t() {
+    check_type::<osd_types::pgmeta::PgFastInfo>("pg_fast_info_t", F);
+}
