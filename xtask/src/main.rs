@@ -5,7 +5,7 @@
 //!   demos and benchmarks.
 //! - `bench store`: ferrostore against raw fio on the same file (binary `ferrostore-bench`).
 //! - `bench compare`: BlueStore against ferro-osd in one throwaway cluster (crate `bench-compare`).
-//! - `sim` is planned.
+//! - `sim`: the deterministic multi-OSD simulator (crate `sim`, docs/simulation.md).
 
 use std::io::Write as _;
 use std::path::PathBuf;
@@ -14,6 +14,8 @@ use std::time::Instant;
 
 use clap::{Parser, Subcommand};
 use testcluster::{Cluster, ClusterSpec};
+
+mod sim;
 
 #[derive(Parser)]
 #[command(name = "cargo xtask", about = "FerroCeph developer tasks")]
@@ -34,7 +36,12 @@ enum Cmd {
         #[command(subcommand)]
         action: BenchCmd,
     },
-    // Planned: `Sim { .. }` (docs/architecture.md).
+    /// Deterministic multi-OSD simulation: `--seed S [--steps N] [--osds K]`, `--seeds A..B`, `--release`
+    /// (docs/simulation.md).
+    Sim {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
 }
 
 #[derive(Subcommand)]
@@ -130,6 +137,7 @@ fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
         Cmd::Bench {
             action: BenchCmd::Store { args },
         } => bench_store(args),
+        Cmd::Sim { args } => sim::run(args),
     }
 }
 
