@@ -298,7 +298,7 @@ impl Recovery {
                 let mut recovered = Vec::new();
                 for (oid, v) in &m.objects {
                     let key = pg::keys::object_key(oid, &ctx.spgid);
-                    if ctx.store.exists(&cid, &key)? {
+                    if is_pg_object(&ctx.spgid, oid) && ctx.store.exists(&cid, &key)? {
                         txn.push(Op::Remove {
                             cid: cid.clone(),
                             oid: key,
@@ -601,7 +601,13 @@ impl Recovery {
             pull.info.ss = pop.recovery_info.ss.clone();
         }
         let interval = ctx.same_interval_since;
-        let seq = apply_push(ctx.store, &ctx.spgid, interval, &pop)?;
+        let seq = apply_push(
+            ctx.store,
+            &ctx.spgid,
+            interval,
+            ctx.cfg.pg.osd_max_object_size,
+            &pop,
+        )?;
         self.progress.bytes_recovered += pop.data.len() as u64;
         self.progress.keys_recovered += pop.omap_entries.len() as u64;
         if pop.after_progress.data_complete {
@@ -857,7 +863,13 @@ pub(crate) fn handle_replica_push<D: Device>(
         }
         return Ok(());
     }
-    let seq = apply_push(ctx.store, &ctx.spgid, ctx.same_interval_since, pop)?;
+    let seq = apply_push(
+        ctx.store,
+        &ctx.spgid,
+        ctx.same_interval_since,
+        ctx.cfg.pg.osd_max_object_size,
+        pop,
+    )?;
     ctx.out.push(RecoveryEvent::WaitDurable(seq));
     replies.push(Deferred {
         seq,
@@ -891,6 +903,9 @@ fn answer_pull<D: Device>(ctx: &mut RecoveryCtx<'_, D>, pull: &PullOp) -> Result
     };
     let mut info = pull.recovery_info.clone();
     let progress = &pull.recovery_progress;
+    if !is_pg_object(&ctx.spgid, &pull.soid) {
+        return Ok(blank);
+    }
     let cid = pg::keys::collection_id(&ctx.spgid);
     let key = pg::keys::object_key(&pull.soid, &ctx.spgid);
     let st = match ctx.store.stat(&cid, &key) {
@@ -920,6 +935,15 @@ fn remove_local<D: Device>(ctx: &mut RecoveryCtx<'_, D>, oid: &HObject) -> Resul
 }
 
 // ---- store primitives (shared with backfill) ----
+
+/// A client object of this PG's pool: not the pgmeta object, not a temp object, not the max sentinel (a
+/// peer's message must not be able to write or delete anything else).
+fn is_pg_object(spgid: &SpgId, oid: &HObject) -> bool {
+    !oid.is_max()
+        && !oid.is_temp()
+        && oid.pool == spgid.pgid.pool as i64
+        && !pg::keys::ghobject(oid, spgid).is_pgmeta()
+}
 
 fn range_set(off: u64, len: u64) -> IntervalSet {
     let mut s = IntervalSet::new();
@@ -1147,6 +1171,7 @@ pub(crate) fn apply_push<D: Device>(
     store: &mut Store<D>,
     spgid: &SpgId,
     interval: u32,
+    max_object_size: u64,
     pop: &PushOp,
 ) -> Result<u64, CoreError> {
     let cid = pg::keys::collection_id(spgid);
@@ -1159,12 +1184,34 @@ pub(crate) fn apply_push<D: Device>(
         temp_recovery_object(spgid, &pop.soid, pop.version, interval)
     };
     let tkey = pg::keys::object_key(&target, spgid);
-    let total: u64 = pop.data_included.values().sum();
+    if !is_pg_object(spgid, &pop.soid) {
+        return Err(CoreError::Other(format!(
+            "push of {}: not an object of pg {spgid}",
+            pop.soid
+        )));
+    }
+    // hostile input: extents must add up to the data, and nothing may reach past the largest object allowed
+    let mut total = 0u64;
+    for (&o, &l) in &pop.data_included {
+        total = total.checked_add(l).unwrap_or(u64::MAX);
+        if o.checked_add(l).is_none_or(|e| e > max_object_size) {
+            return Err(CoreError::Other(format!(
+                "push of {}: extent {o}+{l} beyond the object size limit",
+                pop.soid
+            )));
+        }
+    }
     if total != pop.data.len() as u64 {
         return Err(CoreError::Other(format!(
             "push of {}: {} data bytes for extents of {total}",
             pop.soid,
             pop.data.len()
+        )));
+    }
+    if first && info.size > max_object_size {
+        return Err(CoreError::Other(format!(
+            "push of {}: size {} beyond the object size limit",
+            pop.soid, info.size
         )));
     }
     let mut txn = Transaction::new();
@@ -1253,7 +1300,7 @@ pub(crate) fn remove_objects<D: Device>(
 ) -> Result<Option<u64>, StoreError> {
     let cid = pg::keys::collection_id(spgid);
     let mut txn = Transaction::new();
-    for oid in oids {
+    for oid in oids.iter().filter(|o| is_pg_object(spgid, o)) {
         let key = pg::keys::object_key(oid, spgid);
         if store.exists(&cid, &key)? {
             txn.push(Op::Remove {

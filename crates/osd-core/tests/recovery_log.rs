@@ -308,3 +308,93 @@ fn leftover_temp_objects_go_and_a_repeated_last_chunk_is_answered() {
         1
     );
 }
+
+#[test]
+fn hostile_pushes_and_deletes_are_refused() {
+    use ceph_msgs::CephMessage;
+    use ceph_msgs::osd_rep::{MOSDPGPush, MOSDPGRecoveryDelete};
+    use denc::{PgShard, ShardId};
+    use osd_types::recovery::{ObjectRecoveryInfo, ObjectRecoveryProgress, PushOp};
+
+    let mut net = Net::new(&[0, 1], 3, 1 << 20);
+    let sp = spgid();
+    let complete = ObjectRecoveryProgress {
+        first: false,
+        data_complete: true,
+        omap_complete: true,
+        ..Default::default()
+    };
+    let push = |soid: denc::HObject, extents: Vec<(u64, u64)>, data: &'static [u8], size: u64| {
+        let op = PushOp {
+            soid: soid.clone(),
+            version: ev(7),
+            data: bytes::Bytes::from_static(data),
+            data_included: extents.into_iter().collect(),
+            recovery_info: ObjectRecoveryInfo {
+                soid,
+                version: ev(7),
+                size,
+                ..Default::default()
+            },
+            before_progress: ObjectRecoveryProgress::default(),
+            after_progress: complete.clone(),
+            ..Default::default()
+        };
+        MOSDPGPush {
+            from: PgShard::new(0, ShardId::NO_SHARD),
+            pgid: sp,
+            map_epoch: EPOCH,
+            min_epoch: INTERVAL,
+            pushes: vec![op],
+            cost: 0,
+            is_repair: false,
+        }
+        .to_message(denc::CEPH_FEATURES_ALL)
+    };
+    let pgmeta = sp.make_pgmeta_oid().hobj;
+    let cases = [
+        // extents whose lengths overflow when added
+        push(hobj("a"), vec![(0, u64::MAX), (1 << 40, 2)], b"xy", 10),
+        // an extent past the object size limit
+        push(hobj("a"), vec![(u64::MAX - 1, 2)], b"xy", 10),
+        // a size past the object size limit
+        push(hobj("a"), vec![(0, 2)], b"xy", 1 << 62),
+        // data and extents disagree
+        push(hobj("a"), vec![(0, 5)], b"xy", 10),
+        // the PG's own metadata object, a temp object, another pool
+        push(pgmeta.clone(), vec![(0, 2)], b"xy", 2),
+        push(hobj("a").make_temp_hobject("t"), vec![(0, 2)], b"xy", 2),
+        push(
+            denc::HObject::new("b", "", denc::SnapId::NOSNAP, 1, 2, ""),
+            vec![(0, 2)],
+            b"xy",
+            2,
+        ),
+    ];
+    let before = net.dump(1);
+    for m in cases {
+        let r = net.with(1, |rec, _, ctx| rec.handle_message(ctx, 0, &m));
+        assert!(r.is_err(), "accepted");
+    }
+    // a recovery delete of the pgmeta object leaves it alone
+    let del = MOSDPGRecoveryDelete {
+        from: PgShard::new(0, ShardId::NO_SHARD),
+        pgid: sp,
+        map_epoch: EPOCH,
+        min_epoch: INTERVAL,
+        cost: 0,
+        objects: vec![(pgmeta.clone(), ev(3))],
+    }
+    .to_message(denc::CEPH_FEATURES_ALL);
+    net.with(1, |rec, _, ctx| rec.handle_message(ctx, 0, &del))
+        .unwrap();
+    net.run();
+    assert_eq!(net.dump(1), before);
+    let n1 = net.node(1);
+    let cid = pg::keys::collection_id(&sp);
+    assert!(n1.store.exists(&cid, &pg::keys::pgmeta_key(&sp)).unwrap());
+    // truncated and garbage messages are errors too
+    let mut m = push(hobj("a"), vec![(0, 2)], b"xy", 2);
+    m.front = m.front.slice(..m.front.len() / 2);
+    assert!(net.with(1, |rec, _, ctx| rec.handle_message(ctx, 0, &m)).is_err());
+}
