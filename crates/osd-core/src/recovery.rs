@@ -1193,7 +1193,7 @@ pub(crate) fn apply_push<D: Device>(
     // hostile input: extents must add up to the data, and nothing may reach past the largest object allowed
     let mut total = 0u64;
     for (&o, &l) in &pop.data_included {
-        total = total.checked_add(l).unwrap_or(u64::MAX);
+        total = total.saturating_add(l);
         if o.checked_add(l).is_none_or(|e| e > max_object_size) {
             return Err(CoreError::Other(format!(
                 "push of {}: extent {o}+{l} beyond the object size limit",
