@@ -41,7 +41,10 @@ pub(crate) fn take_repops(out: &mut pg::Outputs) -> Vec<RepOp> {
 }
 
 /// The MOSDRepOp for one replica. The data segment is the transaction encoded once by the engine
-/// (`txn_bytes`), shared by every replica's message: no per-replica copy or re-encode of the payload.
+/// (`txn_bytes`), shared by every replica's message: no per-replica copy or re-encode of the payload. Without
+/// `with_data` the transaction is empty (log entries only): a backfill target the cursor has not passed yet
+/// gets the object later from backfill (Ceph's `should_send_op`).
+#[allow(clippy::too_many_arguments)] // the MOSDRepOp fields that vary per send
 pub(crate) fn repop_message(
     pg: &pg::Pg,
     r: &RepOp,
@@ -50,6 +53,7 @@ pub(crate) fn repop_message(
     min_epoch: u32,
     min_last_complete_ondisk: Eversion,
     features: u64,
+    with_data: bool,
 ) -> ceph_msgs::Message {
     let mut m = r.to_message(
         pg,
@@ -61,7 +65,9 @@ pub(crate) fn repop_message(
     // encode the front without the transaction, then attach the shared bytes as the data segment
     m.op_t = Transaction::default();
     let mut msg = m.to_message(features);
-    msg.data = r.txn_bytes.clone();
+    if with_data {
+        msg.data = r.txn_bytes.clone();
+    }
     msg
 }
 

@@ -188,6 +188,8 @@ pub struct PgReport {
     pub num_objects_missing: u64,
     pub num_objects_degraded: u64,
     pub num_objects_misplaced: u64,
+    /// Objects missing on the primary that no up OSD could provide.
+    pub num_objects_unfound: u64,
     /// Client ops queued on the PG (not active, below min_size) and replicated writes in flight.
     pub ops_waiting: usize,
     pub repops_in_flight: usize,

@@ -355,7 +355,10 @@ impl PgState {
     /// An object missing on the primary or on an acting replica: ops on it wait for its recovery (Ceph's
     /// wait_for_unreadable_object / wait_for_degraded_object).
     fn object_unavailable(&self, oid: &HObject) -> bool {
-        if self.peering.missing().is_missing(oid) {
+        if self.peering.missing().is_missing(oid)
+            || self.recovery.is_degraded(oid)
+            || self.backfill.is_backfilling(oid)
+        {
             return true;
         }
         let Some(v) = &self.view else { return false };
@@ -420,6 +423,7 @@ impl PgState {
                 self.same_interval_since(),
                 lc,
                 cx.cfg.peer_features,
+                self.backfill.should_send_op(o, &r.soid),
             );
             cx.out.push_back(Output::ToOsd { osd: o, msg });
         }
@@ -659,7 +663,17 @@ impl PgState {
         let lc = self.peering.info().last_complete;
         for (r, w) in self.inflight.values() {
             if w.contains(&osd) {
-                let msg = glue::repop_message(&self.pg, r, me, cx.epoch, sis, lc, cx.cfg.peer_features);
+                let with_data = self.backfill.should_send_op(osd, &r.soid);
+                let msg = glue::repop_message(
+                    &self.pg,
+                    r,
+                    me,
+                    cx.epoch,
+                    sis,
+                    lc,
+                    cx.cfg.peer_features,
+                    with_data,
+                );
                 cx.out.push_back(Output::ToOsd { osd, msg });
             }
         }
@@ -804,7 +818,8 @@ impl PgState {
             missing += self.peering.peer_missing(*o).map_or(0, |m| m.len() as u64);
         }
         let absent = u64::from(size).saturating_sub(acting.len() as u64);
-        let backfill = self.peering.backfill_targets().len() as u64;
+        let mut progress = self.recovery.progress();
+        progress.add(&self.backfill.progress());
         PgReport {
             spgid: self.spgid,
             primary: acting_primary == whoami,
@@ -823,8 +838,9 @@ impl PgState {
             last_epoch_clean: info.history.last_epoch_clean,
             mapping_epoch: self.mapping_epoch,
             num_objects_missing: missing,
-            num_objects_degraded: missing + stats.num_objects * absent,
-            num_objects_misplaced: stats.num_objects * backfill,
+            num_objects_degraded: progress.objects_degraded.max(missing) + stats.num_objects * absent,
+            num_objects_misplaced: progress.objects_misplaced,
+            num_objects_unfound: progress.objects_unfound,
             ops_waiting: self.waiting.len() + self.waiting_for_object.values().map(Vec::len).sum::<usize>(),
             repops_in_flight: self.inflight.len(),
         }

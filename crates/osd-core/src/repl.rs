@@ -43,6 +43,8 @@ pub(crate) fn route(m: &ceph_msgs::Message) -> Option<SpgId> {
             MOSDPGUpdateLogMissingReply::from_message(m).ok().map(|x| x.pgid)
         }
         rep_msg::PG_TRIM => MOSDPGTrim::from_message(m).ok().map(|x| x.pgid),
+        rep_msg::RECOVERY_RESERVE => osd_rep::MRecoveryReserve::from_message(m).ok().map(|x| x.pgid),
+        rep_msg::BACKFILL_RESERVE => osd_rep::MBackfillReserve::from_message(m).ok().map(|x| x.pgid),
         _ => None,
     }
 }
@@ -78,8 +80,11 @@ pub(crate) fn kind(msg_type: u16) -> Kind {
         | rep_msg::PG_PULL
         | rep_msg::PG_PUSH_REPLY
         | rep_msg::PG_RECOVERY_DELETE
-        | rep_msg::PG_RECOVERY_DELETE_REPLY => Kind::Recovery,
-        rep_msg::PG_SCAN | rep_msg::PG_BACKFILL | rep_msg::PG_BACKFILL_REMOVE => Kind::Backfill,
+        | rep_msg::PG_RECOVERY_DELETE_REPLY
+        | rep_msg::RECOVERY_RESERVE => Kind::Recovery,
+        rep_msg::PG_SCAN | rep_msg::PG_BACKFILL | rep_msg::PG_BACKFILL_REMOVE | rep_msg::BACKFILL_RESERVE => {
+            Kind::Backfill
+        }
         rep_msg::PG_TRIM => Kind::Trim,
         _ => Kind::Other,
     }

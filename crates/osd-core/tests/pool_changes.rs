@@ -75,3 +75,49 @@ fn deleted_pool_pgs_are_removed() {
         assert!(left.is_empty(), "osd.{o} still stores {left:?}");
     }
 }
+
+#[test]
+fn size_growth_takes_replicas_in() {
+    let mut c = Cluster::new(3, 1, 1, 4);
+    let mut tids = Vec::new();
+    for i in 0..16 {
+        tids.push(c.write_full(&format!("g{i}"), format!("grow {i}").as_bytes()));
+    }
+    c.run();
+    for t in &tids {
+        assert_eq!(c.reply(*t).unwrap().result, 0);
+    }
+    c.publish(|b| {
+        b.set_pool_size(1, 3, 2).unwrap();
+    });
+    c.run();
+    for _ in 0..20 {
+        c.advance_time(Duration::from_secs(1));
+        if primary_states(&c).iter().all(|s| s == "active+clean") {
+            break;
+        }
+    }
+    let states = primary_states(&c);
+    assert!(
+        states.iter().all(|s| s == "active+clean"),
+        "{states:?}\n{:?}",
+        &c.logs[c.logs.len().saturating_sub(20)..]
+    );
+    for i in 0..16 {
+        let name = format!("g{i}");
+        let (spgid, _, _) = c.locate(&name);
+        let acting = c.map.pg_to_up_acting_osds(spgid.pgid).unwrap().acting;
+        assert_eq!(acting.len(), 3);
+        let d0 = c.dump_pg(acting[0], spgid);
+        for &o in &acting[1..] {
+            assert!(
+                d0 == c.dump_pg(o, spgid),
+                "pg {spgid}: osd.{o} differs from osd.{}",
+                acting[0]
+            );
+        }
+        let r = c.read(&name);
+        c.run();
+        assert_eq!(c.read_data(r).unwrap(), format!("grow {i}").as_bytes());
+    }
+}
