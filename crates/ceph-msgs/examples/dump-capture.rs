@@ -32,6 +32,12 @@ fn main() {
     }
     let want: Option<u16> = args.get(1).and_then(|t| t.parse().ok());
     let n: usize = args.get(2).and_then(|t| t.parse().ok()).unwrap_or(3);
+    // Data segments are cut at 512 bytes unless DUMP_FULL is set.
+    let data_limit = if std::env::var_os("DUMP_FULL").is_some() {
+        usize::MAX
+    } else {
+        512
+    };
     let Some(cap) = ceph_capture::Capture::read(&PathBuf::from(path)) else {
         std::process::exit(1);
     };
@@ -55,6 +61,18 @@ fn main() {
                 *counts
                     .entry((m.msg_type, m.version, m.compat_version))
                     .or_default() += 1;
+                if let Some(dir) = &seeds {
+                    let mut seed = m.msg_type.to_le_bytes().to_vec();
+                    seed.push(m.version.min(255) as u8);
+                    seed.extend_from_slice(&(m.front.len() as u32).to_le_bytes());
+                    seed.extend_from_slice(&m.front);
+                    seed.extend_from_slice(&m.data);
+                    let n_seen: usize = counts.values().sum();
+                    let name = dir.join(format!("{}-{}-{n_seen}", m.msg_type, m.version));
+                    if let Err(e) = std::fs::write(&name, &seed) {
+                        eprintln!("{}: {e}", name.display());
+                    }
+                }
                 if want == Some(m.msg_type) && shown < n {
                     shown += 1;
                     println!(
@@ -70,7 +88,7 @@ fn main() {
                         m.middle.len(),
                         m.data.len(),
                         hex(&m.front),
-                        hex(&m.data[..m.data.len().min(512)])
+                        hex(&m.data[..m.data.len().min(data_limit)])
                     );
                 }
             }

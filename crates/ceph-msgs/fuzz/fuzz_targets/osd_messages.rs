@@ -6,6 +6,7 @@
 #![no_main]
 
 use bytes::Bytes;
+use denc::{Decode, Encode};
 use ceph_msgs::log::*;
 use ceph_msgs::osd::*;
 use ceph_msgs::osd_ec::*;
@@ -60,6 +61,13 @@ fuzz_target!(|input: &[u8]| {
     let front_len = (u32::from_le_bytes([input[3], input[4], input[5], input[6]]) as usize).min(rest.len());
     let front = Bytes::copy_from_slice(&rest[..front_len]);
     let data = Bytes::copy_from_slice(&rest[front_len..]);
+    // A scrub map travels in MOSDRepScrubMap's data segment.
+    if ty == MOSDRepScrubMap::TYPE
+        && let Ok(map) = ScrubMap::decode_all(data.clone())
+    {
+        let back = ScrubMap::decode_all(map.to_bytes(u64::MAX)).expect("our own scrub map must decode");
+        assert_eq!(back, map);
+    }
     pick!(ty, &front, &data, version;
         MOSDECSubOpWrite, MOSDECSubOpWriteReply, MOSDECSubOpRead, MOSDECSubOpReadReply,
         MOSDScrubReserve, MOSDRepScrub, MOSDRepScrubMap,
