@@ -29,6 +29,11 @@ pub const COMMANDS: &[(&str, &str)] = &[
     ("ops", "show the ops currently in flight"),
     ("dump_historic_ops", "show recent ops"),
     ("get_command_descriptions", "list available commands"),
+    (
+        "ferro object-digest",
+        "ferro object-digest <pgid>: this OSD's copy of the PG: every object's name, size and crc32c of data, xattrs \
+         and omap (replicas of a clean PG answer the same)",
+    ),
 ];
 
 /// The JSON `ceph` expects from `get_command_descriptions`.
@@ -38,6 +43,9 @@ pub fn command_descriptions() -> String {
         let mut words: Vec<serde_json::Value> = sig.split(' ').map(|w| w.into()).collect();
         if *sig == "config get" {
             words.push(serde_json::json!({"name": "var", "type": "CephString", "req": "true"}));
+        }
+        if *sig == "ferro object-digest" {
+            words.push(serde_json::json!({"name": "pgid", "type": "CephPgid", "req": "true"}));
         }
         m.insert(
             format!("cmd{i:03}"),

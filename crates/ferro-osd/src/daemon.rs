@@ -22,14 +22,14 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use bytes::Bytes;
 use ceph_msgs::osd::{
     MCommand, MCommandReply, MMgrConfigure, MMgrOpen, MMgrReport, MOSDAlive, MOSDBeacon, MOSDBoot,
-    MOSDFailure, MOSDMarkMeDown, MOSDPGCreated, MOSDPing, MPGStats, SignedSpan, failure_flags, osd_msg,
-    ping_op,
+    MOSDFailure, MOSDMarkMeDown, MOSDPGCreated, MOSDPGTemp, MOSDPing, MPGStats, SignedSpan, failure_flags,
+    osd_msg, ping_op,
 };
 use ceph_msgs::osd_op::{MOSDOp, MOSDOpReply, MWatchNotify, osd_msg_type};
 use ceph_msgs::{CephMessage, MAuth, MAuthReply, PaxosHeader};
 use cephx::msgr2_auth::{CephxAuthorizerClientAuth, CephxMonClientAuth, CephxServerAuth};
 use cephx::{AwsLcProvider, CryptoKey, CryptoProvider, MonAuthClient, PeerAuth, ServiceKeys};
-use denc::{Encode, Encoder, EntityAddr, EntityAddrvec, EntityNameT, PgId, Utime, Uuid};
+use denc::{Encode, Encoder, EntityAddr, EntityAddrvec, EntityNameT, PgId, SpgId, Utime, Uuid};
 use ferrostore::uring::{UringDevice, UringOptions};
 use ferrostore::{Store, StoreConfig};
 use monclient::{Event as MonEvent, MonClient, MonTarget, Output as MonOutput};
@@ -145,11 +145,28 @@ fn from_m2(m: msgr2::Message) -> ceph_msgs::Message {
 
 /// What cores say to each other (and what outside threads post to core 0).
 pub enum Msg {
-    /// Core 0 → every core: a new osdmap epoch and our up_from (0: not up).
+    /// Core 0 → every core: a new osdmap epoch (pools ferro-osd does not serve removed) and our up_from
+    /// (0: not up).
     Map {
         map: Arc<OsdMap>,
         up_epoch: u32,
     },
+    /// Connection core → PG core: a message from `osd.<from>` about a PG of that core.
+    Peer {
+        from: i32,
+        msg: ceph_msgs::Message,
+    },
+    /// Any core → the core owning our connection to `osd`.
+    SendOsd {
+        osd: i32,
+        msg: ceph_msgs::Message,
+    },
+    /// Connection owner → every core: the cluster connection to `osd` broke.
+    PeerReset(i32),
+    /// PG core → core 0: requests for the monitor.
+    Mon(Vec<worker::MonReq>),
+    /// Core 0 → PG core: `ferro object-digest` for the admin socket.
+    Digest(SpgId, mpsc::Sender<(i32, String)>),
     /// Connection core → PG core.
     Op(Box<ClientOp>),
     /// PG core → connection core.
@@ -157,8 +174,6 @@ pub enum Msg {
     Notify(ConnId, Box<MWatchNotify>),
     /// Connection core → every core: the client is gone.
     ClientReset(ConnId),
-    /// PG core → core 0: tell the mon (MOSDPGCreated).
-    PgCreated(Vec<PgId>),
     /// Every core → core 0, every second.
     Stats(Box<ShardStats>),
     /// `ceph tell`: connection core → core 0, and the answer back.
@@ -190,9 +205,10 @@ pub struct Common {
     listener_kinds: Vec<ListenerKind>,
     provider: Arc<dyn CryptoProvider>,
     keys: Arc<RwLock<ServiceKeys>>,
+    /// Our cephx client (tickets): every core builds authorizers from it for its OSD connections.
+    auth: Arc<Mutex<MonAuthClient>>,
     /// Origin of our monotonic heartbeat stamps.
     mono_base: Instant,
-    device_class: String,
 }
 
 impl Common {
@@ -246,6 +262,28 @@ pub struct Core {
     ticks: u64,
     messages_received: u64,
     out: Delivery,
+    /// Our cluster connections to other OSDs owned by this core ([`osd_conn_core`]).
+    osds: HashMap<i32, OsdConn>,
+    osd_by_conn: HashMap<RConn, i32>,
+}
+
+/// A cluster connection to another OSD (lossless in Ceph's OSD policy: a broken one is reopened and osd-core
+/// resends what was not acknowledged).
+struct OsdConn {
+    conn: Option<RConn>,
+    addr: (SocketAddr, u32),
+    ready: bool,
+    queue: VecDeque<msgr2::Message>,
+    /// No new connection before this (after a failure).
+    retry_at: Instant,
+}
+
+/// Messages queued per peer OSD while its connection is (re)opening.
+const OSD_QUEUE_MAX: usize = 65536;
+
+/// The core that owns our connection to `osd` (one connection per peer and daemon).
+fn osd_conn_core(osd: i32, ncores: usize) -> usize {
+    (osd.unsigned_abs() as usize) % ncores.max(1)
 }
 
 impl Core {
@@ -322,7 +360,7 @@ impl Core {
 
     /// Hand the shard's outputs to their connections (here or on their core) and to control.
     fn flush(&mut self, ctx: &mut CoreCtx<Msg>) {
-        if self.out.replies.is_empty() && self.out.notifies.is_empty() && self.out.created.is_empty() {
+        if self.out.is_empty() {
             return;
         }
         let out = std::mem::take(&mut self.out);
@@ -342,8 +380,152 @@ impl Core {
                 let _ = ctx.post(home, Msg::Notify(gid, Box::new(n)));
             }
         }
-        if !out.created.is_empty() {
-            let _ = ctx.post(0, Msg::PgCreated(out.created));
+        for (osd, msg) in out.to_osd {
+            self.send_osd(ctx, osd, msg);
+        }
+        if !out.mon.is_empty() {
+            let _ = ctx.post(0, Msg::Mon(out.mon));
+        }
+    }
+
+    /// Send a message to `osd` on the cluster network (through the core owning our connection to it).
+    fn send_osd(&mut self, ctx: &mut CoreCtx<Msg>, osd: i32, msg: ceph_msgs::Message) {
+        let owner = osd_conn_core(osd, ctx.num_cores());
+        if owner != self.id {
+            let _ = ctx.post(owner, Msg::SendOsd { osd, msg });
+            return;
+        }
+        let Some(addr) = self.map.as_ref().and_then(|m| {
+            if !m.is_up(osd) {
+                return None;
+            }
+            let av = m.cluster_addrs.get(osd as usize)?;
+            let a = av.0.iter().find(|a| a.is_msgr2()).or_else(|| av.0.first())?;
+            Some((a.socket_addr()?, a.nonce))
+        }) else {
+            // Down or unknown: osd-core sends again what matters in the next interval.
+            return;
+        };
+        let now = Instant::now();
+        let oc = self.osds.entry(osd).or_insert_with(|| OsdConn {
+            conn: None,
+            addr,
+            ready: false,
+            queue: VecDeque::new(),
+            retry_at: now,
+        });
+        if oc.addr != addr {
+            // The peer restarted: the old session is gone.
+            if let Some(c) = oc.conn.take() {
+                self.osd_by_conn.remove(&c);
+                ctx.close(c);
+            }
+            oc.addr = addr;
+            oc.ready = false;
+            oc.queue.clear();
+        }
+        let m = to_m2(msg);
+        if oc.ready && oc.queue.is_empty() {
+            if let Some(c) = oc.conn {
+                match ctx.send_message(c, m) {
+                    Ok(()) => {}
+                    Err(SendError::Backpressure(m)) => oc.queue.push_back(*m),
+                    Err(_) => {}
+                }
+            }
+            return;
+        }
+        if oc.queue.len() < OSD_QUEUE_MAX {
+            oc.queue.push_back(m);
+        }
+        if oc.conn.is_none() && now >= oc.retry_at {
+            self.connect_osd(ctx, osd);
+        }
+    }
+
+    fn connect_osd(&mut self, ctx: &mut CoreCtx<Msg>, osd: i32) {
+        let Some(oc) = self.osds.get_mut(&osd) else { return };
+        let authz = self
+            .common
+            .auth
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .build_authorizer(cephx::ENTITY_TYPE_OSD);
+        let Ok(authz) = authz else {
+            oc.retry_at = Instant::now() + Duration::from_secs(1);
+            return;
+        };
+        self.next_gid += 1;
+        let mut cfg = self
+            .common
+            .msgr_cfg(self.common.cluster_addr, self.next_gid ^ ((self.id as u64) << 40));
+        cfg.lossy = false;
+        let (sa, nonce) = oc.addr;
+        let c = Connection::connector(
+            cfg,
+            Box::new(CephxAuthorizerClientAuth::new(authz)),
+            msgr2::EntityAddr::msgr2(sa, nonce),
+            ENTITY_TYPE_OSD,
+            Instant::now(),
+        );
+        match ctx.connect(sa, ConnectProto::Msgr2Conn(Box::new(c)), CONNECT_TIMEOUT) {
+            Ok(id) => {
+                oc.conn = Some(id);
+                oc.ready = false;
+                self.osd_by_conn.insert(id, osd);
+            }
+            Err(_) => oc.retry_at = Instant::now() + Duration::from_secs(1),
+        }
+    }
+
+    fn osd_conn_ready(&mut self, ctx: &mut CoreCtx<Msg>, conn: RConn) {
+        let Some(&osd) = self.osd_by_conn.get(&conn) else {
+            return;
+        };
+        let Some(oc) = self.osds.get_mut(&osd) else { return };
+        oc.ready = true;
+        while let Some(m) = oc.queue.pop_front() {
+            match ctx.send_message(conn, m) {
+                Ok(()) => {}
+                Err(SendError::Backpressure(m)) => {
+                    oc.queue.push_front(*m);
+                    return;
+                }
+                Err(_) => return,
+            }
+        }
+    }
+
+    fn osd_conn_reset(&mut self, ctx: &mut CoreCtx<Msg>, conn: RConn) {
+        let Some(osd) = self.osd_by_conn.remove(&conn) else {
+            return;
+        };
+        if let Some(oc) = self.osds.get_mut(&osd)
+            && oc.conn == Some(conn)
+        {
+            oc.conn = None;
+            oc.ready = false;
+            oc.queue.clear();
+            oc.retry_at = Instant::now() + Duration::from_secs(1);
+        }
+        // osd-core resends what osd.N did not acknowledge; the next send reconnects.
+        for core in 0..ctx.num_cores() {
+            let _ = ctx.post(core, Msg::PeerReset(osd));
+        }
+    }
+
+    fn route_peer(&mut self, ctx: &mut CoreCtx<Msg>, from: i32, m: ceph_msgs::Message) {
+        let Some(spgid) = osd_core::route_peer_message(&m) else {
+            return;
+        };
+        let owner = worker::shard_of(&spgid, self.common.shards);
+        if owner == self.id {
+            if let Some(sh) = self.shard.as_mut() {
+                sh.peer(from, m, &mut self.out);
+            }
+            self.flush(ctx);
+        } else {
+            let _ = ctx.post(owner, Msg::Peer { from, msg: m });
         }
     }
 
@@ -429,8 +611,13 @@ impl Core {
                     self.send_local(ctx, conn, to_m2(reply.to_message(f)));
                 }
             }
-            // Other peer traffic (replication, peering) is not served: size-1 pools only.
-            _ => {}
+            // Replication, peering, recovery: to the core of the PG the message is about.
+            _ => {
+                if s.client.ty == ENTITY_TYPE_OSD {
+                    let from = s.client.num as i32;
+                    self.route_peer(ctx, from, from_m2(m));
+                }
+            }
         }
     }
 }
@@ -489,6 +676,10 @@ impl Service for Core {
             c.on_connected(ctx, conn);
             return;
         }
+        if self.osd_by_conn.contains_key(&conn) {
+            self.osd_conn_ready(ctx, conn);
+            return;
+        }
         let (Some(s), Some(p)) = (self.conns.get_mut(&conn), peer) else {
             return;
         };
@@ -512,6 +703,11 @@ impl Service for Core {
             self.after_control(ctx);
             return;
         }
+        if let Some(&osd) = self.osd_by_conn.get(&conn) {
+            self.messages_received += 1;
+            self.route_peer(ctx, osd, from_m2(msg));
+            return;
+        }
         self.peer_message(ctx, conn, msg);
     }
 
@@ -525,6 +721,10 @@ impl Service for Core {
     }
 
     fn on_writable(&mut self, ctx: &mut CoreCtx<Msg>, conn: RConn) {
+        if self.osd_by_conn.contains_key(&conn) {
+            self.osd_conn_ready(ctx, conn);
+            return;
+        }
         let Some(s) = self.conns.get_mut(&conn) else {
             return;
         };
@@ -551,6 +751,10 @@ impl Service for Core {
             self.after_control(ctx);
             return;
         }
+        if self.osd_by_conn.contains_key(&conn) {
+            self.osd_conn_reset(ctx, conn);
+            return;
+        }
         self.conn_gone(ctx, conn);
     }
 
@@ -559,6 +763,16 @@ impl Service for Core {
             T_CORE => {
                 ctx.set_timer(CORE_TICK, T_CORE);
                 self.ticks += 1;
+                let now = Instant::now();
+                let retry: Vec<i32> = self
+                    .osds
+                    .iter()
+                    .filter(|(_, o)| o.conn.is_none() && !o.queue.is_empty() && now >= o.retry_at)
+                    .map(|(k, _)| *k)
+                    .collect();
+                for osd in retry {
+                    self.connect_osd(ctx, osd);
+                }
                 if let Some(sh) = self.shard.as_mut() {
                     sh.tick(&mut self.out);
                     if self.ticks.is_multiple_of(10) {
@@ -582,13 +796,50 @@ impl Service for Core {
     fn on_cross_core(&mut self, ctx: &mut CoreCtx<Msg>, from: CoreId, msg: Msg) {
         match msg {
             Msg::Map { map, up_epoch } => {
+                // Peers that went down: drop their connections (a restarted one gets a new address).
+                let down: Vec<i32> = self.osds.keys().filter(|&&o| !map.is_up(o)).copied().collect();
+                for o in down {
+                    if let Some(oc) = self.osds.remove(&o)
+                        && let Some(c) = oc.conn
+                    {
+                        self.osd_by_conn.remove(&c);
+                        ctx.close(c);
+                    }
+                }
                 self.map = Some(map.clone());
                 self.up_epoch = up_epoch;
                 if let Some(sh) = self.shard.as_mut() {
-                    sh.set_map(map, up_epoch, &mut self.out);
+                    sh.set_map(map, &mut self.out);
                 }
                 self.flush(ctx);
             }
+            Msg::Peer { from, msg } => {
+                if let Some(sh) = self.shard.as_mut() {
+                    sh.peer(from, msg, &mut self.out);
+                }
+                self.flush(ctx);
+            }
+            Msg::SendOsd { osd, msg } => self.send_osd(ctx, osd, msg),
+            Msg::PeerReset(osd) => {
+                if let Some(sh) = self.shard.as_mut() {
+                    sh.peer_reset(osd, &mut self.out);
+                }
+                self.flush(ctx);
+            }
+            Msg::Mon(reqs) => {
+                if let Some(c) = self.control.as_mut() {
+                    c.mon_requests(ctx, reqs);
+                }
+            }
+            Msg::Digest(spgid, tx) => {
+                let r = match self.shard.as_mut().map(|sh| sh.object_digest(&spgid)) {
+                    Some(Ok(j)) => (0, serde_json::to_string_pretty(&j).unwrap_or_default()),
+                    Some(Err(e)) => (-5, serde_json::json!({ "error": e }).to_string()),
+                    None => (-5, "{\"error\": \"no shard\"}".into()),
+                };
+                let _ = tx.send(r);
+            }
+
             Msg::Op(op) => {
                 if let Some(sh) = self.shard.as_mut() {
                     sh.client_op(*op, &mut self.out);
@@ -606,11 +857,6 @@ impl Service for Core {
             Msg::TellReply { conn, msg } => {
                 if let Some(&c) = self.by_gid.get(&conn) {
                     self.send_local(ctx, c, to_m2(msg));
-                }
-            }
-            Msg::PgCreated(pgs) => {
-                if let Some(c) = self.control.as_mut() {
-                    c.pgs_created(ctx, pgs);
                 }
             }
             Msg::Stats(st) => {
@@ -643,7 +889,11 @@ impl Service for Core {
                 }
             }
             Msg::Admin(cmd, tx) => {
-                if let Some(c) = self.control.as_mut() {
+                // `ferro object-digest <pgid>` runs on the PG's core; everything else here.
+                if let Some(spgid) = digest_request(&cmd) {
+                    let owner = worker::shard_of(&spgid, self.common.shards);
+                    let _ = ctx.post(owner, Msg::Digest(spgid, tx));
+                } else if let Some(c) = self.control.as_mut() {
                     let _ = tx.send(c.admin(&cmd, self.messages_received));
                 }
             }
@@ -722,6 +972,7 @@ pub struct Control {
     stopping_since: Option<Instant>,
     hb: Heartbeats<RConn>,
     next_hb_tick: Instant,
+    warned_pools: std::collections::BTreeSet<i64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -1293,7 +1544,28 @@ impl Control {
             && map.epoch != self.map_sent
         {
             self.map_sent = map.epoch;
-            let shared = Arc::new(map.clone());
+            // Pools whose rule reaches OSDs of another device class are not ours: their PGs may hold data on
+            // classic OSDs that ferro-osd cannot peer with yet. The cores never see them.
+            let mut m = map.clone();
+            let class = self.opts.device_class.clone();
+            let drop: Vec<i64> = m
+                .pools
+                .iter()
+                .filter(|(_, p)| !pool_is_ferro_only(map, p.crush_rule, &class))
+                .map(|(k, _)| *k)
+                .collect();
+            for pid in drop {
+                if self.warned_pools.insert(pid) {
+                    eprintln!(
+                        "{} osd.{} pool {pid} is not served: its CRUSH rule also maps to OSDs without device class {class}",
+                        now_utime(),
+                        self.whoami
+                    );
+                }
+                m.pools.remove(&pid);
+            }
+            let shared = Arc::new(m);
+
             for core in 0..ctx.num_cores() {
                 let _ = ctx.post(
                     core,
@@ -1331,13 +1603,50 @@ impl Control {
         }
     }
 
-    fn pgs_created(&mut self, ctx: &mut CoreCtx<Msg>, pgs: Vec<PgId>) {
-        for pgid in pgs {
-            let m = MOSDPGCreated {
-                paxos: PaxosHeader::default(),
-                pgid,
-            };
-            self.send_mon(ctx, m.to_message(PACIFIC_FEATURES));
+    fn mon_requests(&mut self, ctx: &mut CoreCtx<Msg>, reqs: Vec<worker::MonReq>) {
+        for r in reqs {
+            match r {
+                worker::MonReq::Created(pgid) => {
+                    let m = MOSDPGCreated {
+                        paxos: PaxosHeader::default(),
+                        pgid,
+                    };
+                    self.send_mon(ctx, m.to_message(PACIFIC_FEATURES));
+                }
+                worker::MonReq::UpThru(want) => {
+                    let epoch = self.map_epoch();
+                    let up_thru = self
+                        .monc
+                        .osdmap()
+                        .and_then(|m| m.osd_info.get(self.whoami as usize))
+                        .map_or(0, |i| i.up_thru);
+                    // Once per map epoch at most (every shard may ask), as ceph-osd's send_alive.
+                    if up_thru >= want || self.alive_sent_for >= epoch.max(want) {
+                        continue;
+                    }
+                    self.alive_sent_for = epoch.max(want);
+                    let m = MOSDAlive {
+                        paxos: PaxosHeader {
+                            version: u64::from(epoch),
+                            ..PaxosHeader::default()
+                        },
+                        want: want.max(epoch),
+                    };
+                    self.send_mon(ctx, m.to_message(PACIFIC_FEATURES));
+                }
+                worker::MonReq::PgTemp(pgid, acting) => {
+                    let m = MOSDPGTemp {
+                        paxos: PaxosHeader {
+                            version: u64::from(self.map_epoch()),
+                            ..PaxosHeader::default()
+                        },
+                        map_epoch: self.map_epoch(),
+                        pg_temp: vec![(pgid, acting)],
+                        forced: false,
+                    };
+                    self.send_mon(ctx, m.to_message(PACIFIC_FEATURES));
+                }
+            }
         }
     }
 
@@ -1351,8 +1660,21 @@ impl Control {
         self.shard_stats.iter().flatten()
     }
 
+    fn pgs_by_state(&self) -> BTreeMap<String, usize> {
+        let mut m = BTreeMap::new();
+        for s in self.stats() {
+            for (k, v) in &s.status.by_state {
+                *m.entry(k.clone()).or_default() += v;
+            }
+        }
+        m
+    }
+
     fn send_beacon(&mut self, ctx: &mut CoreCtx<Msg>) {
-        let pgs: Vec<PgId> = self.stats().flat_map(|s| s.pgs.keys().map(|k| k.pgid)).collect();
+        let pgs: Vec<PgId> = self
+            .stats()
+            .flat_map(|s| s.pgs.iter().filter(|(r, _)| r.primary).map(|(r, _)| r.spgid.pgid))
+            .collect();
         let m = MOSDBeacon {
             paxos: PaxosHeader {
                 version: u64::from(self.map_epoch()),
@@ -1483,23 +1805,24 @@ impl Control {
             total += sh.total_bytes;
             free += sh.free_bytes;
             lat = lat.max(sh.commit_latency_ns);
-            for (spgid, (s, life)) in &sh.pgs {
-                // PGs of deleted pools are not reported (their data stays until PG removal exists).
-                if !self
-                    .monc
-                    .osdmap()
-                    .is_some_and(|m| m.pools.contains_key(&(spgid.pgid.pool as i64)))
+            for (r, since) in &sh.pgs {
+                stored += r.stats.num_bytes;
+                // Only the acting primary reports a PG (as ceph-osd); PGs of deleted pools are not reported.
+                if !r.primary
+                    || !self
+                        .monc
+                        .osdmap()
+                        .is_some_and(|m| m.pools.contains_key(&(r.spgid.pgid.pool as i64)))
                 {
                     continue;
                 }
-                let ps = stats::pg_stat(self.whoami, epoch, seq, s, life, now);
+                let ps = stats::pg_stat_report(r, epoch, seq, *since, now);
                 let mut e = Encoder::new(PACIFIC_FEATURES);
                 ps.encode(&mut e);
-                pg_stat.insert(spgid.pgid, e.into_bytes());
-                stored += s.num_bytes;
-                let p = pool_stat.entry(spgid.pgid.pool as i64).or_default();
-                p.data_stored += s.num_bytes;
-                p.allocated += s.num_bytes.div_ceil(4096) * 4096;
+                pg_stat.insert(r.spgid.pgid, e.into_bytes());
+                let p = pool_stat.entry(r.spgid.pgid.pool as i64).or_default();
+                p.data_stored += r.stats.num_bytes;
+                p.allocated += r.stats.num_bytes.div_ceil(4096) * 4096;
             }
         }
         let os = stats::osd_stat(total, free, stored, self.up_epoch, seq, pg_stat.len() as u32, lat);
@@ -1650,6 +1973,7 @@ impl Control {
                 "oldest_map": self.map_epoch(),
                 "newest_map": self.map_epoch(),
                 "num_pgs": self.stats().map(|s| s.pgs.len()).sum::<usize>(),
+                "pgs_by_state": self.pgs_by_state(),
                 "objectstore": "ferrostore",
             }),
             "version" | "git_version" => serde_json::json!({
@@ -1826,8 +2150,8 @@ impl Daemon {
             listener_kinds: kinds,
             provider,
             keys: Arc::new(RwLock::new(ServiceKeys::default())),
+            auth: auth.clone(),
             mono_base: Instant::now(),
-            device_class: opts.device_class.clone(),
         });
         let mons: Vec<MonTarget> = opts
             .mon_hosts
@@ -1884,6 +2208,7 @@ impl Daemon {
                 seed,
             ),
             next_hb_tick: now,
+            warned_pools: Default::default(),
             opts: opts.clone(),
             dd: dd.clone(),
         };
@@ -1908,7 +2233,7 @@ impl Daemon {
                     Store::mount(dev, core as u32, StoreConfig::default())
                         .map_err(|e| format!("mounting ferrostore shard {core}: {e}"))
                 })
-                .map(|store| Shard::new(core as u32, shards, whoami, store, common2.device_class.clone()));
+                .map(|store| Shard::new(core as u32, shards, whoami, store, common2.mono_base));
             let shard = match shard {
                 Ok(s) => Some(s),
                 Err(e) => {
@@ -1942,6 +2267,8 @@ impl Daemon {
                 ticks: 0,
                 messages_received: 0,
                 out: Delivery::default(),
+                osds: HashMap::new(),
+                osd_by_conn: HashMap::new(),
             }
         };
         let rt = Arc::new(Runtime::start(cfg, factory).map_err(|e| format!("starting the cores: {e}"))?);
@@ -1978,4 +2305,15 @@ impl Daemon {
             None => Ok(()),
         }
     }
+}
+
+/// `ferro object-digest <pgid>` (admin socket): the PG it asks about.
+fn digest_request(cmd: &str) -> Option<SpgId> {
+    let v: serde_json::Value = serde_json::from_str(cmd).ok()?;
+    if v["prefix"].as_str()? != "ferro object-digest" {
+        return None;
+    }
+    let (pool, seed) = v["pgid"].as_str()?.split_once('.')?;
+    let pgid = PgId::new(pool.parse().ok()?, u32::from_str_radix(seed, 16).ok()?);
+    Some(SpgId::new(pgid, denc::ShardId::NO_SHARD))
 }

@@ -201,9 +201,11 @@ pub enum Value {
 /// The `osd` section's values, in [`OSD`] order.
 pub fn values<'a>(stats: impl Iterator<Item = &'a ShardStats>, messages_received: u64) -> Vec<Value> {
     let mut t = ShardStats::default();
-    let mut pgs = 0u64;
+    let (mut pgs, mut primary) = (0u64, 0u64);
     for s in stats {
         pgs += s.pgs.len() as u64;
+        primary += s.pgs.iter().filter(|(r, _)| r.primary).count() as u64;
+        t.subops += s.subops;
         t.ops += s.ops;
         t.ops_r += s.ops_r;
         t.ops_w += s.ops_w;
@@ -240,9 +242,10 @@ pub fn values<'a>(stats: impl Iterator<Item = &'a ShardStats>, messages_received
                 count: t.op_w_latency_count,
                 sum_ns: t.op_w_latency_ns_sum,
             },
-            "subop" => Value::U64(0),
+            "subop" => Value::U64(t.subops),
             "subop_latency" => Value::Avg { count: 0, sum_ns: 0 },
-            "numpg" | "numpg_primary" => Value::U64(pgs),
+            "numpg" => Value::U64(pgs),
+            "numpg_primary" => Value::U64(primary),
             "stat_bytes" => Value::U64(t.total_bytes),
             "stat_bytes_used" => Value::U64(t.total_bytes.saturating_sub(t.free_bytes)),
             "stat_bytes_avail" => Value::U64(t.free_bytes),
@@ -282,9 +285,9 @@ pub fn dump<'a>(
     }
     let (objs, bytes) = stats
         .iter()
-        .flat_map(|s| s.pgs.values())
-        .fold((0u64, 0u64), |(o, b), (p, _)| {
-            (o + p.num_objects, b + p.num_bytes)
+        .flat_map(|s| s.pgs.iter())
+        .fold((0u64, 0u64), |(o, b), (r, _)| {
+            (o + r.stats.num_objects, b + r.stats.num_bytes)
         });
     let lat = stats.iter().map(|s| s.commit_latency_ns).max().unwrap_or(0);
     serde_json::json!({

@@ -2,6 +2,7 @@
 //! Building `pg_stat_t` / `osd_stat_t` reports from the PGs' counters.
 
 use denc::{PgId, Utime};
+use osd_core::PgReport;
 use osd_types::ObjectStatSum;
 use osd_types::osd_stat::{ObjectstorePerfStat, OsdStat};
 use osd_types::pg_stat::{ObjectStatCollection, PgStat, pg_state};
@@ -58,6 +59,60 @@ pub fn pg_stat(osd: i32, epoch: u32, seq: u64, s: &PgStats, life: &PgLife, now: 
         last_fullsized: now,
         last_peered: now,
         last_became_peered: life.activated_at,
+        ..PgStat::default()
+    }
+}
+
+/// A PG as osd-core reports it (any pool size), for MPGStats: state flags, up/acting, history epochs, object
+/// counts with degraded/misplaced/missing copies. `since`: when the PG entered its current state.
+pub fn pg_stat_report(r: &PgReport, epoch: u32, seq: u64, since: Utime, now: Utime) -> PgStat {
+    let s = &r.stats;
+    let copies = s.num_objects * r.acting.len().max(1) as u64;
+    let sum = ObjectStatSum {
+        num_bytes: s.num_bytes as i64,
+        num_objects: s.num_objects as i64,
+        num_object_copies: copies as i64,
+        num_objects_missing_on_primary: r.num_objects_missing as i64,
+        num_objects_degraded: r.num_objects_degraded as i64,
+        num_objects_misplaced: r.num_objects_misplaced as i64,
+        num_objects_omap: s.num_omap_objects as i64,
+        num_rd: s.num_rd as i64,
+        num_rd_kb: s.num_rd_kb as i64,
+        num_wr: s.num_wr as i64,
+        num_wr_kb: s.num_wr_kb as i64,
+        ..ObjectStatSum::default()
+    };
+    let active = r.state & pg_state::ACTIVE != 0;
+    let clean = r.state & pg_state::CLEAN != 0;
+    PgStat {
+        version: r.last_update,
+        reported_seq: seq,
+        reported_epoch: epoch,
+        state: r.state,
+        created: r.created,
+        last_epoch_clean: r.last_epoch_clean,
+        parent: PgId::default(),
+        last_scrub_stamp: since,
+        stats: ObjectStatCollection { sum },
+        log_size: s.log_size as i64,
+        ondisk_log_size: s.ondisk_log_size as i64,
+        up: r.up.clone(),
+        acting: r.acting.clone(),
+        last_fresh: now,
+        last_change: since,
+        last_active: if active { now } else { since },
+        last_clean: if clean { now } else { since },
+        last_unstale: now,
+        mapping_epoch: r.mapping_epoch,
+        last_deep_scrub_stamp: since,
+        last_clean_scrub_stamp: since,
+        last_became_active: since,
+        up_primary: r.up_primary,
+        acting_primary: r.acting_primary,
+        last_undegraded: if r.num_objects_degraded == 0 { now } else { since },
+        last_fullsized: now,
+        last_peered: if active { now } else { since },
+        last_became_peered: since,
         ..PgStat::default()
     }
 }

@@ -1,38 +1,29 @@
 // SPDX-License-Identifier: LGPL-3.0-or-later
-//! One core's storage side: its ferrostore shard and the PGs placed on it. Lives inside the core's reactor
-//! service (crate `reactor`), so nothing here blocks except shutdown and the rare PG close, which wait for the
-//! shard's in-flight writes. The core decides which PGs are its own from every osdmap it is given; ops arrive
-//! from the connection's core (this one or another, over the SPSC mesh); replies are released by the `pg`
-//! engine once ferrostore reports their transaction durable and go back the same way.
+//! One core's storage side: its ferrostore shard and the PGs placed on it, as an `osd_core::OsdShard` (the
+//! sans-IO OSD core: placement from the map, peering, primary-copy replication, recovery, backfill, client
+//! ops). Lives inside the core's reactor service, so nothing here blocks except shutdown, which waits for the
+//! shard's in-flight writes. This module turns the core's outputs into a [`Delivery`] the daemon sends.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::{Instant, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
-use ceph_msgs::osd_op::{MOSDOp, MOSDOpReply, MWatchNotify};
-use denc::{EntityAddr, EntityNameT, PgId, SpgId, Utime};
+use ceph_msgs::osd_op::{MOSDOpReply, MWatchNotify};
+use denc::{PgId, SpgId, Utime};
 use ferrostore::uring::UringDevice;
-use ferrostore::{Device, Store};
+use ferrostore::{CollectionId, Device, ObjectKey, Store};
+use osd_core::{Input, OsdShard, Output, PgReport, ShardConfig, ShardStatus};
 use osdmap::OsdMap;
-use pg::{ConnId, OpContext, OsdCap, Outputs, Pg, PgConfig, PgStats, PoolInfo};
+use pg::ConnId;
 
-use crate::stats::PgLife;
-
-/// A client op and what the PG needs to know about its sender.
-pub struct ClientOp {
-    /// The connection, as a daemon-wide id ([`home_core`] tells which core holds it).
-    pub conn: ConnId,
-    pub msg: MOSDOp,
-    pub client: EntityNameT,
-    pub client_addr: EntityAddr,
-    pub caps: Arc<OsdCap>,
-    pub features: u64,
-}
+pub use osd_core::ClientOp;
 
 /// A shard's statistics (sent to core 0 every second).
 #[derive(Debug, Default, Clone)]
 pub struct ShardStats {
-    pub pgs: BTreeMap<SpgId, (PgStats, PgLife)>,
+    /// Every PG this shard holds (primary or replica) and since when it is in its current state.
+    pub pgs: Vec<(PgReport, Utime)>,
+    pub status: ShardStatus,
     pub total_bytes: u64,
     pub free_bytes: u64,
     pub ops: u64,
@@ -40,24 +31,26 @@ pub struct ShardStats {
     pub ops_w: u64,
     pub op_in_bytes: u64,
     pub op_out_bytes: u64,
-    /// Sum and count of client op latencies (receive to durable reply), nanoseconds.
+    /// Sum and count of client op latencies (arrival on this core to reply), nanoseconds.
     pub op_latency_ns_sum: u64,
     pub op_latency_count: u64,
     pub op_r_latency_ns_sum: u64,
     pub op_r_latency_count: u64,
     pub op_w_latency_ns_sum: u64,
     pub op_w_latency_count: u64,
+    /// Peer messages handled (replication, peering, recovery) and their handling time.
+    pub subops: u64,
     /// Sum and count of transaction commit latencies (queued to durable), nanoseconds.
     pub commit_latency_ns_sum: u64,
     pub commit_latency_count: u64,
     /// Recent commit latency (EWMA), nanoseconds.
     pub commit_latency_ns: u64,
+    pub misdirected: u64,
 }
 
-/// Which shard (core) owns a PG: fixed by the shard count chosen at mkfs (a PG's data lives in its shard).
+/// Which shard (core) owns a PG (osd-core's rule; fixed by the shard count chosen at mkfs).
 pub fn shard_of(spgid: &SpgId, shards: u32) -> usize {
-    let h = spgid.pgid.pool.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ u64::from(spgid.pgid.seed);
-    (h % u64::from(shards.max(1))) as usize
+    osd_core::shard_of(spgid, shards)
 }
 
 /// Bits of a daemon-wide connection id below the core number.
@@ -77,210 +70,131 @@ fn now_utime() -> Utime {
     Utime::from_system_time(SystemTime::now())
 }
 
-/// Ops waiting on this core for a newer map, at most.
-const PARKED_MAX: usize = 4096;
+/// Requests for the monitor that core 0 sends.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MonReq {
+    /// MOSDAlive (up_thru at least this epoch).
+    UpThru(u32),
+    /// MOSDPGTemp.
+    PgTemp(PgId, Vec<i32>),
+    /// MOSDPGCreated.
+    Created(PgId),
+}
 
 /// What a shard hands back to its core to deliver.
 #[derive(Default)]
 pub struct Delivery {
     pub replies: Vec<(ConnId, MOSDOpReply)>,
     pub notifies: Vec<(ConnId, MWatchNotify)>,
-    /// PGs created (the mon is told with MOSDPGCreated).
-    pub created: Vec<PgId>,
+    /// Messages for other OSDs (cluster network).
+    pub to_osd: Vec<(i32, ceph_msgs::Message)>,
+    pub mon: Vec<MonReq>,
 }
 
 impl Delivery {
-    fn add(&mut self, o: Outputs) {
-        self.replies.extend(o.replies);
-        self.notifies.extend(o.notifies);
+    pub fn is_empty(&self) -> bool {
+        self.replies.is_empty() && self.notifies.is_empty() && self.to_osd.is_empty() && self.mon.is_empty()
     }
 }
 
 /// One core's ferrostore shard and PGs.
 pub struct Shard {
     pub index: u32,
-    shards: u32,
     osd_id: i32,
-    store: Store<UringDevice>,
-    pgs: BTreeMap<SpgId, (Pg, PgLife)>,
-    cfg: PgConfig,
-    map: Option<Arc<OsdMap>>,
-    up_epoch: u32,
-    device_class: String,
-    warned_pools: std::collections::BTreeSet<i64>,
-    parked: Vec<ClientOp>,
+    core: OsdShard<UringDevice>,
+    /// Monotonic origin of the core's clock.
+    start: Instant,
     evs: Vec<ferrostore::Event>,
-    /// When each in-flight client op arrived (by reqid tid + conn), for op latency.
+    /// When each in-flight client op arrived (by connection and tid), for op latency.
     started: BTreeMap<(ConnId, u64), (Instant, bool)>,
     /// When the oldest not-yet-durable transaction was queued (commit latency, approximated per batch).
     commit_since: Option<Instant>,
+    /// Since when each PG is in its current state (pg_stat_t's last_change).
+    since: BTreeMap<SpgId, (u64, Utime)>,
     pub stats: ShardStats,
     total_bytes: u64,
 }
 
 impl Shard {
-    pub fn new(
-        index: u32,
-        shards: u32,
-        osd_id: i32,
-        store: Store<UringDevice>,
-        device_class: String,
-    ) -> Self {
+    pub fn new(index: u32, shards: u32, osd_id: i32, store: Store<UringDevice>, start: Instant) -> Self {
         let total_bytes = store.device().size_bytes() / u64::from(shards.max(1));
+        let core = OsdShard::new(ShardConfig::new(osd_id, index, shards), store);
         Shard {
             index,
-            shards,
             osd_id,
-            store,
-            pgs: BTreeMap::new(),
-            cfg: PgConfig {
-                osd_id,
-                ..PgConfig::default()
-            },
-            map: None,
-            up_epoch: 0,
-            device_class,
-            warned_pools: Default::default(),
-            parked: Vec::new(),
+            core,
+            start,
             evs: Vec::new(),
             started: BTreeMap::new(),
             commit_since: None,
+            since: BTreeMap::new(),
             stats: ShardStats::default(),
             total_bytes,
         }
     }
 
-    pub fn map_epoch(&self) -> u32 {
-        self.map.as_ref().map_or(0, |m| m.epoch)
-    }
-
     /// Writes queued and not yet durable.
-    pub fn busy(&self) -> bool {
-        self.store.unacked() > 0
+    pub fn busy(&mut self) -> bool {
+        self.core.store_mut().unacked() > 0
     }
 
     fn log(&self, msg: &str) {
         eprintln!("{} osd.{} shard {} {msg}", now_utime(), self.osd_id, self.index);
     }
 
-    /// A new map (and whether we are up): place this shard's PGs, then retry parked ops.
-    pub fn set_map(&mut self, map: Arc<OsdMap>, up_epoch: u32, out: &mut Delivery) {
-        self.map = Some(map);
-        self.up_epoch = up_epoch;
-        if up_epoch > 0 {
-            self.place_pgs(out);
+    fn feed(&mut self, input: Input, out: &mut Delivery) {
+        let now = self.start.elapsed();
+        let had = self.core.store_mut().unacked();
+        self.core.handle(now, now_utime(), input);
+        if self.commit_since.is_none() && had == 0 && self.core.store_mut().unacked() > 0 {
+            self.commit_since = Some(Instant::now());
         }
-        let parked = std::mem::take(&mut self.parked);
-        for op in parked {
-            self.client_op(op, out);
-        }
+        self.drain_outputs(out);
     }
 
-    /// Open every PG of this shard whose acting primary we are (size-1 pools of ferro-only rules); close those
-    /// the map no longer lets us serve alone.
-    fn place_pgs(&mut self, out: &mut Delivery) {
-        let Some(map) = self.map.clone() else { return };
-        let epoch = map.epoch;
-        let mut want = Vec::new();
-        for (pid, pool) in &map.pools {
-            if !crate::daemon::pool_is_ferro_only(&map, pool.crush_rule, &self.device_class) {
-                // Its PGs may hold data on other OSDs that we cannot backfill: never claim them (an empty PG
-                // reported active+clean would hide that data). Pools belong here through a device-class rule.
-                if self.warned_pools.insert(*pid) && self.index == 0 {
-                    self.log(&format!(
-                        "pool {pid} is not served: its CRUSH rule {} also maps to OSDs without device class {}",
-                        pool.crush_rule, self.device_class
-                    ));
-                }
-                continue;
-            }
-            let info = PoolInfo {
-                id: *pid,
-                name: map.pool_name.get(pid).cloned().unwrap_or_default(),
-                pg_num: pool.pg_num,
-                erasure: pool.is_erasure(),
-                applications: pool.application_metadata.keys().cloned().collect(),
-            };
-            for seed in 0..pool.pg_num {
-                let pgid = PgId::new(*pid as u64, seed);
-                let spgid = SpgId::new(pgid, denc::ShardId::NO_SHARD);
-                if shard_of(&spgid, self.shards) != self.index as usize {
-                    continue;
-                }
-                let Ok(ua) = map.pg_to_up_acting_osds(pgid) else {
-                    continue;
-                };
-                if ua.acting_primary != self.osd_id {
-                    continue;
-                }
-                if pool.size != 1 || ua.acting.len() != 1 {
-                    // Replication is not implemented yet. Serving such a PG alone would report it active+clean
-                    // with one copy where the pool asks for more: it stays inactive instead (clients wait, as
-                    // they do on any inactive PG) and the operator is told once per pool.
-                    if self.warned_pools.insert(*pid) {
-                        self.log(&format!(
-                            "pool {pid} is not served: size {} needs replication, which ferro-osd does not do yet",
-                            pool.size
-                        ));
+    fn drain_outputs(&mut self, out: &mut Delivery) {
+        let now = Instant::now();
+        while let Some(o) = self.core.poll_output() {
+            match o {
+                Output::ClientReply { conn, reply } => {
+                    if let Some((t0, w)) = self.started.remove(&(conn, reply.tid)) {
+                        let ns = now.duration_since(t0).as_nanos() as u64;
+                        let s = &mut self.stats;
+                        s.op_latency_ns_sum += ns;
+                        s.op_latency_count += 1;
+                        if w {
+                            s.op_w_latency_ns_sum += ns;
+                            s.op_w_latency_count += 1;
+                        } else {
+                            s.op_r_latency_ns_sum += ns;
+                            s.op_r_latency_count += 1;
+                        }
+                        s.op_out_bytes += reply.ops.iter().map(|o| o.outdata.len() as u64).sum::<u64>();
                     }
-                    continue;
+                    out.replies.push((conn, *reply));
                 }
-                want.push((spgid, info.clone()));
-            }
-        }
-        let keep: std::collections::BTreeSet<SpgId> = want.iter().map(|(s, _)| *s).collect();
-        let gone: Vec<SpgId> = self.pgs.keys().filter(|s| !keep.contains(s)).copied().collect();
-        for spgid in gone {
-            self.log(&format!("pg {spgid}: no longer served at epoch {epoch}"));
-            // Accepted writes are made durable and answered first.
-            self.drain(out);
-            self.pgs.remove(&spgid);
-        }
-        for (spgid, info) in want {
-            if let Some((p, _)) = self.pgs.get_mut(&spgid) {
-                p.set_pool(info);
-                continue;
-            }
-            let mut p = Pg::new(spgid, info, self.cfg.clone());
-            let cid = p.collection().clone();
-            let exists = self.store.collection_exists(&cid).unwrap_or(false);
-            let r = if exists {
-                p.load(&mut self.store).map(|_| ())
-            } else {
-                p.create(&mut self.store, epoch).map(|_| ())
-            };
-            match r {
-                Ok(()) => {
-                    let life = PgLife {
-                        created_epoch: epoch,
-                        active_since_epoch: self.up_epoch.max(epoch),
-                        activated_at: now_utime(),
-                    };
-                    self.pgs.insert(spgid, (p, life));
-                    if !exists {
-                        out.created.push(spgid.pgid);
-                    }
+                Output::ClientNotify { conn, msg } => out.notifies.push((conn, *msg)),
+                Output::ToOsd { osd, msg } => out.to_osd.push((osd, msg)),
+                Output::NeedUpThru { epoch } => out.mon.push(MonReq::UpThru(epoch)),
+                Output::PgTemp { pgid, acting } => out.mon.push(MonReq::PgTemp(pgid, acting)),
+                Output::PgCreated { pgid } => out.mon.push(MonReq::Created(pgid)),
+                Output::Misdirected { conn, msg } => {
+                    // Ceph drops misdirected ops; the client resends on a newer map.
+                    self.stats.misdirected += 1;
+                    self.started.remove(&(conn, msg.tid));
                 }
-                Err(e) => self.log(&format!("pg {spgid}: {e}")),
+                Output::Log(l) => self.log(&l),
             }
         }
     }
 
-    /// Execute (or park) a client op for a PG of this shard.
+    /// A new map epoch.
+    pub fn set_map(&mut self, map: Arc<OsdMap>, out: &mut Delivery) {
+        self.feed(Input::Map(map), out);
+    }
+
+    /// A client op for a PG of this shard.
     pub fn client_op(&mut self, op: ClientOp, out: &mut Delivery) {
-        let epoch = self.map_epoch();
-        if op.msg.osdmap_epoch > epoch {
-            // The client has a newer map: wait for it (Ceph's wait_for_map).
-            if self.parked.len() < PARKED_MAX {
-                self.parked.push(op);
-            }
-            return;
-        }
-        let spgid = op.msg.pgid;
-        let Some((p, _)) = self.pgs.get_mut(&spgid) else {
-            // Not ours: Ceph drops misdirected ops; the client resends on a newer map.
-            return;
-        };
         self.stats.ops += 1;
         let is_write = op.msg.ops.iter().any(|o| ceph_msgs::osd_op::op::is_write(o.op));
         if is_write {
@@ -289,65 +203,34 @@ impl Shard {
             self.stats.ops_r += 1;
         }
         self.stats.op_in_bytes += op.msg.ops.iter().map(|o| o.indata.len() as u64).sum::<u64>();
-        self.started
-            .insert((op.conn, op.msg.tid), (Instant::now(), is_write));
-        let o = p.handle_op(
-            &mut self.store,
-            OpContext {
-                msg: op.msg,
-                conn: op.conn,
-                client: op.client,
-                client_addr: op.client_addr,
-                caps: &op.caps,
-                conn_features: op.features,
-                epoch,
-                now: now_utime(),
-            },
-        );
-        if self.store.unacked() > 0 && self.commit_since.is_none() {
-            self.commit_since = Some(Instant::now());
+        if self.started.len() < 1 << 16 {
+            self.started
+                .insert((op.conn, op.msg.tid), (Instant::now(), is_write));
         }
-        self.deliver(o, out);
+        self.feed(Input::ClientOp(Box::new(op)), out);
     }
 
-    fn deliver(&mut self, o: Outputs, out: &mut Delivery) {
-        let now = Instant::now();
-        for (conn, r) in &o.replies {
-            if let Some((t0, w)) = self.started.remove(&(*conn, r.tid)) {
-                let ns = now.duration_since(t0).as_nanos() as u64;
-                let s = &mut self.stats;
-                s.op_latency_ns_sum += ns;
-                s.op_latency_count += 1;
-                if w {
-                    s.op_w_latency_ns_sum += ns;
-                    s.op_w_latency_count += 1;
-                } else {
-                    s.op_r_latency_ns_sum += ns;
-                    s.op_r_latency_count += 1;
-                }
-                s.op_out_bytes += r.ops.iter().map(|o| o.outdata.len() as u64).sum::<u64>();
-            }
-        }
-        out.add(o);
+    /// A message from another OSD for a PG of this shard.
+    pub fn peer(&mut self, from: i32, msg: ceph_msgs::Message, out: &mut Delivery) {
+        self.stats.subops += 1;
+        self.feed(Input::Peer { from, msg }, out);
+    }
+
+    /// The cluster connection to `osd` broke (unacknowledged messages are resent).
+    pub fn peer_reset(&mut self, osd: i32, out: &mut Delivery) {
+        self.feed(Input::PeerReset(osd), out);
     }
 
     /// A client connection went away (watches it held time out as Ceph's do).
     pub fn client_reset(&mut self, c: ConnId, out: &mut Delivery) {
-        let now = now_utime();
-        self.parked.retain(|op| op.conn != c);
         self.started.retain(|k, _| k.0 != c);
-        let mut os = Vec::new();
-        for (p, _) in self.pgs.values_mut() {
-            os.push(p.handle_disconnect(c, now));
-        }
-        for o in os {
-            self.deliver(o, out);
-        }
+        self.feed(Input::ClientReset(c), out);
     }
 
-    /// Reap device completions: durable transactions release their replies.
+    /// Reap device completions: durable transactions release replies and replica acks.
     pub fn poll(&mut self, out: &mut Delivery) -> Result<bool, String> {
-        self.store
+        self.core
+            .store_mut()
             .poll(&mut self.evs)
             .map_err(|e| format!("ferrostore shard {}: {e}", self.index))?;
         let got = !self.evs.is_empty();
@@ -361,13 +244,7 @@ impl Shard {
         for ev in &evs {
             if let ferrostore::Event::Durable(seq) = ev {
                 durable = true;
-                let mut os = Vec::new();
-                for (p, _) in self.pgs.values_mut() {
-                    os.push(p.on_commit(*seq));
-                }
-                for o in os {
-                    self.deliver(o, out);
-                }
+                self.feed(Input::Durable(*seq), out);
             }
         }
         self.evs = evs;
@@ -378,51 +255,131 @@ impl Shard {
             s.commit_latency_ns = (s.commit_latency_ns * 7 + ns) / 8;
             s.commit_latency_ns_sum += ns;
             s.commit_latency_count += 1;
-            if self.store.unacked() > 0 {
+            if self.core.store_mut().unacked() > 0 {
                 self.commit_since = Some(Instant::now());
             }
         }
     }
 
-    /// Wait (blocking) until every queued write is durable, delivering the replies it releases.
-    pub fn drain(&mut self, out: &mut Delivery) {
-        while self.store.unacked() > 0 {
-            if let Err(e) = self.store.wait(&mut self.evs) {
-                self.log(&format!("draining: {e}"));
-                return;
-            }
-            self.on_events(out);
-        }
-    }
-
-    /// Watch/notify timeouts.
+    /// Timers (peering retries, leases, recovery pacing, watch timeouts): tick when due.
     pub fn tick(&mut self, out: &mut Delivery) {
-        let now = now_utime();
-        let mut os = Vec::new();
-        for (p, _) in self.pgs.values_mut() {
-            if p.poll_timeout().is_some_and(|t| t <= now) {
-                os.push(p.handle_timeout(&mut self.store, now));
-            }
-        }
-        for o in os {
-            self.deliver(o, out);
+        let now = self.start.elapsed();
+        if self
+            .core
+            .poll_timeout()
+            .is_none_or(|t| t <= now + Duration::from_millis(1))
+        {
+            self.feed(Input::Tick, out);
         }
     }
 
     pub fn snapshot(&mut self) -> ShardStats {
         let mut s = self.stats.clone();
-        s.pgs = self.pgs.iter().map(|(k, (p, l))| (*k, (p.stats(), *l))).collect();
+        let now = now_utime();
+        let reports = self.core.pg_stats();
+        let mut since = BTreeMap::new();
+        s.pgs = reports
+            .into_iter()
+            .map(|r| {
+                let t = match self.since.get(&r.spgid) {
+                    Some(&(st, t)) if st == r.state => t,
+                    _ => now,
+                };
+                since.insert(r.spgid, (r.state, t));
+                (r, t)
+            })
+            .collect();
+        self.since = since;
+        s.status = self.core.status();
         s.total_bytes = self.total_bytes;
-        s.free_bytes = self.store.free_bytes();
+        s.free_bytes = self.core.store_mut().free_bytes();
         s
+    }
+
+    /// `ferro object-digest <pgid>`: every object of the PG's collection on this OSD (name, size, crc32c of its
+    /// data, xattrs and omap), in store order, skipping the PG's metadata object. Replicas of a clean PG give
+    /// identical lists.
+    pub fn object_digest(&mut self, spgid: &SpgId) -> Result<serde_json::Value, String> {
+        let cid: CollectionId = pg::keys::collection_id(spgid);
+        let meta = pg::keys::pgmeta_key(spgid);
+        let store = self.core.store_mut();
+        let mut objs = Vec::new();
+        let mut cursor: Vec<u8> = Vec::new();
+        let mut total: u32 = 0;
+        loop {
+            let batch = store
+                .list_objects(&cid, &cursor, None, 256)
+                .map_err(|e| format!("listing {spgid}: {e}"))?;
+            let Some(last) = batch.last() else { break };
+            let mut next = last.name.to_vec();
+            next.push(0);
+            for k in batch {
+                if k == meta {
+                    continue;
+                }
+                let (name, size, crc) = digest_one(store, &cid, &k).map_err(|e| format!("{spgid}: {e}"))?;
+                total = ceph_crc::ceph_crc32c(total, &crc.to_le_bytes());
+                objs.push(serde_json::json!({"name": name, "size": size, "crc32c": format!("{crc:08x}")}));
+            }
+            cursor = next;
+            if objs.len() > 1 << 20 {
+                return Err("too many objects".into());
+            }
+        }
+        Ok(serde_json::json!({
+            "pgid": spgid.pgid.to_string(),
+            "num_objects": objs.len(),
+            "digest": format!("{total:08x}"),
+            "objects": objs,
+        }))
     }
 
     /// Drain and unmount (shutdown).
     pub fn shutdown(mut self) {
         let mut out = Delivery::default();
-        self.drain(&mut out);
-        if let Err(e) = self.store.umount() {
+        while self.core.store_mut().unacked() > 0 {
+            if let Err(e) = self.core.store_mut().wait(&mut self.evs) {
+                self.log(&format!("draining: {e}"));
+                break;
+            }
+            self.on_events(&mut out);
+        }
+        if let Err(e) = self.core.into_store().umount() {
             eprintln!("ferro-osd: unmounting shard {}: {e}", self.index);
         }
     }
+}
+
+fn digest_one<D: Device>(
+    store: &mut Store<D>,
+    cid: &CollectionId,
+    k: &ObjectKey,
+) -> Result<(String, u64, u32), ferrostore::StoreError> {
+    let name = pg::keys::from_key(k).map_or_else(
+        || format!("{:?}", k.name),
+        |g| String::from_utf8_lossy(&g.hobj.oid.0).into_owned(),
+    );
+    let st = store.stat(cid, k)?;
+    let data = store.read(cid, k, 0, st.size)?;
+    let mut crc = ceph_crc::ceph_crc32c(0, &data);
+    let mut attrs = store.getattrs(cid, k)?;
+    attrs.sort();
+    for (a, v) in attrs {
+        crc = ceph_crc::ceph_crc32c(crc, &a);
+        crc = ceph_crc::ceph_crc32c(crc, &v);
+    }
+    crc = ceph_crc::ceph_crc32c(crc, &store.omap_get_header(cid, k).unwrap_or_default());
+    let mut start: Vec<u8> = Vec::new();
+    loop {
+        let kv = store.omap_iterate(cid, k, &start, 1024)?;
+        let Some((last, _)) = kv.last() else { break };
+        let mut next = last.to_vec();
+        next.push(0);
+        for (a, v) in kv {
+            crc = ceph_crc::ceph_crc32c(crc, &a);
+            crc = ceph_crc::ceph_crc32c(crc, &v);
+        }
+        start = next;
+    }
+    Ok((name, st.size, crc))
 }

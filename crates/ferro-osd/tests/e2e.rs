@@ -276,17 +276,28 @@ fn ferro_osd_serves_unmodified_clients() {
         }
     }
 
-    // A pool resized to 3 copies cannot be served without replication: a write must not be acknowledged
-    // with a single copy (it waits, as on any inactive PG, and the client times out).
+    // A pool resized to 3 copies and min_size 2 with one OSD is below min_size: its PGs stay peered, not
+    // active (Ceph's rule), so a write is not acknowledged with a single copy (it waits; the client times out).
     c.ceph(&["osd", "pool", "set", "fp", "size", "3", "--yes-i-really-mean-it"])
         .unwrap();
-    c.wait_for("ferro-osd to drop the resized pool's PGs", t, || {
+    c.ceph(&["osd", "pool", "set", "fp", "min_size", "2"]).unwrap();
+    c.wait_for("the resized pool's PGs to leave active", t, || {
         let o = run(
             env_cmd(&c, "ceph").args(["daemon", &format!("osd.{id}"), "status"]),
             t,
         );
         let v: serde_json::Value = serde_json::from_str(&o).unwrap();
-        Ok((v["num_pgs"] == 1).then_some(()))
+        let active: u64 = v["pgs_by_state"]
+            .as_object()
+            .map(|m| {
+                m.iter()
+                    .filter(|(k, _)| k.split('+').any(|s| s == "active"))
+                    .filter_map(|(_, n)| n.as_u64())
+                    .sum()
+            })
+            .unwrap_or(0);
+        // Only the mgr's size-1 pool PG stays active.
+        Ok((active == 1).then_some(()))
     })
     .unwrap();
     let put = env_cmd(&c, "rados")
@@ -512,4 +523,117 @@ fn stopped_peer_is_reported_and_marked_down() {
         log.contains(&format!("reporting failure of osd.{b}")),
         "osd.{a} did not report osd.{b}:\n{log}"
     );
+}
+
+/// Replication through osd-core: three ferro-osds, a pool of size 3 / min_size 2 (CRUSH rule choosing OSDs):
+/// every PG goes active+clean, rados put/get works, and every object is on all three OSDs with identical
+/// contents (`ferro object-digest <pgid>` on each OSD's admin socket: names, sizes, crc32c of data, xattrs
+/// and omap).
+#[test]
+fn three_ferro_osds_replicate_a_size_3_pool() {
+    // No mgr (faster start): PG states come from the OSDs' admin sockets.
+    let Some(c) = testcluster::start_or_skip(ClusterSpec::default().without_mgr()) else {
+        return;
+    };
+    let ids: Vec<u32> = (0..3).map(|_| c.add_osd(&ferro()).unwrap()).collect();
+    c.ceph(&[
+        "osd",
+        "crush",
+        "rule",
+        "create-replicated",
+        "r3",
+        "default",
+        "osd",
+        "ferro",
+    ])
+    .unwrap();
+    c.ceph(&["osd", "pool", "create", "rp", "8", "8", "replicated", "r3"])
+        .unwrap();
+    c.ceph(&["osd", "pool", "set", "rp", "size", "3"]).unwrap();
+    c.ceph(&["osd", "pool", "set", "rp", "min_size", "2"]).unwrap();
+    c.ceph(&["osd", "pool", "application", "enable", "rp", "rados"])
+        .unwrap();
+    let pool = c.pool_id("rp").unwrap();
+    wait_replicated_clean(&c, &ids, 8, Duration::from_secs(60));
+    let t = Duration::from_secs(30);
+    let dir = c.dir().join("tmp");
+    std::fs::create_dir_all(&dir).unwrap();
+    let n = 12;
+    for i in 0..n {
+        let src = dir.join(format!("in{i}"));
+        std::fs::write(&src, format!("replicated object {i} ").repeat(100 + i)).unwrap();
+        c.rados(&["-p", "rp", "put", &format!("r{i}"), src.to_str().unwrap()], t)
+            .unwrap();
+        c.rados(
+            &["-p", "rp", "setomapval", &format!("r{i}"), "k", &format!("v{i}")],
+            t,
+        )
+        .unwrap();
+    }
+    for i in 0..n {
+        let out = dir.join(format!("out{i}"));
+        c.rados(&["-p", "rp", "get", &format!("r{i}"), out.to_str().unwrap()], t)
+            .unwrap();
+        assert_eq!(
+            std::fs::read(&out).unwrap(),
+            std::fs::read(dir.join(format!("in{i}"))).unwrap()
+        );
+    }
+    wait_replicated_clean(&c, &ids, 8, Duration::from_secs(30));
+    let mut total = 0;
+    for seed in 0..8u32 {
+        let pgid = format!("{pool}.{seed:x}");
+        let digests: Vec<serde_json::Value> = ids
+            .iter()
+            .map(|id| {
+                let out = run(
+                    env_cmd(&c, "ceph").args([
+                        "daemon",
+                        &format!("osd.{id}"),
+                        "ferro",
+                        "object-digest",
+                        &pgid,
+                    ]),
+                    t,
+                );
+                serde_json::from_str(&out).unwrap()
+            })
+            .collect();
+        for d in &digests[1..] {
+            assert_eq!(d["objects"], digests[0]["objects"], "pg {pgid}: replicas differ");
+        }
+        total += digests[0]["num_objects"].as_u64().unwrap();
+    }
+    assert_eq!(total, n as u64, "every object on every OSD");
+}
+
+/// Every OSD holds `pgs` PGs, all active, and `pgs` of them (the primaries' view) are active+clean.
+fn wait_replicated_clean(c: &Cluster, ids: &[u32], pgs: u64, timeout: Duration) {
+    c.wait_for(
+        "every PG active+clean on its primary, active on its replicas",
+        timeout,
+        || {
+            let mut clean = 0;
+            for id in ids {
+                let o = run(
+                    env_cmd(c, "ceph").args(["daemon", &format!("osd.{id}"), "status"]),
+                    Duration::from_secs(30),
+                );
+                let v: serde_json::Value = serde_json::from_str(&o).unwrap();
+                if v["num_pgs"].as_u64() != Some(pgs) {
+                    return Ok(None);
+                }
+                for (state, n) in v["pgs_by_state"].as_object().into_iter().flatten() {
+                    if !state.split('+').any(|s| s == "active") {
+                        return Ok(None);
+                    }
+                    if state == "active+clean" {
+                        clean += n.as_u64().unwrap_or(0);
+                    }
+                }
+            }
+            Ok((clean >= pgs).then_some(()))
+        },
+    )
+    .unwrap();
 }
