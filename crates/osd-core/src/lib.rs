@@ -211,6 +211,9 @@ pub struct ShardStatus {
     /// Malformed or unexpected peer messages dropped, and store/engine errors seen.
     pub peer_msgs_dropped: u64,
     pub errors: u64,
+    /// PGs holding one of the shard's `osd_max_backfills` slots now, and the most ever at once.
+    pub backfills_active: usize,
+    pub backfills_max_seen: usize,
 }
 
 /// Which shard owns a PG: fixed by the shard count chosen at mkfs (a PG's data lives in its shard). The driver
@@ -298,6 +301,10 @@ pub struct OsdShard<D: Device> {
     wall: Utime,
     peer_msgs_dropped: u64,
     errors: u64,
+    /// `osd_max_backfills` slots of this shard, PGs just granted one, and the most ever granted at once.
+    reserver: backfill::Reserver,
+    granted: Vec<SpgId>,
+    max_backfills_seen: usize,
 }
 
 impl<D: Device> OsdShard<D> {
@@ -322,7 +329,6 @@ impl<D: Device> OsdShard<D> {
             }
         }
         OsdShard {
-            cfg,
             store,
             map: None,
             pgs: BTreeMap::new(),
@@ -334,6 +340,10 @@ impl<D: Device> OsdShard<D> {
             wall: Utime::default(),
             peer_msgs_dropped: 0,
             errors,
+            reserver: backfill::Reserver::new(cfg.osd_max_backfills as usize),
+            granted: Vec::new(),
+            max_backfills_seen: 0,
+            cfg,
         }
     }
 
@@ -361,6 +371,7 @@ impl<D: Device> OsdShard<D> {
             Input::Durable(seq) => self.handle_durable(seq),
             Input::Tick => self.handle_tick(),
         }
+        self.start_granted_backfills();
     }
 
     /// The next output, if any.
@@ -404,6 +415,8 @@ impl<D: Device> OsdShard<D> {
             ops_waiting_for_map: self.waiting_for_map.len(),
             peer_msgs_dropped: self.peer_msgs_dropped,
             errors: self.errors,
+            backfills_active: self.reserver.granted(),
+            backfills_max_seen: self.max_backfills_seen,
             ..ShardStatus::default()
         };
         for p in self.pgs.values() {

@@ -34,6 +34,9 @@ pub(crate) struct Cx<'a, D: Device> {
     pub wall: Utime,
     pub epoch: u32,
     pub errors: &'a mut u64,
+    /// The shard's `osd_max_backfills` slots; PGs granted a slot by a release are listed in `granted`.
+    pub reserver: &'a mut crate::backfill::Reserver,
+    pub granted: &'a mut Vec<SpgId>,
 }
 
 impl<D: Device> Cx<'_, D> {
@@ -76,6 +79,8 @@ pub(crate) struct PgState {
     durable: u64,
     /// Peering messages sent this interval, per peer (resent after a connection reset).
     sent: BTreeMap<i32, VecDeque<ceph_msgs::Message>>,
+    /// Backfill peering asked for, waiting for one of the shard's `osd_max_backfills` slots.
+    pending_backfill: Option<Vec<i32>>,
     /// Active as primary in this interval already (the engine's replicas are set at activation).
     active_in_interval: bool,
     /// Created by this OSD and not yet reported to the monitor as created.
@@ -142,6 +147,7 @@ impl PgState {
             durable: 0,
             sent: BTreeMap::new(),
             active_in_interval: false,
+            pending_backfill: None,
             report_created,
             created_epoch,
             mapping_epoch: created_epoch,
@@ -268,6 +274,7 @@ impl PgState {
         self.mapping_epoch = cx.epoch;
         self.recovery.reset();
         self.backfill.reset();
+        self.release_backfill_slot(cx);
         self.sent.clear();
         self.inflight.clear();
         self.active_in_interval = false;
@@ -748,8 +755,13 @@ impl PgState {
                         self.recovery.start(&mut rc, missing);
                     }
                     peering::Output::StartBackfill { targets } => {
-                        let mut rc = rctx!(self, cx, &mut evs);
-                        self.backfill.start(&mut rc, targets);
+                        // one of the shard's osd_max_backfills slots first (Ceph's local reservation)
+                        if cx.reserver.request(self.spgid) {
+                            let mut rc = rctx!(self, cx, &mut evs);
+                            self.backfill.start(&mut rc, targets);
+                        } else {
+                            self.pending_backfill = Some(targets);
+                        }
                     }
                 }
             }
@@ -788,13 +800,42 @@ impl PgState {
                         .handle(cx.now, Event::ObjectRecovered { osd, oid, version });
                 }
                 RecoveryEvent::BackfillDone { osd } => {
-                    self.peering.handle(cx.now, Event::BackfillDone { osd })
+                    self.peering.handle(cx.now, Event::BackfillDone { osd });
+                    if !self.backfill.is_active() {
+                        self.release_backfill_slot(cx);
+                    }
                 }
                 RecoveryEvent::LastBackfill(oid) => self.peering.set_last_backfill(oid),
                 RecoveryEvent::WaitDurable(seq) => self.note_seq(seq),
                 RecoveryEvent::Log(s) => cx.log(s),
             }
         }
+    }
+
+    /// Give back this PG's backfill slot (backfill done, new interval, PG gone); PGs it unblocks are started
+    /// by the shard.
+    pub fn release_backfill_slot<D: Device>(&mut self, cx: &mut Cx<'_, D>) {
+        self.pending_backfill = None;
+        let granted = cx.reserver.release(self.spgid);
+        cx.granted.extend(granted);
+    }
+
+    /// The shard granted this PG a backfill slot: start the backfill peering asked for.
+    pub fn start_pending_backfill<D: Device>(&mut self, cx: &mut Cx<'_, D>) {
+        let Some(targets) = self.pending_backfill.take() else {
+            // nothing to do any more: pass the slot on
+            let granted = cx.reserver.release(self.spgid);
+            cx.granted.extend(granted);
+            return;
+        };
+        let mut evs = Vec::new();
+        {
+            let mut rc = rctx!(self, cx, &mut evs);
+            self.backfill.start(&mut rc, targets);
+        }
+        self.recovery_events(cx, evs);
+        self.drain(cx, false);
+        self.dispatch(cx);
     }
 
     // ---- reports ----

@@ -46,6 +46,8 @@ macro_rules! cx {
             wall: $s.wall,
             epoch: $s.map.as_ref().map_or(0, |m| m.epoch),
             errors: &mut $s.errors,
+            reserver: &mut $s.reserver,
+            granted: &mut $s.granted,
         }
     };
 }
@@ -67,6 +69,8 @@ impl<D: Device> OsdShard<D> {
             .collect();
         for s in gone {
             if let Some(p) = self.pgs.remove(&s) {
+                let more = self.reserver.release(s);
+                self.granted.extend(more);
                 self.remove_pg(p.pg, m.epoch);
             }
         }
@@ -211,6 +215,27 @@ impl<D: Device> OsdShard<D> {
             }
         }
         true
+    }
+
+    /// Start the backfills of PGs that were just granted a slot (a slot freed by another PG).
+    pub(crate) fn start_granted_backfills(&mut self) {
+        for _ in 0..64 {
+            self.max_backfills_seen = self.max_backfills_seen.max(self.reserver.granted());
+            let granted = std::mem::take(&mut self.granted);
+            if granted.is_empty() {
+                return;
+            }
+            for g in granted {
+                let mut cx = cx!(self);
+                match self.pgs.get_mut(&g) {
+                    Some(p) => p.start_pending_backfill(&mut cx),
+                    None => {
+                        let more = self.reserver.release(g);
+                        self.granted.extend(more);
+                    }
+                }
+            }
+        }
     }
 
     /// Delete a PG's objects, pgmeta and collection (its pool is gone).

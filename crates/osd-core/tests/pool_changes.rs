@@ -121,3 +121,59 @@ fn size_growth_takes_replicas_in() {
         assert_eq!(c.read_data(r).unwrap(), format!("grow {i}").as_bytes());
     }
 }
+
+#[test]
+fn backfills_are_throttled_per_shard() {
+    // a short log, so an OSD taking over copies is backfilled rather than recovered from the log
+    let mut c = Cluster::with_tuning(4, 3, 2, 8, |cfg| {
+        cfg.pg.osd_min_pg_log_entries = 8;
+        cfg.pg.osd_pg_log_trim_min = 4;
+        cfg.osd_max_backfills = 1;
+    });
+    for i in 0..240 {
+        c.write_full(&format!("b{i}"), format!("backfill {i}").as_bytes());
+        if i % 40 == 39 {
+            c.run();
+        }
+    }
+    c.run();
+    // the OSD in the most acting sets goes out: several PGs of one primary need backfill at once
+    let mut count = std::collections::BTreeMap::<i32, usize>::new();
+    for seed in 0..8 {
+        for o in c
+            .map
+            .pg_to_up_acting_osds(denc::PgId::new(1, seed))
+            .unwrap()
+            .acting
+        {
+            *count.entry(o).or_default() += 1;
+        }
+    }
+    let victim = count.iter().max_by_key(|(_, n)| **n).map(|(o, _)| *o).unwrap();
+    c.publish(|b| {
+        b.mark_out(victim).unwrap();
+    });
+    for _ in 0..30 {
+        c.advance_time(Duration::from_secs(1));
+        if primary_states(&c).iter().all(|s| s == "active+clean") {
+            break;
+        }
+    }
+    let states = primary_states(&c);
+    assert!(states.iter().all(|s| s == "active+clean"), "{states:?}");
+    let seen: Vec<usize> = c.osds.values().map(|s| s.status().backfills_max_seen).collect();
+    assert!(
+        seen.iter().all(|&n| n <= 1),
+        "a shard ran more than osd_max_backfills at once: {seen:?}"
+    );
+    assert!(seen.contains(&1), "no backfill happened: {seen:?}");
+    assert!(
+        c.osds.values().all(|s| s.status().backfills_active == 0),
+        "a slot was never given back"
+    );
+    for i in (0..240).step_by(17) {
+        let r = c.read(&format!("b{i}"));
+        c.run();
+        assert_eq!(c.read_data(r).unwrap(), format!("backfill {i}").as_bytes());
+    }
+}

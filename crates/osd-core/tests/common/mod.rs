@@ -66,11 +66,17 @@ pub struct Cluster {
     pub created: Vec<PgId>,
     pub logs: Vec<String>,
     caps: Arc<OsdCap>,
+    tune: fn(&mut ShardConfig),
 }
 
 impl Cluster {
     /// `n` OSDs (one per host) and one replicated pool (id 1) of `size`/`min_size` with `pg_num` PGs.
     pub fn new(n: u32, size: u8, min_size: u8, pg_num: u32) -> Cluster {
+        Cluster::with_tuning(n, size, min_size, pg_num, |_| {})
+    }
+
+    /// As [`Cluster::new`], with every OSD's `ShardConfig` adjusted by `tune` (also on restarts).
+    pub fn with_tuning(n: u32, size: u8, min_size: u8, pg_num: u32, tune: fn(&mut ShardConfig)) -> Cluster {
         let map = MapBuilder::new(n, 1)
             .failure_domain(FailureDomain::Host)
             .pool(PoolSpec::replicated("p", size, min_size, pg_num))
@@ -93,9 +99,10 @@ impl Cluster {
             created: Vec::new(),
             logs: Vec::new(),
             caps: Arc::new(OsdCap::allow_all()),
+            tune,
         };
         for o in 0..n as i32 {
-            let shard = OsdShard::new(ShardConfig::new(o, 0, 1), new_store(o as u64 + 1));
+            let shard = OsdShard::new(c.config(o), new_store(o as u64 + 1));
             c.osds.insert(o, shard);
         }
         let m = Arc::new(c.map.clone());
@@ -104,6 +111,13 @@ impl Cluster {
         }
         c.run();
         c
+    }
+
+    /// The shard configuration of `osd`.
+    pub fn config(&self, osd: i32) -> ShardConfig {
+        let mut cfg = ShardConfig::new(osd, 0, 1);
+        (self.tune)(&mut cfg);
+        cfg
     }
 
     /// Publish the next epoch with `f`'s changes (plus pending up_thru/pg_temp requests) to every running OSD.
@@ -245,7 +259,7 @@ impl Cluster {
         let store = self.stopped.remove(&osd).unwrap();
         let dev = store.umount().unwrap();
         let store = Store::mount(dev, 0, StoreConfig::default()).unwrap();
-        let s = OsdShard::new(ShardConfig::new(osd, 0, 1), store);
+        let s = OsdShard::new(self.config(osd), store);
         self.osds.insert(osd, s);
         self.publish(|b| {
             b.mark_up(osd, 100 + osd as u32).unwrap();
