@@ -37,6 +37,9 @@ pub struct StoreConfig {
     pub checkpoint_log_percent: u64,
     /// Checkpoint when blocks waiting to be freed exceed this percentage of the data space.
     pub checkpoint_free_percent: u64,
+    /// Run checkpoints triggered by `poll`/`wait` in the background (default). `false` restores the blocking
+    /// checkpoint (kept for comparison: `ferrostore-bench --p99`).
+    pub background_checkpoints: bool,
 }
 
 impl Default for StoreConfig {
@@ -48,6 +51,7 @@ impl Default for StoreConfig {
             log_align: 512,
             checkpoint_log_percent: 50,
             checkpoint_free_percent: 20,
+            background_checkpoints: true,
         }
     }
 }
@@ -1012,6 +1016,9 @@ impl<D: Device> Store<D> {
         let frees = self.pending_free_blocks * 100 > self.sb.data_blocks * self.cfg.checkpoint_free_percent;
         if !(log_full || dirty || frees) {
             return Ok(());
+        }
+        if !self.cfg.background_checkpoints {
+            return self.checkpoint();
         }
         if self.bg.is_none() {
             return self.start_bg_checkpoint();

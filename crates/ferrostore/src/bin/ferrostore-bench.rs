@@ -33,6 +33,9 @@ struct Args {
     /// buffers arrive), which takes the bounce-buffer path.
     mem_bs: u64,
     mem_unaligned: bool,
+    /// `--p99`: 4K QD16 writes with blocking and with background checkpoints, alternating, in one run.
+    p99: bool,
+    blocking_checkpoints: bool,
 }
 
 fn parse_size(s: &str) -> Res<u64> {
@@ -59,6 +62,8 @@ fn parse_args() -> Res<Args> {
         mem_gib: None,
         mem_bs: 4096,
         mem_unaligned: false,
+        p99: false,
+        blocking_checkpoints: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(k) = it.next() {
@@ -74,6 +79,7 @@ fn parse_args() -> Res<Args> {
             "--no-fio" => a.no_fio = true,
             "--mem-bs" => a.mem_bs = parse_size(&val()?)?,
             "--mem-unaligned" => a.mem_unaligned = true,
+            "--p99" => a.p99 = true,
             "--mem" => a.mem_gib = Some(val()?.parse().map_err(|e| format!("--mem: {e}"))?),
             "-h" | "--help" => {
                 println!(
@@ -94,6 +100,9 @@ struct Result1 {
     p99_us: f64,
     cpu_us_per_op: f64,
     dev_bytes_per_user_byte: Option<f64>,
+    p999_us: f64,
+    max_us: f64,
+    checkpoints: u64,
 }
 
 fn cpu_seconds() -> f64 {
@@ -176,6 +185,7 @@ fn fio(a: &Args, j: &FioJob) -> Res<Result1> {
             0.0
         },
         dev_bytes_per_user_byte: if j.rw.contains("write") { Some(1.0) } else { None },
+        ..Default::default()
     })
 }
 
@@ -216,6 +226,7 @@ fn fresh_store(a: &Args) -> Res<Store<UringDevice>> {
         node_cache_nodes: 64 << 10,
         max_dirty_nodes: 32 << 10,
         log_align: a.log_align,
+        background_checkpoints: !a.blocking_checkpoints,
         ..Default::default()
     };
     let mut s = Store::mount(dev, 0, cfg).map_err(|e| e.to_string())?;
@@ -245,6 +256,7 @@ fn drive(
     let mut inflight_rd: HashMap<u64, Instant> = HashMap::new();
     let mut user_bytes = 0u64;
     let dev0 = s.device_stats();
+    let ck0 = s.stats.checkpoints;
     let cpu0 = cpu_seconds();
     let start = Instant::now();
     let mut ev = Vec::new();
@@ -324,6 +336,7 @@ fn drive(
     }
     let cpu = cpu_seconds() - cpu0;
     let dev1 = s.device_stats();
+    let checkpoints = s.stats.checkpoints - ck0;
     if std::env::var("FERRO_BENCH_DEBUG").is_ok() {
         eprintln!(
             "ops {ops} device reads {} writes {} flushes {} tree {:?} store {:?}",
@@ -339,6 +352,9 @@ fn drive(
         iops: ops as f64 / elapsed,
         p50_us: pct(&lat, 0.50),
         p99_us: pct(&lat, 0.99),
+        p999_us: pct(&lat, 0.999),
+        max_us: pct(&lat, 1.0),
+        checkpoints,
         cpu_us_per_op: cpu * 1e6 / ops.max(1) as f64,
         dev_bytes_per_user_byte: if user_bytes > 0 {
             Some((dev1.bytes_written - dev0.bytes_written) as f64 / user_bytes as f64)
@@ -592,6 +608,40 @@ fn peak_rss_mib() -> f64 {
         / 1024.0
 }
 
+/// Blocking vs background checkpoints on 4K QD16 writes, alternating (A B A B) so machine load hits both.
+fn p99_run(a: &Args) {
+    println!(
+        "| test | checkpoints | run | IOPS | p50 µs | p99 µs | p99.9 µs | max µs | checkpoints done | CPU µs/op |"
+    );
+    println!("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+    let tests: Vec<(&str, Runner)> = vec![
+        ("4K randwrite new objects QD16", write_new(4096, 16)),
+        ("4K random overwrite QD16", overwrite(4096, 16)),
+    ];
+    for (name, run) in &tests {
+        for round in 1..=2 {
+            for blocking in [true, false] {
+                let mut a = a.clone();
+                a.blocking_checkpoints = blocking;
+                match run(&a) {
+                    Ok(r) => println!(
+                        "| {name} | {} | {round} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {} | {:.1} |",
+                        if blocking { "blocking" } else { "background" },
+                        r.iops,
+                        r.p50_us,
+                        r.p99_us,
+                        r.p999_us,
+                        r.max_us,
+                        r.checkpoints,
+                        r.cpu_us_per_op
+                    ),
+                    Err(e) => println!("| {name} | error: {e} |"),
+                }
+            }
+        }
+    }
+}
+
 fn tests() -> Vec<Test> {
     let mut v = Vec::new();
     for qd in [1usize, 16, 64] {
@@ -723,6 +773,23 @@ fn main() {
             eprintln!("{e}");
             std::process::exit(1);
         }
+        return;
+    }
+    if a.p99 {
+        println!(
+            "# ferrostore checkpoints: blocking vs background — {} — commit {} — target {} ({} MiB), runtime {:?}, load average {}\n",
+            sh("date", &["-u", "+%Y-%m-%dT%H:%M:%SZ"]),
+            sh("git", &["rev-parse", "--short", "HEAD"]),
+            a.path.display(),
+            a.size >> 20,
+            a.runtime,
+            sh("cut", &["-d", " ", "-f", "1-3", "/proc/loadavg"])
+        );
+        p99_run(&a);
+        println!(
+            "\nload average after: {}",
+            sh("cut", &["-d", " ", "-f", "1-3", "/proc/loadavg"])
+        );
         return;
     }
     let cpu = sh("sh", &["-c", "grep -m1 'model name' /proc/cpuinfo | cut -d: -f2"]);
