@@ -214,7 +214,7 @@ impl Backfill {
                     return Ok(());
                 }
                 let oids: Vec<HObject> = m.ls.iter().map(|(o, _)| o.clone()).collect();
-                if let Some(seq) = recovery::remove_objects(ctx.store, &ctx.spgid, &oids)? {
+                if let Some(seq) = recovery::remove_objects(ctx, &oids)? {
                     ctx.out.push(RecoveryEvent::WaitDurable(seq));
                 }
             }
@@ -322,7 +322,7 @@ impl Backfill {
         from: i32,
         m: &MOSDPGScan,
     ) -> Result<(), CoreError> {
-        let (objects, end) = recovery::scan_range(ctx.store, &ctx.spgid, &m.begin, BACKFILL_SCAN_MAX)?;
+        let (objects, end) = recovery::scan_range(ctx, &m.begin, BACKFILL_SCAN_MAX)?;
         let mut e = Encoder::new(ctx.cfg.peer_features);
         objects.encode(&mut e);
         let reply = MOSDPGScan {
@@ -402,7 +402,7 @@ impl Backfill {
                 .filter(|t| !t.done && !t.finish_sent)
                 .filter_map(|t| t.interval.keys().next().cloned())
                 .min();
-            let local = recovery::next_object(ctx.store, &ctx.spgid, self.cursor.as_ref())?;
+            let local = recovery::next_object(ctx, self.cursor.as_ref())?;
             let remove_first = match (&local, &peer_first) {
                 (None, None) => {
                     self.exhausted = true;
@@ -453,16 +453,10 @@ impl Backfill {
         obj: &HObject,
         targets: &[i32],
     ) -> Result<(), CoreError> {
-        let info = recovery::local_push_info(ctx.store, &ctx.spgid, obj)?;
+        let info = recovery::local_push_info(ctx, obj)?;
         let mut pushes = BTreeMap::new();
         for &t in targets {
-            let pop = recovery::build_push_op(
-                ctx.store,
-                &ctx.spgid,
-                &info,
-                &ObjectRecoveryProgress::default(),
-                ctx.cfg.osd_recovery_max_chunk,
-            )?;
+            let pop = recovery::build_push_op(ctx, &info, &ObjectRecoveryProgress::default())?;
             self.progress.bytes_recovered += pop.data.len() as u64;
             self.progress.keys_recovered += pop.omap_entries.len() as u64;
             pushes.insert(
@@ -498,13 +492,7 @@ impl Backfill {
             }
             return Ok(());
         }
-        let pop = recovery::build_push_op(
-            ctx.store,
-            &ctx.spgid,
-            &ps.info,
-            &ps.progress,
-            ctx.cfg.osd_recovery_max_chunk,
-        )?;
+        let pop = recovery::build_push_op(ctx, &ps.info, &ps.progress)?;
         self.progress.bytes_recovered += pop.data.len() as u64;
         self.progress.keys_recovered += pop.omap_entries.len() as u64;
         ps.progress = pop.after_progress.clone();

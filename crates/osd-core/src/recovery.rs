@@ -23,7 +23,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use ceph_msgs::CephMessage;
 use ceph_msgs::osd_rep::{
     MOSDPGPull, MOSDPGPush, MOSDPGPushReply, MOSDPGRecoveryDelete, MOSDPGRecoveryDeleteReply,
@@ -31,20 +31,14 @@ use ceph_msgs::osd_rep::{
 };
 use denc::{Decode, Decoder, Eversion, HObject, PgShard, ShardId, SpgId};
 use ferrostore::{Device, Op, Store, StoreError, Transaction};
-use osd_types::object_info::ObjectInfo;
 use osd_types::pg_missing::PgMissing;
 use osd_types::recovery::{ObjectRecoveryInfo, ObjectRecoveryProgress, PullOp, PushOp, PushReplyOp};
-use osd_types::snapset::{IntervalSet, SnapSet};
+use osd_types::snapset::IntervalSet;
 
 use crate::{CoreError, RecoveryCtx, RecoveryEvent};
 
-/// `osd_recovery_max_omap_entries_per_chunk` (8096).
-pub const MAX_OMAP_ENTRIES_PER_CHUNK: usize = 8096;
 /// `osd_push_per_object_cost` (1000): the fixed part of a push's queue cost.
 const PUSH_PER_OBJECT_COST: u64 = 1000;
-/// `object_info_t`'s attribute (`OI_ATTR`) and the SnapSet's (`SS_ATTR`).
-const OI_ATTR: &[u8] = b"_";
-const SS_ATTR: &[u8] = b"snapset";
 
 /// Recovery and backfill counters of one PG, for `pg_stat_t` (degraded/misplaced/unfound object counts,
 /// `num_objects_recovered`, `num_bytes_recovered`, `num_keys_recovered`) and for tests of the throttles.
@@ -514,7 +508,7 @@ impl Recovery {
             return self.start_pushes(ctx, oid);
         }
         if o.delete {
-            let seq = remove_local(ctx, oid)?;
+            let seq = remove_objects(ctx, std::slice::from_ref(oid))?;
             match seq {
                 Some(seq) => {
                     o.local_seq = Some(seq);
@@ -600,14 +594,7 @@ impl Recovery {
             pull.info.oi = pop.recovery_info.oi.clone();
             pull.info.ss = pop.recovery_info.ss.clone();
         }
-        let interval = ctx.same_interval_since;
-        let seq = apply_push(
-            ctx.store,
-            &ctx.spgid,
-            interval,
-            ctx.cfg.pg.osd_max_object_size,
-            &pop,
-        )?;
+        let seq = apply_push(ctx, &pop)?;
         self.progress.bytes_recovered += pop.data.len() as u64;
         self.progress.keys_recovered += pop.omap_entries.len() as u64;
         if pop.after_progress.data_complete {
@@ -672,7 +659,7 @@ impl Recovery {
                 });
             }
         } else if !peers.is_empty() {
-            let info = local_push_info(ctx.store, &ctx.spgid, oid)?;
+            let info = local_push_info(ctx, oid)?;
             if info.version < o.need {
                 return Err(CoreError::Other(format!(
                     "local copy of {oid} is {} but {} is needed",
@@ -680,13 +667,7 @@ impl Recovery {
                 )));
             }
             for p in peers {
-                let pop = build_push_op(
-                    ctx.store,
-                    &ctx.spgid,
-                    &info,
-                    &ObjectRecoveryProgress::default(),
-                    ctx.cfg.osd_recovery_max_chunk,
-                )?;
+                let pop = build_push_op(ctx, &info, &ObjectRecoveryProgress::default())?;
                 self.progress.bytes_recovered += pop.data.len() as u64;
                 self.progress.keys_recovered += pop.omap_entries.len() as u64;
                 o.pushes.insert(
@@ -728,13 +709,7 @@ impl Recovery {
             self.kick(ctx);
             return Ok(());
         }
-        let pop = build_push_op(
-            ctx.store,
-            &ctx.spgid,
-            &ps.info,
-            &ps.progress,
-            ctx.cfg.osd_recovery_max_chunk,
-        )?;
+        let pop = build_push_op(ctx, &ps.info, &ps.progress)?;
         self.progress.bytes_recovered += pop.data.len() as u64;
         self.progress.keys_recovered += pop.omap_entries.len() as u64;
         ps.progress = pop.after_progress.clone();
@@ -863,13 +838,7 @@ pub(crate) fn handle_replica_push<D: Device>(
         }
         return Ok(());
     }
-    let seq = apply_push(
-        ctx.store,
-        &ctx.spgid,
-        ctx.same_interval_since,
-        ctx.cfg.pg.osd_max_object_size,
-        pop,
-    )?;
+    let seq = apply_push(ctx, pop)?;
     ctx.out.push(RecoveryEvent::WaitDurable(seq));
     replies.push(Deferred {
         seq,
@@ -880,18 +849,13 @@ pub(crate) fn handle_replica_push<D: Device>(
     Ok(())
 }
 
-/// A later chunk whose temp object is gone while the object is already at the pushed version: the last chunk
-/// was applied before.
+/// A last chunk (of several) for an object already at the pushed version: it was applied before.
 fn already_applied<D: Device>(ctx: &mut RecoveryCtx<'_, D>, pop: &PushOp) -> Result<bool, CoreError> {
     if pop.before_progress.first || !pop.after_progress.data_complete {
         return Ok(false);
     }
-    let cid = pg::keys::collection_id(&ctx.spgid);
-    let temp = temp_recovery_object(&ctx.spgid, &pop.soid, pop.version, ctx.same_interval_since);
-    if ctx.store.exists(&cid, &pg::keys::object_key(&temp, &ctx.spgid))? {
-        return Ok(false);
-    }
-    Ok(object_version(ctx.store, &ctx.spgid, &pop.soid)? == Some(pop.version))
+    // one version has one content: an object already at the pushed version needs nothing more
+    Ok(object_version(ctx, &pop.soid)? == Some(pop.version))
 }
 
 /// A pull source's answer: the next chunk of the object, or a blank push when it does not have the version
@@ -917,21 +881,11 @@ fn answer_pull<D: Device>(ctx: &mut RecoveryCtx<'_, D>, pull: &PullOp) -> Result
         info.size = st.size;
         info.copy_subset = intersect(&info.copy_subset, &range_set(0, st.size));
     }
-    match object_version(ctx.store, &ctx.spgid, &pull.soid)? {
+    match object_version(ctx, &pull.soid)? {
         Some(v) if v == info.version => {}
         _ => return Ok(blank),
     }
-    build_push_op(
-        ctx.store,
-        &ctx.spgid,
-        &info,
-        progress,
-        ctx.cfg.osd_recovery_max_chunk,
-    )
-}
-
-fn remove_local<D: Device>(ctx: &mut RecoveryCtx<'_, D>, oid: &HObject) -> Result<Option<u64>, CoreError> {
-    Ok(remove_objects(ctx.store, &ctx.spgid, std::slice::from_ref(oid))?)
+    build_push_op(ctx, &info, progress)
 }
 
 // ---- store primitives (shared with backfill) ----
@@ -953,10 +907,6 @@ fn range_set(off: u64, len: u64) -> IntervalSet {
     s
 }
 
-fn range_end(s: &IntervalSet) -> u64 {
-    s.iter().map(|(o, l)| o.saturating_add(*l)).max().unwrap_or(0)
-}
-
 /// The intersection of two interval sets.
 fn intersect(a: &IntervalSet, b: &IntervalSet) -> IntervalSet {
     let mut out = IntervalSet::new();
@@ -974,223 +924,50 @@ fn intersect(a: &IntervalSet, b: &IntervalSet) -> IntervalSet {
     out
 }
 
-/// Ceph's `span_of`: at most `len` bytes of `s`, starting at offset `start`.
-fn span_of(s: &IntervalSet, start: u64, mut len: u64) -> IntervalSet {
-    let mut out = IntervalSet::new();
-    for (&o, &l) in s {
-        if len == 0 {
-            break;
-        }
-        let e = o.saturating_add(l);
-        if e <= start {
-            continue;
-        }
-        let b = o.max(start);
-        let take = (e - b).min(len);
-        out.insert(b, take);
-        len -= take;
-    }
-    out
-}
+// The storage side is the `pg` crate's (`Pg::build_push`, `apply_push`, `remove_object`, `scan`, ...), which
+// also keeps the op engine's missing set and object statistics in step; these wrappers add the checks a
+// message from a peer needs and the shapes recovery and backfill use.
 
 /// The version in an object's `object_info_t` (`None` when the object or its `_` attribute is absent).
 pub(crate) fn object_version<D: Device>(
-    store: &mut Store<D>,
-    spgid: &SpgId,
+    ctx: &mut RecoveryCtx<'_, D>,
     oid: &HObject,
 ) -> Result<Option<Eversion>, CoreError> {
-    let cid = pg::keys::collection_id(spgid);
-    let key = pg::keys::object_key(oid, spgid);
-    match store.getattr(&cid, &key, OI_ATTR) {
-        Ok(b) => {
-            let oi =
-                ObjectInfo::decode_all(b).map_err(|e| CoreError::Other(format!("{oid}: bad _ attr: {e}")))?;
-            Ok(Some(oi.version))
-        }
-        Err(StoreError::NotFound | StoreError::NoData) => Ok(None),
-        Err(e) => Err(e.into()),
-    }
+    Ok(ctx.pg.object_version(ctx.store, oid)?)
 }
 
-/// What the primary pushes of its own copy of `oid`: version, size and `object_info_t` from the `_` attribute,
-/// the SnapSet from `snapset`, the whole object as the copy subset.
+/// What the primary pushes of its own copy of `oid` (version, size, `object_info_t`, SnapSet, whole object).
 pub(crate) fn local_push_info<D: Device>(
-    store: &mut Store<D>,
-    spgid: &SpgId,
+    ctx: &mut RecoveryCtx<'_, D>,
     oid: &HObject,
 ) -> Result<ObjectRecoveryInfo, CoreError> {
-    let cid = pg::keys::collection_id(spgid);
-    let key = pg::keys::object_key(oid, spgid);
-    let st = store.stat(&cid, &key)?;
-    let oi = match store.getattr(&cid, &key, OI_ATTR) {
-        Ok(b) => {
-            ObjectInfo::decode_all(b).map_err(|e| CoreError::Other(format!("{oid}: bad _ attr: {e}")))?
-        }
-        Err(StoreError::NoData) => return Err(CoreError::Other(format!("{oid}: no object_info_t"))),
-        Err(e) => return Err(e.into()),
-    };
-    let ss = match store.getattr(&cid, &key, SS_ATTR) {
-        Ok(b) => SnapSet::decode_all(b).unwrap_or_default(),
-        Err(_) => SnapSet::default(),
-    };
-    Ok(ObjectRecoveryInfo {
-        soid: oid.clone(),
-        version: oi.version,
-        size: st.size,
-        copy_subset: range_set(0, st.size),
-        oi,
-        ss,
-        clone_subset: BTreeMap::new(),
-        // replaced whole on the receiver (remove + recreate), so nothing of an older copy survives
-        object_exist: false,
-    })
+    Ok(ctx.pg.recovery_info(ctx.store, oid)?)
 }
 
-/// Ceph's `build_push_op`: the next chunk of `info.soid` from `progress`: on the first chunk the attributes and
-/// omap header; then omap entries from `omap_recovered_to` and data (only the mapped extents, as fiemap says)
-/// up to `max_chunk` bytes in all.
+/// Ceph's `build_push_op`: the next chunk of `info.soid` from `progress`, at most `osd_recovery_max_chunk`
+/// bytes (attributes and omap header with the first, then omap entries and data).
 pub(crate) fn build_push_op<D: Device>(
-    store: &mut Store<D>,
-    spgid: &SpgId,
+    ctx: &mut RecoveryCtx<'_, D>,
     info: &ObjectRecoveryInfo,
     progress: &ObjectRecoveryProgress,
-    max_chunk: u64,
 ) -> Result<PushOp, CoreError> {
-    let cid = pg::keys::collection_id(spgid);
-    let key = pg::keys::object_key(&info.soid, spgid);
-    let mut info = info.clone();
-    let mut op = PushOp {
-        soid: info.soid.clone(),
-        version: info.version,
-        before_progress: progress.clone(),
-        ..Default::default()
-    };
-    let mut new = progress.clone();
-    let mut available = max_chunk.max(1);
-    if progress.first {
-        op.omap_header = store.omap_get_header(&cid, &key)?;
-        op.attrset = store.getattrs(&cid, &key)?.into_iter().collect();
-        if let Some(b) = op.attrset.get(OI_ATTR) {
-            let oi = ObjectInfo::decode_all(b.clone())
-                .map_err(|e| CoreError::Other(format!("{}: bad _ attr: {e}", info.soid)))?;
-            if oi.version != info.version {
-                return Err(CoreError::Other(format!(
-                    "push of {} {} but the local copy is {}",
-                    info.soid, info.version, oi.version
-                )));
-            }
-            info.oi = oi;
-        }
-        new.first = false;
-    }
-    if !progress.omap_complete {
-        let mut start = progress.omap_recovered_to.as_bytes().to_vec();
-        let mut complete = false;
-        'omap: loop {
-            let batch = store.omap_iterate(&cid, &key, &start, 256)?;
-            if batch.is_empty() {
-                complete = true;
-                break;
-            }
-            for (k, v) in &batch {
-                let sz = (k.len() + v.len()) as u64;
-                if op.omap_entries.len() >= MAX_OMAP_ENTRIES_PER_CHUNK
-                    || (!op.omap_entries.is_empty() && available <= sz)
-                {
-                    new.omap_recovered_to = String::from_utf8_lossy(k).into_owned();
-                    break 'omap;
-                }
-                available = available.saturating_sub(sz);
-                op.omap_entries.insert(k.clone(), v.clone());
-            }
-            let Some((last, _)) = batch.last() else { break };
-            start = last.to_vec();
-            start.push(0);
-        }
-        if complete {
-            new.omap_complete = true;
-            new.omap_recovered_to = String::new();
-        }
-    }
-    if available > 0 && new.omap_complete {
-        let end = range_end(&info.copy_subset);
-        let mapped: IntervalSet = if end > 0 {
-            store.fiemap(&cid, &key, 0, end)?.into_iter().collect()
-        } else {
-            IntervalSet::new()
-        };
-        let copy = intersect(&info.copy_subset, &mapped);
-        op.data_included = span_of(&copy, progress.data_recovered_to, available);
-        let included_end = range_end(&op.data_included);
-        new.data_recovered_to = if op.data_included.is_empty() || included_end == range_end(&copy) {
-            end
-        } else {
-            included_end
-        };
-        let total: u64 = op.data_included.values().sum();
-        let mut data = BytesMut::with_capacity(total as usize);
-        for (&o, &l) in &op.data_included {
-            let b = store.read(&cid, &key, o, l)?;
-            if b.len() as u64 != l {
-                return Err(CoreError::Other(format!(
-                    "{}: short read at {o}+{l} ({} bytes)",
-                    info.soid,
-                    b.len()
-                )));
-            }
-            data.extend_from_slice(&b);
-        }
-        op.data = data.freeze();
-    }
-    if new.omap_complete && new.data_recovered_to >= range_end(&info.copy_subset) {
-        new.data_complete = true;
-    }
-    op.recovery_info = info;
-    op.after_progress = new;
-    Ok(op)
+    Ok(ctx
+        .pg
+        .build_push(ctx.store, info, progress, ctx.cfg.osd_recovery_max_chunk)?)
 }
 
-/// The temp object a multi-chunk push is assembled in (`get_temp_recovery_object`).
-pub(crate) fn temp_recovery_object(
-    spgid: &SpgId,
-    soid: &HObject,
-    version: Eversion,
-    interval: u32,
-) -> HObject {
-    soid.make_temp_hobject(format!(
-        "temp_recovering_{}_{}_{}_{}",
-        spgid, version, interval, soid.snap
-    ))
-}
-
-/// Ceph's `submit_push_data` as one ferrostore transaction: the first chunk recreates the target (the object
-/// itself if the push is a single chunk, else a temp object) with the pushed size, omap header and attributes;
-/// every chunk writes its data extents and omap entries; the last chunk of a multi-chunk push renames the temp
-/// object over the object.
-pub(crate) fn apply_push<D: Device>(
-    store: &mut Store<D>,
-    spgid: &SpgId,
-    interval: u32,
-    max_object_size: u64,
-    pop: &PushOp,
-) -> Result<u64, CoreError> {
-    let cid = pg::keys::collection_id(spgid);
-    let first = pop.before_progress.first;
-    let complete = pop.after_progress.data_complete;
-    let info = &pop.recovery_info;
-    let target = if first && complete {
-        pop.soid.clone()
-    } else {
-        temp_recovery_object(spgid, &pop.soid, pop.version, interval)
-    };
-    let tkey = pg::keys::object_key(&target, spgid);
-    if !is_pg_object(spgid, &pop.soid) {
+/// Ceph's `submit_push_data`: apply one chunk as one store transaction (a multi-chunk object is assembled in a
+/// temp object renamed over the object with the last chunk). Refuses what no honest peer sends: objects that
+/// are not this PG's client objects, extents that do not add up to the data or reach past
+/// `osd_max_object_size`.
+pub(crate) fn apply_push<D: Device>(ctx: &mut RecoveryCtx<'_, D>, pop: &PushOp) -> Result<u64, CoreError> {
+    let max_object_size = ctx.cfg.pg.osd_max_object_size;
+    if !is_pg_object(&ctx.spgid, &pop.soid) || pop.recovery_info.soid != pop.soid {
         return Err(CoreError::Other(format!(
-            "push of {}: not an object of pg {spgid}",
-            pop.soid
+            "push of {}: not an object of pg {}",
+            pop.soid, ctx.spgid
         )));
     }
-    // hostile input: extents must add up to the data, and nothing may reach past the largest object allowed
     let mut total = 0u64;
     for (&o, &l) in &pop.data_included {
         total = total.saturating_add(l);
@@ -1208,111 +985,49 @@ pub(crate) fn apply_push<D: Device>(
             pop.data.len()
         )));
     }
-    if first && info.size > max_object_size {
+    if pop.before_progress.first && pop.recovery_info.size > max_object_size {
         return Err(CoreError::Other(format!(
             "push of {}: size {} beyond the object size limit",
-            pop.soid, info.size
+            pop.soid, pop.recovery_info.size
         )));
     }
-    let mut txn = Transaction::new();
-    if first {
-        if store.exists(&cid, &tkey)? {
-            txn.push(Op::Remove {
-                cid: cid.clone(),
-                oid: tkey.clone(),
-            });
-        }
-        txn.push(Op::Touch {
-            cid: cid.clone(),
-            oid: tkey.clone(),
-        });
-        txn.push(Op::Truncate {
-            cid: cid.clone(),
-            oid: tkey.clone(),
-            size: info.size,
-        });
-        if !pop.omap_header.is_empty() {
-            txn.push(Op::OmapSetHeader {
-                cid: cid.clone(),
-                oid: tkey.clone(),
-                header: pop.omap_header.clone(),
-            });
-        }
-    } else if !store.exists(&cid, &tkey)? {
-        return Err(CoreError::Other(format!(
-            "push of {}: a later chunk without its first",
-            pop.soid
-        )));
-    }
-    let mut off = 0usize;
-    for (&o, &l) in &pop.data_included {
-        let end = off + l as usize;
-        let data: Bytes = pop.data.slice(off..end);
-        off = end;
-        txn.push(Op::Write {
-            cid: cid.clone(),
-            oid: tkey.clone(),
-            offset: o,
-            data,
-        });
-    }
-    if !pop.omap_entries.is_empty() {
-        txn.push(Op::OmapSetKeys {
-            cid: cid.clone(),
-            oid: tkey.clone(),
-            kvs: pop
-                .omap_entries
-                .iter()
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect(),
-        });
-    }
-    if !pop.attrset.is_empty() {
-        txn.push(Op::SetAttrs {
-            cid: cid.clone(),
-            oid: tkey.clone(),
-            attrs: pop.attrset.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
-        });
-    }
-    if complete && !first {
-        let okey = pg::keys::object_key(&pop.soid, spgid);
-        if store.exists(&cid, &okey)? {
-            txn.push(Op::Remove {
-                cid: cid.clone(),
-                oid: okey.clone(),
-            });
-        }
-        txn.push(Op::Rename {
-            cid: cid.clone(),
-            oid: tkey,
-            new_cid: cid,
-            new_oid: okey,
-        });
-    }
-    Ok(store.queue_transaction(&txn)?)
+    Ok(ctx.pg.apply_push(ctx.store, pop)?.seq)
 }
 
-/// Remove the objects that exist (recovery delete, backfill remove); `None` when none did.
+/// Remove the objects that exist (recovery delete, backfill remove); the last store sequence number, `None`
+/// when there was nothing to remove. Objects that are not this PG's client objects are skipped.
 pub(crate) fn remove_objects<D: Device>(
-    store: &mut Store<D>,
-    spgid: &SpgId,
+    ctx: &mut RecoveryCtx<'_, D>,
     oids: &[HObject],
-) -> Result<Option<u64>, StoreError> {
-    let cid = pg::keys::collection_id(spgid);
-    let mut txn = Transaction::new();
-    for oid in oids.iter().filter(|o| is_pg_object(spgid, o)) {
-        let key = pg::keys::object_key(oid, spgid);
-        if store.exists(&cid, &key)? {
-            txn.push(Op::Remove {
-                cid: cid.clone(),
-                oid: key,
-            });
+) -> Result<Option<u64>, CoreError> {
+    let mut last = None;
+    for oid in oids.iter().filter(|o| is_pg_object(&ctx.spgid, o)) {
+        if let Some(seq) = ctx.pg.remove_object(ctx.store, oid)? {
+            last = Some(seq);
         }
     }
-    if txn.is_empty() {
-        return Ok(None);
-    }
-    store.queue_transaction(&txn).map(Some)
+    Ok(last)
+}
+
+/// Up to `max` objects of the PG from `begin` (inclusive) in hobject order with their versions, and where the
+/// next scan starts (`max_value` at the end).
+pub(crate) fn scan_range<D: Device>(
+    ctx: &mut RecoveryCtx<'_, D>,
+    begin: &HObject,
+    max: usize,
+) -> Result<(BTreeMap<HObject, Eversion>, HObject), CoreError> {
+    let (objects, next) = ctx.pg.scan(ctx.store, begin, max.max(1))?;
+    Ok((objects.into_iter().collect(), next))
+}
+
+/// The first object strictly after `after` (`None`: the first object), with its version.
+pub(crate) fn next_object<D: Device>(
+    ctx: &mut RecoveryCtx<'_, D>,
+    after: Option<&HObject>,
+) -> Result<Option<(HObject, Eversion)>, CoreError> {
+    let start = after.cloned().unwrap_or_default();
+    let (objects, _) = ctx.pg.scan(ctx.store, &start, 2)?;
+    Ok(objects.into_iter().find(|(o, _)| after.is_none_or(|a| o > a)))
 }
 
 /// Remove every temp object of the PG (leftovers of multi-chunk pushes); `None` when there were none.
@@ -1344,79 +1059,6 @@ pub(crate) fn clear_temp_objects<D: Device>(
         return Ok(None);
     }
     Ok(Some(store.queue_transaction(&txn)?))
-}
-
-/// Up to `max` objects of the PG from `begin` (inclusive; `None`: from the start) in hobject order with
-/// their versions (pgmeta and temp objects skipped), and where the next scan starts (`max_value` at the end).
-pub(crate) fn scan_range<D: Device>(
-    store: &mut Store<D>,
-    spgid: &SpgId,
-    begin: &HObject,
-    max: usize,
-) -> Result<(BTreeMap<HObject, Eversion>, HObject), CoreError> {
-    let cid = pg::keys::collection_id(spgid);
-    let mut from = if begin.is_min() {
-        Vec::new()
-    } else {
-        pg::keys::ghobject(begin, spgid).to_sort_key()
-    };
-    let mut out = BTreeMap::new();
-    let max = max.max(1);
-    loop {
-        let batch = store.list_objects(&cid, &from, None, max + 1)?;
-        if batch.is_empty() {
-            return Ok((out, HObject::max_value()));
-        }
-        for k in &batch {
-            let Some(g) = pg::keys::from_key(k) else { continue };
-            if g.is_pgmeta() || g.hobj.is_temp() {
-                continue;
-            }
-            if out.len() == max {
-                return Ok((out, g.hobj));
-            }
-            let v = object_version(store, spgid, &g.hobj)?.unwrap_or_default();
-            out.insert(g.hobj, v);
-        }
-        let Some(last) = batch.last() else { break };
-        from = last.name.to_vec();
-        from.push(0);
-    }
-    Ok((out, HObject::max_value()))
-}
-
-/// The first object strictly after `after` (`None`: the first object), with its version.
-pub(crate) fn next_object<D: Device>(
-    store: &mut Store<D>,
-    spgid: &SpgId,
-    after: Option<&HObject>,
-) -> Result<Option<(HObject, Eversion)>, CoreError> {
-    let cid = pg::keys::collection_id(spgid);
-    let mut from = match after {
-        Some(h) => {
-            let mut k = pg::keys::ghobject(h, spgid).to_sort_key();
-            k.push(0);
-            k
-        }
-        None => Vec::new(),
-    };
-    loop {
-        let batch = store.list_objects(&cid, &from, None, 16)?;
-        if batch.is_empty() {
-            return Ok(None);
-        }
-        for k in &batch {
-            let Some(g) = pg::keys::from_key(k) else { continue };
-            if g.is_pgmeta() || g.hobj.is_temp() || after.is_some_and(|a| g.hobj <= *a) {
-                continue;
-            }
-            let v = object_version(store, spgid, &g.hobj)?.unwrap_or_default();
-            return Ok(Some((g.hobj, v)));
-        }
-        let Some(last) = batch.last() else { return Ok(None) };
-        from = last.name.to_vec();
-        from.push(0);
-    }
 }
 
 /// Number of objects in the PG (pgmeta and temp objects not counted).
@@ -1454,15 +1096,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn span_and_intersect() {
+    fn intersect_interval_sets() {
         let mut s = IntervalSet::new();
         s.insert(0, 10);
         s.insert(20, 10);
-        let a = span_of(&s, 5, 10);
-        assert_eq!(a.into_iter().collect::<Vec<_>>(), vec![(5, 5), (20, 5)]);
         let b = intersect(&s, &range_set(8, 15));
         assert_eq!(b.into_iter().collect::<Vec<_>>(), vec![(8, 2), (20, 3)]);
-        assert_eq!(range_end(&s), 30);
         let mut all = IntervalSet::new();
         all.insert(0, u64::MAX);
         assert_eq!(

@@ -160,7 +160,7 @@ fn random_divergence_recovers() {
 }
 
 fn run_backfill_seed(seed: u64) {
-    let mut r = Rng(seed ^ 0xbacf_111);
+    let mut r = Rng(seed ^ 0x0bac_f111);
     let n = 2 + r.below(2) as i32;
     let osds: Vec<i32> = (0..n).collect();
     let max_active = 1 + r.below(4) as u32;
