@@ -354,3 +354,36 @@ fn bench_replicated_writes() {
         );
     }
 }
+
+#[test]
+fn expired_read_lease_holds_reads_until_the_map_moves_on() {
+    let mut c = Cluster::new(3, 3, 2, 8);
+    let w = c.write_full("leased", b"v1");
+    c.run();
+    assert_eq!(c.reply(w).unwrap().result, 0);
+    let (spgid, _, primary) = c.locate("leased");
+    let acting = c.map.pg_to_up_acting_osds(spgid.pgid).unwrap().acting;
+    let cut = *acting.iter().find(|&&o| o != primary).unwrap();
+    // reads are served while the lease runs
+    let r = c.read("leased");
+    c.run();
+    assert_eq!(c.read_data(r).unwrap(), &b"v1"[..]);
+    // a replica stops answering (not yet marked down): its lease acks stop, the primary's lease runs out
+    c.partitioned.insert(cut);
+    for _ in 0..20 {
+        c.advance_time(Duration::from_secs(1));
+    }
+    let r = c.read("leased");
+    c.run();
+    assert!(
+        c.reply(r).is_none(),
+        "a read was served after the read lease expired"
+    );
+    // the monitor marks it down: the PG re-peers without it and the waiting read is answered
+    c.publish(|b| {
+        b.mark_down(cut).unwrap();
+    });
+    c.run();
+    c.advance_time(Duration::from_secs(1));
+    assert_eq!(c.read_data(r).expect("the read never completed").as_ref(), b"v1");
+}

@@ -54,6 +54,8 @@ pub struct Cluster {
     /// Client replies by tid.
     pub replies: BTreeMap<u64, MOSDOpReply>,
     pub misdirected: Vec<u64>,
+    /// OSDs cut off from the cluster network (messages to and from them are lost).
+    pub partitioned: BTreeSet<i32>,
     /// OSDs whose store durability events are withheld (a slow disk).
     pub hold_durable: BTreeSet<i32>,
     withheld: BTreeMap<i32, Vec<u64>>,
@@ -90,6 +92,7 @@ impl Cluster {
             wall: Utime::new(1_700_000_000, 0),
             replies: BTreeMap::new(),
             misdirected: Vec::new(),
+            partitioned: BTreeSet::new(),
             hold_durable: BTreeSet::new(),
             withheld: BTreeMap::new(),
             want_up_thru: BTreeMap::new(),
@@ -211,6 +214,9 @@ impl Cluster {
             any |= self.pump_stores();
             while let Some((from, to, msg)) = self.bus.pop_front() {
                 any = true;
+                if self.partitioned.contains(&from) || self.partitioned.contains(&to) {
+                    continue;
+                }
                 if let Some(s) = self.osds.get_mut(&to) {
                     s.handle(self.now, self.wall, Input::Peer { from, msg });
                 }
