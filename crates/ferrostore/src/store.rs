@@ -1247,8 +1247,14 @@ impl<D: Device> Store<D> {
         end: Option<&[u8]>,
         limit: usize,
     ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
-        let in_range = |k: &Vec<u8>| k.as_slice() >= start && end.is_none_or(|e| k.as_slice() < e);
-        let extra = ctx.overlay.keys().filter(|k| in_range(k)).count();
+        use std::ops::Bound;
+        // Only the overlay entries inside the range (a transaction with many ops has a large overlay).
+        let upper = match end {
+            Some(e) => Bound::Excluded(e),
+            None => Bound::Unbounded,
+        };
+        let range = (Bound::Included(start), upper);
+        let extra = ctx.overlay.range::<[u8], _>(range).count();
         let base = self
             .tree
             .scan(&mut self.io, start, end, limit.saturating_add(extra))?;
@@ -1256,7 +1262,7 @@ impl<D: Device> Store<D> {
             return Ok(base);
         }
         let mut m: BTreeMap<Vec<u8>, Vec<u8>> = base.into_iter().collect();
-        for (k, v) in ctx.overlay.iter().filter(|(k, _)| in_range(k)) {
+        for (k, v) in ctx.overlay.range::<[u8], _>(range) {
             match v {
                 Some(v) => {
                     m.insert(k.clone(), v.clone());
@@ -1808,7 +1814,8 @@ impl<D: Device> Store<D> {
                 let plen = p.len();
                 for (k, v) in self.kv_scan_prefix(ctx, &p)? {
                     let o = Onode::decode(&v)?;
-                    if o.hash & mask == *rem && src != dst {
+                    // Ceph's hobject_t::match(bits, rem): both sides masked.
+                    if o.hash & mask == rem & mask && src != dst {
                         // Ceph never splits onto an existing name; refuse rather than orphan an object.
                         let nk = keys::onode(dst, &k[plen..]);
                         if self.kv_get(ctx, &nk)?.is_some() {

@@ -75,7 +75,7 @@ impl Model {
                     let (_, dobjs) = &self.colls[&dst.0[..]];
                     if sobjs
                         .iter()
-                        .any(|(k, o)| o.hash & mask == *rem && dobjs.contains_key(k))
+                        .any(|(k, o)| o.hash & mask == *rem & mask && dobjs.contains_key(k))
                     {
                         return Err(libc::EEXIST);
                     }
@@ -87,7 +87,7 @@ impl Model {
                 }
                 let moving: Vec<Vec<u8>> = objs
                     .iter()
-                    .filter(|(_, o)| o.hash & mask == *rem)
+                    .filter(|(_, o)| o.hash & mask == *rem & mask)
                     .map(|(k, _)| k.clone())
                     .collect();
                 let moved: Vec<(Vec<u8>, MObj)> = moving
