@@ -35,8 +35,9 @@ for t in ceph ceph-osd rados xz tcpdump; do
     command -v "$t" >/dev/null || { echo "missing $t" >&2; exit 1; }
 done
 
-echo "== building xtask"
+echo "== building xtask and the trimmer (before the capture, so a build problem costs no cluster run)"
 cargo build --quiet -p xtask
+cargo build --quiet -p ceph-msgs --example trim-capture
 
 work=$(realpath "$(mktemp -d "${CAPTURE_DIR:-/tmp}/ferro-cap.XXXXXX")")
 dir=$work/c
@@ -58,6 +59,9 @@ finish() {
     exit "$rc"
 }
 trap finish EXIT
+# Our own copy: the shared target directory may be rebuilt by others while the scenario runs.
+trimmer=$work/trim-capture
+cp "${CARGO_TARGET_DIR:-$ROOT/target}/debug/examples/trim-capture" "$trimmer"
 ( sleep "$WATCHDOG_S"; echo "== watchdog: ${WATCHDOG_S}s elapsed, aborting" >&2; kill -TERM $$ ) &
 watchdog_pid=$!
 
@@ -260,7 +264,6 @@ if [ -n "${KEEP_RAW:-}" ]; then
 fi
 step "trimming to $OUT (mon port $mon_port, daemons on $PORT_MIN-$PORT_MAX, $PER_TYPE messages per type)"
 mkdir -p "$(dirname "$OUT")"
-cargo run --quiet -p ceph-msgs --example trim-capture -- \
-    --ports "$mon_port,$PORT_MIN-$PORT_MAX" --per-type "$PER_TYPE" "$pcap" "${OUT%.xz}"
+"$trimmer" --ports "$mon_port,$PORT_MIN-$PORT_MAX" --per-type "$PER_TYPE" "$pcap" "${OUT%.xz}"
 xz -9 -f "${OUT%.xz}"
 ls -la "$OUT"

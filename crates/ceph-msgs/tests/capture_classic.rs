@@ -6,7 +6,8 @@
 //! Every msgr2 frame of every stream must decode (crc checked); every message of a type this crate implements
 //! must decode and re-encode to the same front, middle and data bytes with the same header version and compat
 //! version. A per-type table is printed; types seen but not implemented are listed. The big shared capture
-//! (`../shared/captures/crc`) runs through the same check when it is present.
+//! (`../shared/captures/crc`) runs through the same check when it is present. `FERRO_CLASSIC_CAPTURE=FILE` checks
+//! another capture (pcap or pcap.xz, e.g. a fresh one) in place of the fixture.
 #![allow(clippy::unwrap_used, clippy::print_stderr)]
 
 use std::collections::BTreeMap;
@@ -203,8 +204,18 @@ fn print_table(
     eprintln!("  not implemented (type: count): {missing:?}");
 }
 
+/// Env var: check this capture (e.g. a fresh one from scripts/capture-classic.sh) instead of the committed fixture.
+const CAPTURE_ENV: &str = "FERRO_CLASSIC_CAPTURE";
+
+fn fixture_path(name: &str) -> std::path::PathBuf {
+    match std::env::var_os(CAPTURE_ENV) {
+        Some(p) => std::path::PathBuf::from(p),
+        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata").join(name),
+    }
+}
+
 fn fixture(name: &str) -> ceph_capture::Capture {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata").join(name);
+    let path = fixture_path(name);
     // The fixture is committed; only a missing `xz` tool makes it unreadable.
     match ceph_capture::Capture::read(&path) {
         Some(c) => c,
@@ -256,7 +267,8 @@ fn classic_fixture_frames_decode_and_messages_reencode_identically() {
     let cap = fixture("classic.pcap.xz");
     let (all, frames) = messages(&cap, true);
     let (rows, missing, failures) = check_all(&all);
-    print_table("testdata/classic.pcap.xz", frames, &all, &rows, &missing);
+    let label = fixture_path("classic.pcap.xz").display().to_string();
+    print_table(&label, frames, &all, &rows, &missing);
     assert!(
         failures.is_empty(),
         "{} mismatches:\n{}",

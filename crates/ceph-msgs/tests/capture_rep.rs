@@ -173,8 +173,9 @@ fn truncated_messages_are_errors() {
     eprintln!("{tried} truncations refused");
 }
 
-/// Messages the capture does not contain (no backfill scan happened, no deletes during recovery): encode and
-/// decode agree. Their layouts come from the Pacific headers, not yet from real bytes.
+/// Messages the shared capture does not contain: encode and decode agree. All but MOSDPGBackfillRemove are also
+/// checked against real bytes by tests/capture_classic.rs (the classic fixture has scans, backfills, recovery
+/// deletes and update-log-missing).
 #[test]
 fn uncaptured_messages_round_trip() {
     use denc::{Eversion, HObject, PgId, PgShard, ShardId, SpgId};
