@@ -1248,6 +1248,10 @@ impl<D: Device> Store<D> {
         limit: usize,
     ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
         use std::ops::Bound;
+        if end.is_some_and(|e| e <= start) {
+            // Empty range (BTreeMap::range would panic on it).
+            return Ok(Vec::new());
+        }
         // Only the overlay entries inside the range (a transaction with many ops has a large overlay).
         let upper = match end {
             Some(e) => Bound::Excluded(e),
