@@ -564,8 +564,6 @@ impl Backfill {
     }
 }
 
-// Not called inside the crate yet: the core wires it when it limits backfills per shard.
-#[allow(dead_code)]
 /// Shard-wide `osd_max_backfills` slots (Ceph's local reservation): the core asks for a slot before calling
 /// [`Backfill::start`] and releases it when the PG's backfill is no longer active (or the PG changes interval).
 #[derive(Debug, Clone)]
@@ -575,7 +573,6 @@ pub struct Reserver {
     waiting: VecDeque<SpgId>,
 }
 
-#[allow(dead_code)]
 impl Reserver {
     /// `max` slots (`osd_max_backfills`).
     pub fn new(max: usize) -> Self {

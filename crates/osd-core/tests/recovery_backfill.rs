@@ -176,3 +176,52 @@ fn write_between_scans_is_seen() {
     // after backfill every write goes to the target again
     assert!(net.node(0).bf.should_send_op(1, &hobj("anything")));
 }
+
+/// Throughput of the engines on the simulated device (not a device benchmark: the simulator copies memory).
+/// `cargo test --release -p osd-core --test recovery_backfill -- --ignored --nocapture`
+#[test]
+#[ignore]
+fn backfill_throughput() {
+    let big: u64 = std::env::var("RECOVERY_BENCH_BIG")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(128);
+    let small: u64 = std::env::var("RECOVERY_BENCH_SMALL")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(4000);
+    let bytes = (big as usize) * (1 << 20) * 2 + (small as usize) * 16384 + (64 << 20);
+    let mut net = Net::with_store_size(&[0, 1], 3, 8 << 20, bytes);
+    let mb: Vec<u8> = (0..(1u32 << 20))
+        .map(|i| i.wrapping_mul(2_654_435_761) as u8)
+        .collect();
+    for i in 0..big {
+        let spec = Spec {
+            version: 1 + i,
+            extents: vec![(0, mb.clone())],
+            ..Default::default()
+        };
+        put(&mut net.node(0).store, &format!("big{i}"), &spec);
+    }
+    for i in 0..small {
+        put(
+            &mut net.node(0).store,
+            &format!("small{i}"),
+            &Spec::small(1 + i, i),
+        );
+    }
+    let t = std::time::Instant::now();
+    net.with(0, |_, bf, ctx| bf.start(ctx, vec![1]));
+    net.run();
+    let secs = t.elapsed().as_secs_f64();
+    let p = net.node(0).bf.progress();
+    assert_eq!(net.node(0).backfill_done, vec![1]);
+    println!(
+        "backfill: {} objects, {:.1} MiB in {secs:.2} s: {:.0} objects/s, {:.1} MiB/s (max {} in flight)",
+        p.objects_recovered,
+        p.bytes_recovered as f64 / 1048576.0,
+        p.objects_recovered as f64 / secs,
+        p.bytes_recovered as f64 / 1048576.0 / secs,
+        p.max_ops_in_flight
+    );
+}

@@ -30,8 +30,12 @@ pub fn spgid() -> SpgId {
 }
 
 pub fn new_store(seed: u64) -> Store<SimDevice> {
+    new_store_sized(seed, 64 << 20)
+}
+
+pub fn new_store_sized(seed: u64, bytes: usize) -> Store<SimDevice> {
     let dev = SimDevice::new(
-        64 << 20,
+        bytes,
         SimConfig {
             seed,
             reorder: true,
@@ -291,13 +295,18 @@ impl Net {
     /// Nodes `osds` (the first is the primary), all in the acting set, with a fresh PG each;
     /// `max_active`/`max_chunk` are `osd_recovery_max_active`/`osd_recovery_max_chunk`.
     pub fn new(osds: &[i32], max_active: u32, max_chunk: u64) -> Net {
+        Self::with_store_size(osds, max_active, max_chunk, 64 << 20)
+    }
+
+    /// As [`Net::new`] with `store_bytes` of simulated device per OSD.
+    pub fn with_store_size(osds: &[i32], max_active: u32, max_chunk: u64, store_bytes: usize) -> Net {
         let sp = spgid();
         let mut nodes = BTreeMap::new();
         for &osd in osds {
             let mut cfg = ShardConfig::new(osd, 0, 1);
             cfg.osd_recovery_max_active = max_active;
             cfg.osd_recovery_max_chunk = max_chunk;
-            let mut store = new_store(100 + osd as u64);
+            let mut store = new_store_sized(100 + osd as u64, store_bytes);
             let pool = PoolInfo {
                 id: 1,
                 name: "p".into(),
