@@ -778,8 +778,10 @@ fn queue<D: Device>(ctx: &mut RecoveryCtx<'_, D>, txn: &Transaction) -> Result<u
     Ok(seq)
 }
 
-/// An up OSD (acting, up, or a peer peering reported a missing set for) that is not a backfill target, not
-/// `tried`, and not missing `oid`.
+/// An up OSD that may hold `oid` at the needed version: acting members first, then up members and any other
+/// OSD peering knows holds the PG (a stray that is not in `missing` may still be behind: the source checks the
+/// version and answers a blank push, and the next candidate is tried). Never a backfill target, an OSD already
+/// `tried`, or one whose missing set lists the object.
 fn pull_source<D: Device>(
     ctx: &RecoveryCtx<'_, D>,
     missing: &BTreeMap<i32, PgMissing>,
@@ -787,8 +789,24 @@ fn pull_source<D: Device>(
     tried: &BTreeSet<i32>,
 ) -> Option<i32> {
     let map = ctx.peering.last_map()?;
-    let mut candidates: BTreeSet<i32> = map.acting.iter().chain(map.up.iter()).copied().collect();
-    candidates.extend(missing.keys().copied());
+    let strays = map
+        .up_osds
+        .iter()
+        .copied()
+        .filter(|&o| ctx.peering.peer_missing(o).is_some());
+    let mut candidates: Vec<i32> = Vec::new();
+    for o in map
+        .acting
+        .iter()
+        .chain(map.up.iter())
+        .copied()
+        .chain(missing.keys().copied())
+        .chain(strays)
+    {
+        if !candidates.contains(&o) {
+            candidates.push(o);
+        }
+    }
     let backfill = ctx.peering.backfill_targets();
     candidates.into_iter().find(|&o| {
         o != ctx.whoami
@@ -797,6 +815,7 @@ fn pull_source<D: Device>(
             && !backfill.contains(&o)
             && !tried.contains(&o)
             && !missing.get(&o).is_some_and(|m| m.is_missing(oid))
+            && !ctx.peering.peer_missing(o).is_some_and(|m| m.is_missing(oid))
     })
 }
 
