@@ -182,6 +182,7 @@ pub(crate) struct World {
     sweep_started: bool,
     sweep_pending: usize,
     quiet_since: Duration,
+    last_status: String,
 }
 
 fn us(n: u64) -> Duration {
@@ -198,12 +199,13 @@ impl World {
         let osds = cfg.osds.max(1);
         let per_host = if osds >= 4 && rng.chance(50) { 2 } else { 1 };
         let hosts = osds.div_ceil(per_host);
-        let domain = if per_host == 1 || rng.chance(30) {
+        let size = cfg.pool_size.min(osds as u8).max(1);
+        // Spreading over hosts needs at least `size` of them, or every PG stays undersized.
+        let domain = if per_host == 1 || hosts < u32::from(size) || rng.chance(30) {
             FailureDomain::Osd
         } else {
             FailureDomain::Host
         };
-        let size = cfg.pool_size.min(osds as u8).max(1);
         let min_size = size.div_ceil(2).max(1).min(size);
         let pg_num = cfg.pg_num.max(1);
         let mut map = MapBuilder::new(hosts, per_host)
@@ -258,6 +260,7 @@ impl World {
             sweep_started: false,
             sweep_pending: 0,
             quiet_since: Duration::ZERO,
+            last_status: String::new(),
             cfg,
         };
         w.trace(format!(
@@ -1337,7 +1340,18 @@ impl World {
                         let clean =
                             r.state & peering_state::ACTIVE != 0 && r.state & peering_state::CLEAN != 0;
                         if !clean {
-                            return Err(format!("pg {pg} on osd.{}: {st}", ua.acting_primary));
+                            return Err(format!(
+                                "pg {pg} on osd.{}: {st} ({}), up {:?} acting {:?}, last_update {}, up_thru of the \
+                                 primary {}",
+                                ua.acting_primary,
+                                r.state_name,
+                                r.up,
+                                r.acting,
+                                r.last_update,
+                                map.osd_info
+                                    .get(ua.acting_primary as usize)
+                                    .map_or(0, |i| i.up_thru)
+                            ));
                         }
                     }
                 }
@@ -1367,7 +1381,11 @@ impl World {
         }
         self.schedule(ms(100), Ev::QuietCheck);
         if let Err(why) = self.convergence_status() {
-            let _ = why;
+            // Say what is still missing now and then (the trace of a run that does not converge).
+            if why != self.last_status {
+                self.trace(format!("not converged: {why}"));
+                self.last_status = why;
+            }
             return Ok(false);
         }
         if !self.sweep_started {
