@@ -15,7 +15,9 @@
 # `cargo run -p ceph-msgs --example trim-capture -- --help`) and, with KEEP_RAW=1, the raw pcap next to it.
 #
 # Usage: scripts/capture-classic.sh [OUT_FIXTURE]     (default crates/ceph-msgs/testdata/classic.pcap.xz)
-# Env:   PER_TYPE=N (messages kept per type, default 12), KEEP_RAW=1, CAPTURE_DIR=/tmp/... (work directory)
+# Env:   PER_TYPE=N (messages kept per type, default 12), KEEP_RAW=1, CAPTURE_DIR=/tmp/... (work directory),
+#        CARGO_TARGET_DIR (use a private one if another checkout builds into the same target directory meanwhile:
+#        cargo then sees other sources' artifacts as fresh and the trimmer fails to build)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)

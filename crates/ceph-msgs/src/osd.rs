@@ -556,7 +556,8 @@ impl CephMessage for MOSDPing {
     const HEAD_VERSION: u16 = 5;
     const COMPAT_VERSION: u16 = 4;
     const NAME: &'static str = "osd_ping";
-    const PRIORITY: u16 = prio::HIGH;
+    // Pacific heartbeats go out at the default priority (capture: 668 of 668).
+    const PRIORITY: u16 = prio::DEFAULT;
 
     fn encode_front(&self, e: &mut Encoder) {
         self.fsid.encode(e);

@@ -214,7 +214,7 @@ message!(
     2,
     1,
     "osd_repop_reply",
-    prio::DEFAULT
+    prio::HIGH
 );
 
 /// `MOSDPGNotify2` (130, v1).
@@ -355,7 +355,7 @@ impl MOSDPGLease {
         })
     }
 }
-message!(MOSDPGLease, rep_msg::PG_LEASE, 1, 1, "pg_lease", prio::HIGH);
+message!(MOSDPGLease, rep_msg::PG_LEASE, 1, 1, "pg_lease", prio::DEFAULT);
 
 /// `MOSDPGLeaseAck` (134, v1).
 #[derive(Debug, Clone, PartialEq)]
@@ -384,7 +384,7 @@ message!(
     1,
     1,
     "pg_lease_ack",
-    prio::HIGH
+    prio::DEFAULT
 );
 
 /// `MOSDPGTrim` (86, v2): trim the log up to `trim_to`.
@@ -413,7 +413,7 @@ impl MOSDPGTrim {
         })
     }
 }
-message!(MOSDPGTrim, rep_msg::PG_TRIM, 2, 2, "pg_trim", prio::HIGH);
+message!(MOSDPGTrim, rep_msg::PG_TRIM, 2, 2, "pg_trim", prio::DEFAULT);
 
 /// The common tail of push, pull and push-reply messages (none of them carries a trace in Pacific).
 /// The body Push, Pull and PushReply share: `pg_t, epoch, vector<op>, cost, shard, from, min_epoch`.
@@ -891,7 +891,7 @@ message!(
     3,
     1,
     "PGUpdateLogMissingReply",
-    prio::DEFAULT
+    prio::HIGH
 );
 
 no_data!(
@@ -953,7 +953,7 @@ impl MOSDPGRemove {
         })
     }
 }
-message!(MOSDPGRemove, rep_msg::PG_REMOVE, 3, 3, "PGrm", prio::HIGH);
+message!(MOSDPGRemove, rep_msg::PG_REMOVE, 3, 3, "PGrm", prio::DEFAULT);
 
 /// `MRecoveryReserve` types.
 pub mod recovery_reserve {
@@ -998,7 +998,7 @@ message!(
     3,
     2,
     "MRecoveryReserve",
-    prio::HIGH
+    prio::DEFAULT
 );
 
 /// `MBackfillReserve` types.
@@ -1053,7 +1053,7 @@ message!(
     5,
     4,
     "MBackfillReserve",
-    prio::HIGH
+    prio::DEFAULT
 );
 
 no_data!(MOSDPGNotify, MOSDPGRemove, MRecoveryReserve, MBackfillReserve);

@@ -79,7 +79,7 @@ fn hex(b: &[u8]) -> String {
 }
 
 /// Decode and re-encode; `Err` describes the first difference.
-fn roundtrip<T: CephMessage + std::fmt::Debug>(m: &Message) -> Result<&'static str, String> {
+fn roundtrip<T: CephMessage + std::fmt::Debug>(m: &Message) -> Result<(&'static str, u16), String> {
     let t = T::from_message(m)
         .map_err(|e| format!("{}: {e}\n  v{} front {}", T::NAME, m.version, hex(&m.front)))?;
     let back = t.to_message(denc::CEPH_FEATURES_ALL);
@@ -113,7 +113,7 @@ fn roundtrip<T: CephMessage + std::fmt::Debug>(m: &Message) -> Result<&'static s
             m.compat_version
         ));
     }
-    Ok(T::NAME)
+    Ok((T::NAME, T::PRIORITY))
 }
 
 macro_rules! dispatch {
@@ -125,7 +125,7 @@ macro_rules! dispatch {
 }
 
 /// The round trip of `m` if its type is implemented here.
-fn check(m: &Message) -> Option<Result<&'static str, String>> {
+fn check(m: &Message) -> Option<Result<(&'static str, u16), String>> {
     dispatch!(m;
         // mon / mgr clients
         MMonMap, MMonGetMap, MMonSubscribe, MMonSubscribeAck, MMonGetVersion, MMonGetVersionReply, MMonCommand,
@@ -152,6 +152,10 @@ struct Row {
     ok: usize,
     bad: usize,
     versions: BTreeMap<u16, usize>,
+    /// Priorities seen (informational: some senders use the op's priority, not the type's default).
+    prios: BTreeMap<u16, usize>,
+    /// The type's `CephMessage::PRIORITY` (what we send by default).
+    our_prio: u16,
 }
 
 /// Checks every message; returns the table (type → row), unimplemented types (type → count) and failures.
@@ -165,9 +169,11 @@ fn check_all(all: &[Message]) -> (BTreeMap<u16, Row>, BTreeMap<u16, usize>, Vec<
             Some(r) => {
                 let row = rows.entry(m.msg_type).or_default();
                 *row.versions.entry(m.version).or_default() += 1;
+                *row.prios.entry(m.priority).or_default() += 1;
                 match r {
-                    Ok(name) => {
+                    Ok((name, prio)) => {
                         row.name = name;
+                        row.our_prio = prio;
                         row.ok += 1;
                     }
                     Err(e) => {
@@ -192,13 +198,13 @@ fn print_table(
 ) {
     eprintln!("{what}: {frames} frames, {} messages", all.len());
     eprintln!(
-        "  {:>6}  {:<28} {:>6} {:>6}  versions",
+        "  {:>6}  {:<28} {:>6} {:>6}  versions / priorities seen (ours)",
         "type", "name", "same", "differ"
     );
     for (ty, r) in rows {
         eprintln!(
-            "  {ty:>6}  {:<28} {:>6} {:>6}  {:?}",
-            r.name, r.ok, r.bad, r.versions
+            "  {ty:>6}  {:<28} {:>6} {:>6}  {:?} / {:?} ({})",
+            r.name, r.ok, r.bad, r.versions, r.prios, r.our_prio
         );
     }
     eprintln!("  not implemented (type: count): {missing:?}");
@@ -275,6 +281,26 @@ fn classic_fixture_frames_decode_and_messages_reencode_identically() {
         failures.len(),
         failures.join("\n")
     );
+    // Where Ceph always used one priority for a type, ours is that one (types sent at the client op's or the
+    // recovery op's priority are exempt).
+    const OP_PRIORITY: &[&str] = &[
+        "osd_op",
+        "MOSDPGPush",
+        "MOSDPGPull",
+        "MOSDPGPushReply",
+        "MOSDECSubOpRead",
+        "recovery_delete",
+        "recovery_delete_reply",
+    ];
+    for r in rows.values().filter(|r| !OP_PRIORITY.contains(&r.name)) {
+        if let [(&seen, _)] = r.prios.iter().collect::<Vec<_>>()[..] {
+            assert_eq!(
+                r.our_prio, seen,
+                "{}: Ceph sent priority {seen}, we send {}",
+                r.name, r.our_prio
+            );
+        }
+    }
     let names: Vec<&str> = rows.values().map(|r| r.name).collect();
     for want in EXPECTED_IN_FIXTURE {
         assert!(names.contains(want), "{want} not in the fixture: {names:?}");
