@@ -264,7 +264,7 @@ pub(crate) fn handle_op<D: Device>(pg: &mut Pg, store: &mut Store<D>, ctx: OpCon
     }
 
     // the object context
-    let loaded = match load_oi(store, &pg.cid, &okey, &soid) {
+    let (loaded, head_in_store) = match load_oi_known(store, &pg.cid, &okey) {
         Ok(x) => x,
         Err(e) => {
             send_now(&mut out, reply_error(m, e, epoch, Eversion::default(), 0, &[]));
@@ -604,6 +604,7 @@ pub(crate) fn handle_op<D: Device>(pg: &mut Pg, store: &mut Store<D>, ctx: OpCon
             Transaction::new(),
             vec![e],
             None,
+            None,
             ctx.conn,
             reply,
             &mut out,
@@ -655,6 +656,7 @@ pub(crate) fn handle_op<D: Device>(pg: &mut Pg, store: &mut Store<D>, ctx: OpCon
         t,
         entries,
         Some(okey.name.clone()),
+        head_in_store.map(|k| (okey.clone(), k)),
         ctx.conn,
         reply,
         &mut out,
@@ -686,12 +688,13 @@ fn submit<D: Device>(
     t: Transaction,
     es: Vec<PgLogEntry>,
     obj: Option<Bytes>,
+    known: Option<(ObjectKey, bool)>,
     conn: ConnId,
     mut reply: MOSDOpReply,
     out: &mut Outputs,
 ) -> bool {
     let version = es.last().map(|e| e.version).unwrap_or_default();
-    match pg.commit_write(store, t.ops, es) {
+    match pg.commit_write(store, t.ops, es, known) {
         Ok((seq, rep)) => {
             if let Some(o) = obj {
                 pg.dirty.insert(o, (seq, version));
@@ -787,6 +790,20 @@ fn load_oi<D: Device>(
     key: &ObjectKey,
     soid: &HObject,
 ) -> Result<Option<(ObjectInfo, SnapSet)>, i32> {
+    let _ = soid;
+    load_oi_known(store, cid, key).map(|(x, _)| x)
+}
+
+/// An object's info and snapset.
+type Loaded = (ObjectInfo, SnapSet);
+
+/// [`load_oi`], plus whether the store holds the object at all when that is known for sure (an object without
+/// object info is there, but treated as absent).
+fn load_oi_known<D: Device>(
+    store: &mut Store<D>,
+    cid: &CollectionId,
+    key: &ObjectKey,
+) -> Result<(Option<Loaded>, Option<bool>), i32> {
     match store.getattr(cid, key, OI_ATTR) {
         Ok(bl) => {
             let oi = ObjectInfo::decode_all(bl).map_err(|_| -libc::EIO)?;
@@ -794,14 +811,11 @@ fn load_oi<D: Device>(
                 Ok(b) => SnapSet::decode_all(b).map_err(|_| -libc::EIO)?,
                 Err(_) => SnapSet::default(),
             };
-            Ok(Some((oi, ss)))
+            Ok((Some((oi, ss)), Some(true)))
         }
-        Err(StoreError::NotFound) => Ok(None),
+        Err(StoreError::NotFound) => Ok((None, Some(false))),
         // an object without object info (not written by an OSD) is treated as absent
-        Err(StoreError::NoData) => {
-            let _ = soid;
-            Ok(None)
-        }
+        Err(StoreError::NoData) => Ok((None, None)),
         Err(e) => Err(store_errno(&e)),
     }
 }
@@ -2286,7 +2300,7 @@ pub(crate) fn handle_timeout<D: Device>(pg: &mut Pg, store: &mut Store<D>, now: 
             clean_regions: ObjectCleanRegions::fully_dirty(),
             ..Default::default()
         };
-        if let Ok((seq, rep)) = pg.commit_write(store, ops, vec![e]) {
+        if let Ok((seq, rep)) = pg.commit_write(store, ops, vec![e], None) {
             pg.dirty.insert(okey, (seq, at_version));
             if let Some(r) = rep {
                 out.repops.push(r);

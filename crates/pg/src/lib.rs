@@ -450,6 +450,16 @@ impl Pg {
         Outputs::default()
     }
 
+    /// Recount objects and bytes from the store (after objects were changed outside this PG's own calls, e.g.
+    /// by a recovery engine applying pushes itself).
+    pub fn refresh_stats<D: Device>(&mut self, store: &mut Store<D>) -> Result<(), PgError> {
+        let s = exec::scan_stats(store, &self.cid)?;
+        self.stats.num_objects = s.num_objects;
+        self.stats.num_bytes = s.num_bytes;
+        self.stats.num_omap_objects = s.num_omap_objects;
+        Ok(())
+    }
+
     /// Object counts, bytes and versions.
     pub fn stats(&self) -> PgStats {
         let mut s = self.stats;

@@ -150,16 +150,38 @@ impl Pg {
         &self.missing
     }
 
-    /// The `_fastinfo` key/value for the state after a write (last_update = `head`).
+    /// The `_fastinfo` key/value for the state after a write (last_update = `head`); built from the fields
+    /// directly (a write must not clone the whole pg_info_t).
     pub(crate) fn fastinfo_kv(&self, head: Eversion, luv: u64) -> (Bytes, Bytes) {
-        let mut i = self.info();
-        i.last_update = head;
-        if self.missing.is_empty() {
-            i.last_complete = head;
-        }
-        i.last_user_version = i.last_user_version.max(luv);
-        i.stats.version = head;
-        (k(FASTINFO_KEY), PgFastInfo::from_info(&i).to_bytes(0))
+        let st = &self.info.stats;
+        let f = PgFastInfo {
+            last_update: head,
+            last_complete: if self.missing.is_empty() {
+                head
+            } else {
+                self.info.last_complete.min(self.log.complete)
+            },
+            last_user_version: self.log.last_user_version.max(luv),
+            stats_version: head,
+            reported_seq: st.reported_seq,
+            last_fresh: st.last_fresh,
+            last_active: st.last_active,
+            last_peered: st.last_peered,
+            last_clean: st.last_clean,
+            last_unstale: st.last_unstale,
+            last_undegraded: st.last_undegraded,
+            last_fullsized: st.last_fullsized,
+            log_size: self.log.len() as i64,
+            num_bytes: self.stats.num_bytes as i64,
+            num_objects: self.stats.num_objects as i64,
+            num_object_copies: st.stats.sum.num_object_copies,
+            num_rd: self.stats.num_rd as i64,
+            num_rd_kb: self.stats.num_rd_kb as i64,
+            num_wr: self.stats.num_wr as i64,
+            num_wr_kb: self.stats.num_wr_kb as i64,
+            num_objects_dirty: st.stats.sum.num_objects_dirty,
+        };
+        (k(FASTINFO_KEY), f.to_bytes(0))
     }
 
     /// Apply peering's store writes, in order, as one store transaction (keys as Ceph's `write_if_dirty` writes

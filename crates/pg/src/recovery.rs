@@ -231,11 +231,10 @@ impl Pg {
         }
         let mut off = 0usize;
         for (start, len) in &p.data_included {
-            let l = *len as usize;
-            let chunk = p
-                .data
-                .get(off..off + l)
-                .ok_or_else(|| PgError::Transaction("push data shorter than data_included".into()))?;
+            let short = || PgError::Transaction("push data shorter than data_included".into());
+            let l = usize::try_from(*len).map_err(|_| short())?;
+            let end = off.checked_add(l).ok_or_else(short)?;
+            let chunk = p.data.get(off..end).ok_or_else(short)?;
             t.write(c, &tg, *start, &p.data.slice_ref(chunk), 0);
             off += l;
         }

@@ -128,12 +128,14 @@ impl Pg {
         store: &mut Store<D>,
         obj_ops: Vec<Op>,
         mut entries: Vec<PgLogEntry>,
+        known: Option<(ferrostore::ObjectKey, bool)>,
     ) -> Result<(u64, Option<RepOp>), PgError> {
         let Some(last) = entries.pop() else {
             return Err(PgError::Transaction("a write without a log entry".into()));
         };
         let ceph = txn::to_ceph(&obj_ops)?;
-        let mut t = txn::translate(store, &ceph)?;
+        let known: Vec<_> = known.into_iter().map(|(k, e)| (self.cid.clone(), k, e)).collect();
+        let mut t = txn::translate_known(store, &ceph, &known)?;
         let meta = keys::pgmeta_key(&self.spgid);
         let mut all = Vec::with_capacity(entries.len() + 1);
         for e in entries {

@@ -44,6 +44,25 @@ fn ghobject_of(k: &ObjectKey) -> Result<GHObject, PgError> {
 /// The Ceph transaction with the effects of ferrostore ops the op engine built (one Ceph op per store op).
 pub fn to_ceph(ops: &[Op]) -> Result<Transaction, PgError> {
     let mut t = Transaction::new();
+    // an op engine transaction names one or two objects many times: parse each name once
+    let mut colls: Vec<(CollectionId, Coll)> = Vec::new();
+    let mut objs: Vec<(Bytes, GHObject)> = Vec::new();
+    let mut coll_of = |c: &CollectionId| -> Result<Coll, PgError> {
+        if let Some((_, x)) = colls.iter().find(|(k, _)| k == c) {
+            return Ok(*x);
+        }
+        let x = coll_of(c)?;
+        colls.push((c.clone(), x));
+        Ok(x)
+    };
+    let mut ghobject_of = |k: &ObjectKey| -> Result<GHObject, PgError> {
+        if let Some((_, g)) = objs.iter().find(|(n, _)| *n == k.name) {
+            return Ok(g.clone());
+        }
+        let g = ghobject_of(k)?;
+        objs.push((k.name.clone(), g.clone()));
+        Ok(g)
+    };
     for op in ops {
         match op {
             Op::CreateCollection { cid, bits } => t.create_collection(coll_of(cid)?, *bits),
@@ -216,6 +235,15 @@ pub fn translate<D: Device>(
     store: &mut Store<D>,
     t: &Transaction,
 ) -> Result<ferrostore::Transaction, PgError> {
+    translate_known(store, t, &[])
+}
+
+/// [`translate`] with objects whose existence in the store the caller knows already (no lookup for them).
+pub fn translate_known<D: Device>(
+    store: &mut Store<D>,
+    t: &Transaction,
+    known: &[(CollectionId, ObjectKey, bool)],
+) -> Result<ferrostore::Transaction, PgError> {
     let ops = t
         .ops()
         .map_err(|e| PgError::Transaction(format!("undecodable transaction: {e}")))?;
@@ -223,6 +251,35 @@ pub fn translate<D: Device>(
     let mut tr = Tracker {
         store,
         objs: HashMap::new(),
+    };
+    for (c, k, e) in known {
+        tr.objs.insert(
+            (c.clone(), k.name.clone()),
+            ObjState {
+                exists: *e,
+                base: if *e { AttrBase::Store } else { AttrBase::Empty },
+                attrs: HashMap::new(),
+            },
+        );
+    }
+    // names repeat across ops: build each store name once
+    let mut colls: Vec<(Coll, CollectionId)> = Vec::new();
+    let mut keys: Vec<(GHObject, ObjectKey)> = Vec::new();
+    let mut coll_id = |c: &Coll| -> CollectionId {
+        if let Some((_, x)) = colls.iter().find(|(k, _)| k == c) {
+            return x.clone();
+        }
+        let x = coll_id(c);
+        colls.push((*c, x.clone()));
+        x
+    };
+    let mut object_key = |g: &GHObject| -> ObjectKey {
+        if let Some((_, x)) = keys.iter().find(|(k, _)| k == g) {
+            return x.clone();
+        }
+        let x = object_key(g);
+        keys.push((g.clone(), x.clone()));
+        x
     };
     for op in ops {
         match op {
@@ -247,24 +304,33 @@ pub fn translate<D: Device>(
                 if !tr.exists(&c, &k)? {
                     tr.set_exists(&c, &k, true)?;
                 }
-                out.push(Op::Write {
-                    cid: c,
-                    oid: k,
-                    offset: off,
-                    data,
-                });
+                if data.is_empty() {
+                    // BlueStore writes nothing (the object is created all the same)
+                    out.push(Op::Touch { cid: c, oid: k });
+                } else {
+                    out.push(Op::Write {
+                        cid: c,
+                        oid: k,
+                        offset: off,
+                        data,
+                    });
+                }
             }
             TxOp::Zero { cid, oid, off, len } => {
                 let (c, k) = (coll_id(&cid), object_key(&oid));
                 if !tr.exists(&c, &k)? {
                     tr.set_exists(&c, &k, true)?;
                 }
-                out.push(Op::Zero {
-                    cid: c,
-                    oid: k,
-                    offset: off,
-                    len,
-                });
+                if len == 0 {
+                    out.push(Op::Touch { cid: c, oid: k });
+                } else {
+                    out.push(Op::Zero {
+                        cid: c,
+                        oid: k,
+                        offset: off,
+                        len,
+                    });
+                }
             }
             TxOp::Truncate { cid, oid, size } => {
                 let (c, k) = (coll_id(&cid), object_key(&oid));
