@@ -776,7 +776,8 @@ impl Service for Core {
                 if let Some(sh) = self.shard.as_mut() {
                     sh.tick(&mut self.out);
                     if self.ticks.is_multiple_of(10) {
-                        let st = sh.snapshot();
+                        let mut st = sh.snapshot();
+                        st.messages_received = self.messages_received;
                         let _ = ctx.post(0, Msg::Stats(Box::new(st)));
                     }
                 }
@@ -871,7 +872,7 @@ impl Service for Core {
                 features,
             } => {
                 if let Some(c) = self.control.as_mut() {
-                    let (r, out) = c.admin(&cmd, self.messages_received);
+                    let (r, out) = c.admin(&cmd, 0);
                     let reply = MCommandReply {
                         r,
                         rs: String::new(),
@@ -894,7 +895,7 @@ impl Service for Core {
                     let owner = worker::shard_of(&spgid, self.common.shards);
                     let _ = ctx.post(owner, Msg::Digest(spgid, tx));
                 } else if let Some(c) = self.control.as_mut() {
-                    let _ = tx.send(c.admin(&cmd, self.messages_received));
+                    let _ = tx.send(c.admin(&cmd, 0));
                 }
             }
         }
@@ -957,6 +958,8 @@ pub struct Control {
     // mgr
     mgr_conn: Option<RConn>,
     mgr_ready: bool,
+    /// The perf counter schema went to this mgr session.
+    mgr_declared: bool,
     mgr_addr: Option<(SocketAddr, u32)>,
     mgr_retry_at: Instant,
     stats_period: Duration,
@@ -1748,6 +1751,7 @@ impl Control {
     fn mgr_connected(&mut self, ctx: &mut CoreCtx<Msg>) {
         self.log("mgr session open");
         self.mgr_ready = true;
+        self.mgr_declared = false;
         let m = MMgrOpen {
             daemon_name: self.whoami.to_string(),
             service_name: String::new(),
@@ -1777,11 +1781,17 @@ impl Control {
         if !self.mgr_ready {
             return;
         }
-        let mut packed = Encoder::new(0);
-        packed.versioned(1, 1, |_| {});
+        // The schema goes once per mgr session; values every report, in the mgr's (sorted) order.
+        let declare_types = if self.mgr_declared {
+            Vec::new()
+        } else {
+            self.mgr_declared = true;
+            crate::perf::declare_types()
+        };
         let m = MMgrReport {
             daemon_name: self.whoami.to_string(),
-            packed: packed.into_bytes(),
+            declare_types,
+            packed: crate::perf::mgr_packed(self.stats(), 0),
             daemon_health_metrics: Bytes::from_static(&[0, 0, 0, 0]),
             rest: Bytes::from_static(&ceph_msgs::osd::MGR_REPORT_EMPTY_REST),
             ..Default::default()
@@ -2186,6 +2196,7 @@ impl Daemon {
             map_sent: 0,
             mgr_conn: None,
             mgr_ready: false,
+            mgr_declared: false,
             mgr_addr: None,
             mgr_retry_at: now,
             stats_period: Duration::from_secs(5),

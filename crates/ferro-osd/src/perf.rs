@@ -206,6 +206,7 @@ pub fn values<'a>(stats: impl Iterator<Item = &'a ShardStats>, messages_received
         pgs += s.pgs.len() as u64;
         primary += s.pgs.iter().filter(|(r, _)| r.primary).count() as u64;
         t.subops += s.subops;
+        t.messages_received += s.messages_received;
         t.ops += s.ops;
         t.ops_r += s.ops_r;
         t.ops_w += s.ops_w;
@@ -249,7 +250,7 @@ pub fn values<'a>(stats: impl Iterator<Item = &'a ShardStats>, messages_received
             "stat_bytes" => Value::U64(t.total_bytes),
             "stat_bytes_used" => Value::U64(t.total_bytes.saturating_sub(t.free_bytes)),
             "stat_bytes_avail" => Value::U64(t.free_bytes),
-            "messages_received" => Value::U64(messages_received),
+            "messages_received" => Value::U64(messages_received + t.messages_received),
             "commit_latency" => Value::Avg {
                 count: t.commit_latency_count,
                 sum_ns: t.commit_latency_ns_sum,
@@ -331,4 +332,111 @@ pub fn schema() -> serde_json::Value {
         );
     }
     serde_json::json!({ "osd": osd, "ferrostore": {} })
+}
+
+/// `mgr_stats_threshold` (PRIO_USEFUL): counters below it are not sent to the mgr, as ceph-osd's MgrClient.
+pub const MGR_STATS_THRESHOLD: u8 = prio::USEFUL;
+
+/// The `osd` counters as MMgrReport declares them (`osd.<name>`), in [`OSD`] order.
+pub fn declare_types() -> Vec<ceph_msgs::osd::PerfCounterType> {
+    OSD.iter()
+        .filter(|k| k.priority >= MGR_STATS_THRESHOLD)
+        .map(|k| ceph_msgs::osd::PerfCounterType {
+            path: format!("osd.{}", k.name),
+            description: k.description.into(),
+            nick: k.nick.into(),
+            type_: k.ty,
+            priority: k.priority,
+            unit: k.unit,
+        })
+        .collect()
+}
+
+/// MMgrReport's `packed`: an ENCODE_START(1,1) envelope with, for every declared path in sorted order (the
+/// mgr keeps declarations in a sorted set), the value as u64 (times in nanoseconds) and, for long-run averages,
+/// the count twice (`avgcount`, `avgcount2`).
+pub fn pack<'a>(items: impl Iterator<Item = (&'a str, u8, Value)>) -> bytes::Bytes {
+    let mut v: Vec<(&str, u8, Value)> = items.collect();
+    v.sort_by(|a, b| a.0.cmp(b.0));
+    let mut e = denc::Encoder::new(0);
+    e.versioned(1, 1, |e| {
+        for (_, ty, val) in &v {
+            let (x, n) = match *val {
+                Value::U64(x) => (x, 0),
+                Value::Avg { count, sum_ns } => (sum_ns, count),
+            };
+            e.u64(x);
+            if ty & ty::LONGRUNAVG != 0 {
+                e.u64(n);
+                e.u64(n);
+            }
+        }
+    });
+    e.into_bytes()
+}
+
+/// The `packed` values of the counters [`declare_types`] declares.
+pub fn mgr_packed<'a>(stats: impl Iterator<Item = &'a ShardStats>, messages_received: u64) -> bytes::Bytes {
+    let vals = values(stats, messages_received);
+    let names: Vec<String> = OSD.iter().map(|k| format!("osd.{}", k.name)).collect();
+    pack(
+        OSD.iter()
+            .zip(vals)
+            .zip(names.iter())
+            .filter(|((k, _), _)| k.priority >= MGR_STATS_THRESHOLD)
+            .map(|((k, v), n)| (n.as_str(), k.ty, v)),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn schema_dump_and_mgr_declarations_agree() {
+        let d = dump(std::iter::empty(), 2, 0);
+        let s = schema();
+        for k in OSD {
+            assert!(
+                d["osd"].get(k.name).is_some(),
+                "{} missing from perf dump",
+                k.name
+            );
+            assert_eq!(s["osd"][k.name]["type"], k.ty, "{}", k.name);
+        }
+        let decl = declare_types();
+        assert!(
+            decl.iter()
+                .all(|t| t.path.starts_with("osd.") && t.priority >= MGR_STATS_THRESHOLD)
+        );
+        // One u64 per declared counter, three for long-run averages, after the 6-byte envelope.
+        let want: usize = decl
+            .iter()
+            .map(|t| if t.type_ & ty::LONGRUNAVG != 0 { 24 } else { 8 })
+            .sum();
+        assert_eq!(mgr_packed(std::iter::empty(), 0).len(), 6 + want);
+    }
+
+    #[test]
+    fn packed_values_are_in_path_order_with_average_counts() {
+        let p = pack(
+            [
+                ("osd.b", ty::U64 | ty::COUNTER, Value::U64(5)),
+                (
+                    "osd.a",
+                    ty::TIME | ty::LONGRUNAVG,
+                    Value::Avg {
+                        count: 2,
+                        sum_ns: 3000,
+                    },
+                ),
+            ]
+            .into_iter(),
+        );
+        let mut want = vec![1u8, 1, 32, 0, 0, 0];
+        for x in [3000u64, 2, 2, 5] {
+            want.extend_from_slice(&x.to_le_bytes());
+        }
+        assert_eq!(p.as_ref(), &want[..]);
+    }
 }

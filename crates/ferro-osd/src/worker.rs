@@ -46,6 +46,8 @@ pub struct ShardStats {
     /// Recent commit latency (EWMA), nanoseconds.
     pub commit_latency_ns: u64,
     pub misdirected: u64,
+    /// Messages received on this core's client and peer connections.
+    pub messages_received: u64,
 }
 
 /// Which shard (core) owns a PG (osd-core's rule; fixed by the shard count chosen at mkfs).

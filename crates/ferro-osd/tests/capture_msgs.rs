@@ -153,3 +153,60 @@ fn mgr_address_from_real_mgrmaps() {
     }
     assert!(found > 0, "no MgrMap with an active mgr");
 }
+
+/// How a real ceph-osd packs counter values in MMgrReport, which `ferro_osd::perf::mgr_report` copies: declared
+/// types accumulate per session (a std::set of paths, so sorted); `packed` is an ENCODE_START(1,1) envelope with,
+/// for every declared path in sorted order, a u64 value and, for long-run averages, two u64 counts.
+#[test]
+fn mgr_report_packed_values_follow_the_sorted_declared_paths() {
+    let Some(all) = common::all_messages() else { return };
+    let mut declared: BTreeMap<String, BTreeMap<String, u8>> = BTreeMap::new();
+    let mut checked = 0;
+    let mut paths_seen = Vec::new();
+    for (_, _, m) in &all {
+        if m.msg_type != osd_msg::MGR_REPORT {
+            continue;
+        }
+        let r = MMgrReport::from_message(m).unwrap();
+        let d = declared.entry(r.daemon_name.clone()).or_default();
+        for t in &r.declare_types {
+            d.insert(t.path.clone(), t.type_);
+            if paths_seen.len() < 3 && t.path.starts_with("osd.") {
+                paths_seen.push(t.path.clone());
+            }
+        }
+        for u in &r.undeclare_types {
+            d.remove(u);
+        }
+        let want: usize = d
+            .values()
+            .map(|ty| {
+                if ty & ferro_osd::perf::ty::LONGRUNAVG != 0 {
+                    24
+                } else {
+                    8
+                }
+            })
+            .sum();
+        assert_eq!(
+            r.packed.len(),
+            6 + want,
+            "{}: {} declared",
+            r.daemon_name,
+            d.len()
+        );
+        assert_eq!(&r.packed[..2], &[1, 1]);
+        // Our encoder gives the same layout for the same declarations.
+        let ours = ferro_osd::perf::pack(
+            d.iter()
+                .map(|(p, ty)| (p.as_str(), *ty, ferro_osd::perf::Value::U64(7))),
+        );
+        assert_eq!(ours.len(), r.packed.len());
+        checked += 1;
+    }
+    assert!(checked > 10, "{checked} reports");
+    assert!(
+        paths_seen.iter().all(|p| p.starts_with("osd.")),
+        "OSD counters are declared as osd.<name>: {paths_seen:?}"
+    );
+}
