@@ -107,6 +107,7 @@ restart_osd() {
     # Same marker as testcluster's own daemons, so `cluster down` finds and kills it.
     FERRO_TESTCLUSTER_DIR=$dir setsid ceph-osd -f -c "$dir/ceph.conf" -i "$id" >>"$dir/log/osd.$id.out" 2>&1 </dev/null &
     echo $! >"$dir/pids/osd.$id.pid"
+    disown $! # its SIGKILL at teardown is expected, not worth a "Killed" line
     local deadline=$((SECONDS + 90))
     until $C ceph osd dump 2>/dev/null | grep -qE "^osd\.$id up"; do
         [ $SECONDS -lt $deadline ] || { echo "osd.$id did not come up" >&2; return 1; }
