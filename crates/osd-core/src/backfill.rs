@@ -23,6 +23,7 @@
 //! local reservation). Remote reservations (MBackfillReserve from the primary to targets) are not sent yet.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::time::Duration;
 
 use ceph_msgs::CephMessage;
 use ceph_msgs::osd_rep::{
@@ -39,6 +40,26 @@ use crate::{CoreError, RecoveryCtx, RecoveryEvent};
 
 /// `osd_backfill_scan_max` (512): objects per scan digest.
 pub const BACKFILL_SCAN_MAX: usize = 512;
+/// `osd_backfill_retry_interval` (30 s): how long a rejected backfill reservation waits before asking again.
+pub const BACKFILL_RETRY_INTERVAL: Duration = Duration::from_secs(30);
+/// Ceph's `OSD_BACKFILL_PRIORITY_BASE`.
+const BACKFILL_PRIORITY: u32 = 100;
+
+fn send_backfill_reserve<D: Device>(ctx: &mut RecoveryCtx<'_, D>, to: i32, reserve_type: i32) {
+    let bytes = i64::try_from(ctx.pg.stats().num_bytes).unwrap_or(i64::MAX);
+    let m = MBackfillReserve {
+        pgid: SpgId::new(ctx.spgid.pgid, ShardId::NO_SHARD),
+        query_epoch: ctx.epoch,
+        reserve_type,
+        priority: BACKFILL_PRIORITY,
+        primary_num_bytes: bytes,
+        shard_num_bytes: bytes,
+    };
+    ctx.out.push(RecoveryEvent::Send {
+        to,
+        msg: m.to_message(ctx.cfg.peer_features),
+    });
+}
 
 /// What the primary knows of one target.
 #[derive(Debug, Clone)]
@@ -52,6 +73,11 @@ struct Target {
     reported: HObject,
     finish_sent: bool,
     done: bool,
+    /// The target granted a backfill slot (MBackfillReserve); nothing is scanned or copied before every target
+    /// has.
+    granted: bool,
+    /// A rejected or revoked reservation is asked for again at this time.
+    retry_at: Option<Duration>,
     /// Objects removed with MOSDPGBackfillRemove, not sent yet.
     to_remove: Vec<(HObject, Eversion)>,
 }
@@ -116,9 +142,15 @@ impl Backfill {
                     reported: HObject::default(),
                     finish_sent: false,
                     done: false,
+                    granted: false,
+                    retry_at: None,
                     to_remove: Vec::new(),
                 },
             );
+        }
+        let targets: Vec<i32> = self.targets.keys().copied().collect();
+        for t in targets {
+            send_backfill_reserve(ctx, t, backfill_reserve::REQUEST);
         }
         self.total_objects = match recovery::count_objects(ctx.store, &ctx.spgid) {
             Ok(n) => n,
@@ -203,6 +235,7 @@ impl Backfill {
                         {
                             t.done = true;
                             ctx.out.push(RecoveryEvent::BackfillDone { osd: from });
+                            send_backfill_reserve(ctx, from, backfill_reserve::RELEASE);
                         }
                     }
                     _ => {}
@@ -239,19 +272,44 @@ impl Backfill {
             }
             rep_msg::BACKFILL_RESERVE => {
                 let m = MBackfillReserve::from_message(msg).map_err(dec_err)?;
-                if m.reserve_type == backfill_reserve::REQUEST {
-                    let grant = MBackfillReserve {
-                        pgid: m.pgid,
-                        query_epoch: m.query_epoch,
-                        reserve_type: backfill_reserve::GRANT,
-                        priority: m.priority,
-                        primary_num_bytes: 0,
-                        shard_num_bytes: 0,
-                    };
-                    ctx.out.push(RecoveryEvent::Send {
-                        to: from,
-                        msg: grant.to_message(ctx.cfg.peer_features),
-                    });
+                let current = current && m.query_epoch >= ctx.same_interval_since;
+                match m.reserve_type {
+                    // target side: granted at once (no target-side slot limit yet)
+                    backfill_reserve::REQUEST => {
+                        let grant = MBackfillReserve {
+                            pgid: m.pgid,
+                            query_epoch: m.query_epoch,
+                            reserve_type: backfill_reserve::GRANT,
+                            priority: m.priority,
+                            primary_num_bytes: 0,
+                            shard_num_bytes: 0,
+                        };
+                        ctx.out.push(RecoveryEvent::Send {
+                            to: from,
+                            msg: grant.to_message(ctx.cfg.peer_features),
+                        });
+                    }
+                    backfill_reserve::GRANT if current => {
+                        if let Some(t) = self.targets.get_mut(&from) {
+                            t.granted = true;
+                            t.retry_at = None;
+                        }
+                        self.kick(ctx);
+                    }
+                    // too full, or the target wants its slot back: ask again later (`osd_backfill_retry_interval`)
+                    backfill_reserve::REJECT_TOOFULL
+                    | backfill_reserve::REVOKE_TOOFULL
+                    | backfill_reserve::REVOKE
+                        if current =>
+                    {
+                        if let Some(t) = self.targets.get_mut(&from)
+                            && !t.done
+                        {
+                            t.granted = false;
+                            t.retry_at = Some(ctx.now + BACKFILL_RETRY_INTERVAL);
+                        }
+                    }
+                    _ => {}
                 }
             }
             t => self.log(ctx, format!("backfill ignores message type {t} from osd.{from}")),
@@ -266,7 +324,26 @@ impl Backfill {
 
     /// Continue work (after inputs that may have freed throttle slots, and on ticks).
     pub fn tick<D: Device>(&mut self, ctx: &mut RecoveryCtx<'_, D>) {
+        if self.interval == ctx.same_interval_since {
+            let due: Vec<i32> = self
+                .targets
+                .iter()
+                .filter(|(_, t)| t.retry_at.is_some_and(|at| at <= ctx.now))
+                .map(|(o, _)| *o)
+                .collect();
+            for o in due {
+                if let Some(t) = self.targets.get_mut(&o) {
+                    t.retry_at = None;
+                }
+                send_backfill_reserve(ctx, o, backfill_reserve::REQUEST);
+            }
+        }
         self.kick(ctx);
+    }
+
+    /// When a rejected or revoked backfill reservation is asked for again (none: nothing to retry).
+    pub fn poll_timeout(&self) -> Option<Duration> {
+        self.targets.values().filter_map(|t| t.retry_at).min()
     }
 
     /// A new interval (or the PG stops): drop everything in flight.
@@ -363,6 +440,9 @@ impl Backfill {
 
     /// Compare and start work until the throttle is full, a scan is outstanding, or everything is compared.
     fn step<D: Device>(&mut self, ctx: &mut RecoveryCtx<'_, D>) -> Result<(), CoreError> {
+        if self.targets.values().any(|t| !t.done && !t.granted) {
+            return Ok(());
+        }
         let max = (ctx.cfg.osd_recovery_max_active as usize).max(1);
         while !self.exhausted && self.in_flight.len() < max {
             // every target needs objects listed past the cursor (or to be listed to the end)

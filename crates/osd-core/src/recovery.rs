@@ -162,6 +162,11 @@ pub struct Recovery {
     /// Objects whose local copy completes with a store transaction, by its sequence number.
     local_waits: BTreeMap<u64, HObject>,
     replies: Replies,
+    /// Replicas asked for a recovery slot (MRecoveryReserve REQUEST) that have not granted it yet; nothing is
+    /// started while this is not empty.
+    reserving: BTreeSet<i32>,
+    /// Replicas that granted a slot (released with RELEASE when recovery is done).
+    reserved: BTreeSet<i32>,
     /// The interval whose leftover temp objects were removed (see [`clear_temp_objects`]).
     temp_cleared: Option<u32>,
     progress: Progress,
@@ -179,6 +184,8 @@ impl Recovery {
             missing: BTreeMap::new(),
             unfound: BTreeSet::new(),
             local_waits: BTreeMap::new(),
+            reserving: BTreeSet::new(),
+            reserved: BTreeSet::new(),
             replies: Replies::default(),
             temp_cleared: None,
             progress: Progress::default(),
@@ -223,6 +230,23 @@ impl Recovery {
         }
         for (oid, o) in &self.objs {
             self.queue.insert((o.need, oid.clone()));
+        }
+        // Ceph's remote recovery reservation: every other acting OSD (and every OSD that misses objects) grants a
+        // slot before anything is copied
+        if !self.objs.is_empty()
+            && let Some(map) = ctx.peering.last_map()
+        {
+            let backfill = ctx.peering.backfill_targets();
+            self.reserving = map
+                .acting
+                .iter()
+                .copied()
+                .chain(missing.keys().copied())
+                .filter(|&o| o != ctx.whoami && o >= 0 && !backfill.contains(&o))
+                .collect();
+            for &o in &self.reserving {
+                send_recovery_reserve(ctx, o, recovery_reserve::REQUEST);
+            }
         }
         self.missing = missing;
         self.kick(ctx);
@@ -340,17 +364,32 @@ impl Recovery {
             }
             rep_msg::RECOVERY_RESERVE => {
                 let m = MRecoveryReserve::from_message(msg).map_err(dec_err)?;
-                if m.reserve_type == recovery_reserve::REQUEST {
-                    let grant = MRecoveryReserve {
-                        pgid: m.pgid,
-                        query_epoch: m.query_epoch,
-                        reserve_type: recovery_reserve::GRANT,
-                        priority: m.priority,
-                    };
-                    ctx.out.push(RecoveryEvent::Send {
-                        to: from,
-                        msg: grant.to_message(ctx.cfg.peer_features),
-                    });
+                let current =
+                    self.interval == ctx.same_interval_since && m.query_epoch >= ctx.same_interval_since;
+                match m.reserve_type {
+                    // replica side: granted at once (no replica-side slot limit yet)
+                    recovery_reserve::REQUEST => {
+                        let grant = MRecoveryReserve {
+                            pgid: m.pgid,
+                            query_epoch: m.query_epoch,
+                            reserve_type: recovery_reserve::GRANT,
+                            priority: m.priority,
+                        };
+                        ctx.out.push(RecoveryEvent::Send {
+                            to: from,
+                            msg: grant.to_message(ctx.cfg.peer_features),
+                        });
+                    }
+                    recovery_reserve::GRANT if current && self.reserving.remove(&from) => {
+                        self.reserved.insert(from);
+                        self.kick(ctx);
+                    }
+                    // the replica wants its slot back: stop starting objects until it grants again
+                    recovery_reserve::REVOKE if current && self.reserved.remove(&from) => {
+                        self.reserving.insert(from);
+                        send_recovery_reserve(ctx, from, recovery_reserve::REQUEST);
+                    }
+                    _ => {}
                 }
             }
             t => {
@@ -404,6 +443,9 @@ impl Recovery {
         self.missing.clear();
         self.unfound.clear();
         self.local_waits.clear();
+        // replicas drop reservations of an ended interval themselves
+        self.reserving.clear();
+        self.reserved.clear();
         self.progress.ops_in_flight = 0;
     }
 
@@ -459,6 +501,9 @@ impl Recovery {
         if self.interval != ctx.same_interval_since {
             return;
         }
+        if !self.reserving.is_empty() {
+            return;
+        }
         let max = (ctx.cfg.osd_recovery_max_active as usize).max(1);
         while self.active.len() < max {
             let next = loop {
@@ -492,6 +537,11 @@ impl Recovery {
             }
         }
         self.progress.max_ops_in_flight = self.progress.max_ops_in_flight.max(self.active.len() as u64);
+        if self.objs.is_empty() {
+            for o in std::mem::take(&mut self.reserved) {
+                send_recovery_reserve(ctx, o, recovery_reserve::RELEASE);
+            }
+        }
     }
 
     fn start_object<D: Device>(
@@ -750,6 +800,22 @@ pub(crate) fn send_pushes<D: Device>(ctx: &mut RecoveryCtx<'_, D>, to: i32, push
         pushes,
         cost,
         is_repair: false,
+    };
+    ctx.out.push(RecoveryEvent::Send {
+        to,
+        msg: m.to_message(ctx.cfg.peer_features),
+    });
+}
+
+/// Ceph's `OSD_RECOVERY_PRIORITY_BASE`.
+const RECOVERY_PRIORITY: u32 = 180;
+
+fn send_recovery_reserve<D: Device>(ctx: &mut RecoveryCtx<'_, D>, to: i32, reserve_type: i32) {
+    let m = MRecoveryReserve {
+        pgid: SpgId::new(ctx.spgid.pgid, ShardId::NO_SHARD),
+        query_epoch: ctx.epoch,
+        reserve_type,
+        priority: RECOVERY_PRIORITY,
     };
     ctx.out.push(RecoveryEvent::Send {
         to,

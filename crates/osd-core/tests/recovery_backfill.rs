@@ -225,3 +225,50 @@ fn backfill_throughput() {
         p.max_ops_in_flight
     );
 }
+
+#[test]
+fn rejected_reservation_is_retried() {
+    use ceph_msgs::CephMessage;
+    use ceph_msgs::osd_rep::{MBackfillReserve, backfill_reserve};
+    let mut net = Net::new(&[0, 1], 3, 1 << 20);
+    for i in 0..20u64 {
+        put(&mut net.node(0).store, &format!("obj{i}"), &Spec::small(1 + i, i));
+    }
+    net.with(0, |_, bf, ctx| bf.start(ctx, vec![1]));
+    // the target answers too full
+    while !net
+        .bus
+        .front()
+        .is_some_and(|(f, _, m)| *f == 1 && m.msg_type == rep_msg::BACKFILL_RESERVE)
+    {
+        assert!(net.step());
+    }
+    let (from, to, msg) = net.bus.pop_front().unwrap();
+    let mut grant = MBackfillReserve::from_message(&msg).unwrap();
+    assert_eq!(grant.reserve_type, backfill_reserve::GRANT);
+    grant.reserve_type = backfill_reserve::REJECT_TOOFULL;
+    net.bus
+        .push_front((from, to, grant.to_message(denc::CEPH_FEATURES_ALL)));
+    net.run();
+    assert!(
+        !net.sent.contains_key(&rep_msg::PG_SCAN),
+        "scanned without a reservation"
+    );
+    assert!(net.node(0).bf.is_active());
+    let retry = net.node(0).bf.poll_timeout().unwrap();
+    assert_eq!(retry, net.now + osd_core_backfill_retry());
+    // too early: nothing; at the retry time the request goes again and backfill completes
+    net.with(0, |_, bf, ctx| bf.tick(ctx));
+    assert!(net.bus.is_empty());
+    net.now = retry;
+    net.with(0, |_, bf, ctx| bf.tick(ctx));
+    net.run();
+    assert_same(&mut net, 0, 1);
+    assert_eq!(net.node(0).backfill_done, vec![1]);
+    // REQUEST, (GRANT turned) REJECT, REQUEST, GRANT, RELEASE
+    assert_eq!(net.sent[&rep_msg::BACKFILL_RESERVE], 5);
+}
+
+fn osd_core_backfill_retry() -> std::time::Duration {
+    std::time::Duration::from_secs(30)
+}

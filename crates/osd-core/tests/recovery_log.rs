@@ -200,7 +200,8 @@ fn prioritized_object_goes_first() {
     net.with(0, |rec, _, ctx| {
         rec.prioritize(&hobj("x9"));
         rec.start(ctx, sets);
-        // x0 started at once (one slot); x9 jumps the queue for the next slot
+        // nothing starts before osd.1 grants its recovery slot; x9 jumps the queue meanwhile
+        assert_eq!(rec.progress().ops_in_flight, 0);
         rec.prioritize(&hobj("x9"));
     });
     net.run();
@@ -210,8 +211,10 @@ fn prioritized_object_goes_first() {
         .iter()
         .map(|(_, h, _)| String::from_utf8_lossy(&h.oid.0).into_owned())
         .collect();
-    assert_eq!(order[0], "x0");
-    assert_eq!(order[1], "x9");
+    assert_eq!(order[0], "x9");
+    assert_eq!(order[1], "x0");
+    // MRecoveryReserve REQUEST, GRANT, and RELEASE once done
+    assert_eq!(net.sent[&rep_msg::RECOVERY_RESERVE], 3);
     assert_eq!(order.len(), 10);
     assert_eq!(net.dump(0), net.dump(1));
 }
@@ -246,7 +249,14 @@ fn stale_interval_messages_are_ignored() {
     sets.insert(1, missing(&[("a", 2, 0, false)]));
     net.set_missing(1, sets[&1].clone());
     net.with(0, |rec, _, ctx| rec.start(ctx, sets));
-    // rewrite the push as if sent in an older interval: the replica must drop it
+    // the reservation first; then rewrite the push as if sent in an older interval: the replica must drop it
+    while net
+        .bus
+        .front()
+        .is_some_and(|(_, _, m)| m.msg_type != rep_msg::PG_PUSH)
+    {
+        net.step();
+    }
     let (from, to, msg) = net.bus.pop_front().unwrap();
     let mut push = <ceph_msgs::osd_rep::MOSDPGPush as ceph_msgs::CephMessage>::from_message(&msg).unwrap();
     push.min_epoch = INTERVAL - 1;

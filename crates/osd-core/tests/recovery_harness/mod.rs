@@ -273,6 +273,8 @@ pub struct Net {
     /// The most objects any node had in flight (recovery or backfill) at once.
     pub max_in_flight: u64,
     pub steps: u64,
+    /// The monotonic time handed to the engines.
+    pub now: Duration,
 }
 
 pub fn map(acting: &[i32]) -> MapView {
@@ -348,6 +350,7 @@ impl Net {
             sent: BTreeMap::new(),
             max_in_flight: 0,
             steps: 0,
+            now: Duration::from_secs(1),
         }
     }
 
@@ -368,6 +371,7 @@ impl Net {
         f: impl FnOnce(&mut Recovery, &mut Backfill, &mut RecoveryCtx<'_, SimDevice>) -> R,
     ) -> R {
         let mut evs = Vec::new();
+        let now = self.now;
         let n = self.nodes.get_mut(&osd).unwrap();
         let r = {
             let mut ctx = RecoveryCtx {
@@ -375,7 +379,7 @@ impl Net {
                 spgid: spgid(),
                 epoch: EPOCH,
                 same_interval_since: n.peering.info().history.same_interval_since,
-                now: Duration::from_secs(1),
+                now,
                 cfg: &n.cfg,
                 store: &mut n.store,
                 pg: &mut n.pg,
