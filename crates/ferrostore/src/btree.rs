@@ -10,7 +10,7 @@
 use crate::error::{Result, StoreError};
 use crate::format::{BLOCK, NODE_MAGIC, Reader, Writer, crc};
 use bytes::Bytes;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{HashMap, VecDeque};
 use std::rc::Rc;
 
 const HEADER: usize = 24;
@@ -166,9 +166,11 @@ pub struct Tree {
     root: Ptr,
     dirty: Vec<Option<Rc<Node>>>,
     free_ids: Vec<u32>,
-    cache: HashMap<u64, (Rc<Node>, u64, usize)>,
-    lru: BTreeMap<u64, u64>,
-    tick: u64,
+    /// Clean nodes: (node, referenced since the clock hand last passed, heap bytes).
+    cache: HashMap<u64, (Rc<Node>, bool, usize)>,
+    /// CLOCK (second chance) order of the cached blocks: a hit only sets a bit, instead of reordering an LRU
+    /// list on every node visited. May hold blocks no longer cached (skipped, and compacted when it grows).
+    ring: VecDeque<u64>,
     cache_cap: usize,
     /// Byte budget of the clean cache (heap bytes of the decoded nodes) and what it holds now.
     cache_cap_bytes: usize,
@@ -191,8 +193,7 @@ impl Tree {
             dirty: Vec::new(),
             free_ids: Vec::new(),
             cache: HashMap::new(),
-            lru: BTreeMap::new(),
-            tick: 0,
+            ring: VecDeque::new(),
             cache_cap: cache_cap.max(8),
             cache_cap_bytes: usize::MAX,
             cache_bytes: 0,
@@ -272,12 +273,9 @@ impl Tree {
         match p {
             Ptr::Mem(id) => Ok(self.mem(id).clone()),
             Ptr::Disk(b) => {
-                self.tick += 1;
-                if let Some((n, t, _)) = self.cache.get_mut(&b) {
+                if let Some((n, referenced, _)) = self.cache.get_mut(&b) {
                     self.stats.cache_hits += 1;
-                    self.lru.remove(t);
-                    *t = self.tick;
-                    self.lru.insert(self.tick, b);
+                    *referenced = true;
                     return Ok(n.clone());
                 }
                 self.stats.node_reads += 1;
@@ -290,27 +288,38 @@ impl Tree {
     }
 
     fn insert_clean(&mut self, b: u64, n: Rc<Node>) {
-        self.tick += 1;
-        // Per-entry bookkeeping (map slot, LRU entry) on top of the node's own allocations.
-        let bytes = n.heap_bytes() + 96;
+        // Per-entry bookkeeping (map slot, ring slot) on top of the node's own allocations.
+        let bytes = n.heap_bytes() + 64;
         self.cache_bytes += bytes;
-        if let Some((_, t, old)) = self.cache.insert(b, (n, self.tick, bytes)) {
-            self.lru.remove(&t);
-            self.cache_bytes -= old;
+        match self.cache.insert(b, (n, false, bytes)) {
+            Some((_, _, old)) => self.cache_bytes -= old,
+            None => self.ring.push_back(b),
         }
-        self.lru.insert(self.tick, b);
         self.evict();
+        if self.ring.len() > 2 * self.cache.len() + 64 {
+            let cache = &self.cache;
+            self.ring.retain(|b| cache.contains_key(b));
+        }
     }
 
-    /// Drop least recently used clean nodes until both limits hold. Clean nodes are on disk, so eviction never
-    /// affects correctness; a node in use by a caller stays alive through its `Rc` until dropped.
+    /// Drop clean nodes not used since the clock hand last passed them until both limits hold. Clean nodes are
+    /// on disk, so eviction never affects correctness; a node in use by a caller stays alive through its `Rc`.
     fn evict(&mut self) {
         while self.cache.len() > self.cache_cap || self.cache_bytes > self.cache_cap_bytes {
-            let Some((_, victim)) = self.lru.pop_first() else {
+            let Some(victim) = self.ring.pop_front() else {
                 break;
             };
-            if let Some((_, _, b)) = self.cache.remove(&victim) {
-                self.cache_bytes -= b;
+            match self.cache.get_mut(&victim) {
+                Some((_, referenced, _)) if *referenced => {
+                    *referenced = false;
+                    self.ring.push_back(victim);
+                }
+                Some(_) => {
+                    if let Some((_, _, b)) = self.cache.remove(&victim) {
+                        self.cache_bytes -= b;
+                    }
+                }
+                None => {}
             }
         }
     }
@@ -320,8 +329,7 @@ impl Tree {
             Ptr::Mem(id) => Ok(id),
             Ptr::Disk(b) => {
                 let n = self.node(io, p)?;
-                if let Some((_, t, bytes)) = self.cache.remove(&b) {
-                    self.lru.remove(&t);
+                if let Some((_, _, bytes)) = self.cache.remove(&b) {
                     self.cache_bytes -= bytes;
                 }
                 self.superseded.push(b);
