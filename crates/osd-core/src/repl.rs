@@ -54,6 +54,44 @@ pub(crate) fn epoch_prefix(m: &ceph_msgs::Message) -> Option<u32> {
     Decoder::new(m.front.clone()).u32().ok()
 }
 
+/// The epoch a peering message was sent at (Ceph's `epoch_sent`): one newer than our map waits for it.
+pub(crate) fn peer_msg_epoch(p: &peering::PeerMsg) -> u32 {
+    use peering::PeerMsg;
+    match p {
+        PeerMsg::Notify(m) => m.notify.epoch_sent,
+        PeerMsg::Query(m) => m.query.epoch_sent,
+        PeerMsg::Info(m) => m.epoch_sent,
+        PeerMsg::Log(m) => m.epoch,
+        PeerMsg::Lease(m) => m.epoch,
+        PeerMsg::LeaseAck(m) => m.epoch,
+    }
+}
+
+/// The answer to a query for a PG this OSD does not hold: a notify with an empty `pg_info_t`.
+pub(crate) fn empty_notify(
+    spgid: SpgId,
+    q: &osd_rep::MOSDPGQuery2,
+    epoch: u32,
+    features: u64,
+) -> ceph_msgs::Message {
+    let m = osd_rep::MOSDPGNotify2 {
+        spgid: SpgId::new(spgid.pgid, q.query.from),
+        notify: osd_types::pg_peering::PgNotify {
+            query_epoch: q.query.epoch_sent,
+            epoch_sent: epoch,
+            info: osd_types::pg_info::PgInfo {
+                pgid: spgid.pgid,
+                shard: q.query.to,
+                ..Default::default()
+            },
+            to: q.query.from,
+            from: q.query.to,
+            past_intervals: osd_types::past_intervals::PastIntervals::new_compact(),
+        },
+    };
+    m.to_message(features)
+}
+
 /// Which module handles a peer message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Kind {

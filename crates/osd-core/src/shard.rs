@@ -338,11 +338,31 @@ impl<D: Device> OsdShard<D> {
             ));
             return;
         };
-        // a replicated write from a newer epoch waits for our map (its interval may not have started here)
-        if msg.msg_type == ceph_msgs::osd_rep::rep_msg::REPOP
-            && let Some(e) = repl::epoch_prefix(&msg)
-            && e > self.epoch()
-        {
+        // a replicated write or a peering message from a newer epoch waits for our map (its interval may not
+        // have started here; Ceph waits for the map the same way)
+        let peering_msg = if repl::kind(msg.msg_type) == repl::Kind::Peering {
+            match peering::PeerMsg::from_message(&msg) {
+                Ok(Some(p)) => Some(p),
+                _ => {
+                    self.peer_msgs_dropped += 1;
+                    self.log(format!(
+                        "dropping malformed peering message type {} from osd.{from}",
+                        msg.msg_type
+                    ));
+                    return;
+                }
+            }
+        } else {
+            None
+        };
+        let newer = match &peering_msg {
+            Some(p) => repl::peer_msg_epoch(p) > self.epoch(),
+            None => {
+                msg.msg_type == ceph_msgs::osd_rep::rep_msg::REPOP
+                    && repl::epoch_prefix(&msg).is_some_and(|e| e > self.epoch())
+            }
+        };
+        if newer {
             if self.peer_waiting_for_map.len() >= MAX_WAITING_FOR_MAP {
                 self.peer_waiting_for_map.pop_front();
             }
@@ -351,6 +371,16 @@ impl<D: Device> OsdShard<D> {
         }
         let mut cx = cx!(self);
         let Some(p) = self.pgs.get_mut(&spgid) else {
+            if let Some(peering::PeerMsg::Query(q)) = &peering_msg {
+                // Ceph's handle_pg_query_nopg: tell the primary we have nothing, so its GetInfo/GetLog does not
+                // wait for us forever
+                let reply = repl::empty_notify(spgid, q, self.epoch(), self.cfg.peer_features);
+                self.outputs.push_back(Output::ToOsd {
+                    osd: from,
+                    msg: reply,
+                });
+                return;
+            }
             self.peer_msgs_dropped += 1;
             self.log(format!(
                 "dropping message type {} from osd.{from} for pg {spgid}: not held here",
