@@ -505,11 +505,16 @@ impl Backfill {
                 self.cursor = Some(pf);
             } else if let Some((obj, version)) = local {
                 let mut need = Vec::new();
+                // A copy written in this interval is not trusted even at the same version: before this backfill
+                // started (the PG may have waited for a slot) a write could have reached the target whole or
+                // as a partial object carrying the new version. Older versions were written before the target
+                // became a backfill target and compare exactly.
+                let recent = version.epoch >= ctx.same_interval_since;
                 for (&osd, t) in self.targets.iter_mut().filter(|(_, t)| !t.done && !t.finish_sent) {
                     match t.interval.keys().next() {
                         Some(first) if *first == obj => {
                             let theirs = t.interval.remove(&obj);
-                            if theirs != Some(version) {
+                            if theirs != Some(version) || recent {
                                 need.push(osd);
                             }
                         }

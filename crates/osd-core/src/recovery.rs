@@ -242,7 +242,7 @@ impl Recovery {
                 .iter()
                 .copied()
                 .chain(missing.keys().copied())
-                .filter(|&o| o != ctx.whoami && o >= 0 && !backfill.contains(&o))
+                .filter(|&o| o != ctx.whoami && o >= 0 && map.is_up(o) && !backfill.contains(&o))
                 .collect();
             for &o in &self.reserving {
                 send_recovery_reserve(ctx, o, recovery_reserve::REQUEST);

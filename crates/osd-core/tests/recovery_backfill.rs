@@ -272,3 +272,24 @@ fn rejected_reservation_is_retried() {
 fn osd_core_backfill_retry() -> std::time::Duration {
     std::time::Duration::from_secs(30)
 }
+
+#[test]
+fn same_version_written_this_interval_is_copied_anyway() {
+    // while a PG waits for a backfill slot, a write may reach the target whole (or as a partial object) with
+    // the new version; such copies are not trusted
+    let mut net = Net::new(&[0, 1], 3, 1 << 20);
+    let mut fresh = Spec::small(50, 1);
+    fresh.epoch = INTERVAL + 1;
+    put(&mut net.node(0).store, "fresh", &fresh);
+    let mut partial = fresh.clone();
+    partial.extents = vec![(40, b"only the tail".to_vec())];
+    put(&mut net.node(1).store, "fresh", &partial);
+    // an old object at the same version is trusted and not copied
+    let old = Spec::small(7, 2);
+    put(&mut net.node(0).store, "old", &old);
+    put(&mut net.node(1).store, "old", &old);
+    net.with(0, |_, bf, ctx| bf.start(ctx, vec![1]));
+    net.run();
+    assert_same(&mut net, 0, 1);
+    assert_eq!(net.node(0).bf.progress().objects_recovered, 1);
+}

@@ -38,6 +38,7 @@ fn random_spec(r: &mut Rng, version: u64) -> Spec {
     }
     Spec {
         version,
+        epoch: 0,
         extents,
         xattrs: if r.below(2) == 0 {
             vec![("_user.a", vec![r.next() as u8; 1 + r.below(200) as usize])]

@@ -79,6 +79,8 @@ pub fn ev(v: u64) -> Eversion {
 #[derive(Debug, Clone, Default)]
 pub struct Spec {
     pub version: u64,
+    /// The version's epoch (0: 5, an epoch before the test interval).
+    pub epoch: u32,
     /// (offset, bytes) written; holes between stay sparse.
     pub extents: Vec<(u64, Vec<u8>)>,
     pub xattrs: Vec<(&'static str, Vec<u8>)>,
@@ -92,6 +94,7 @@ impl Spec {
         let data: Vec<u8> = (0..(100 + seed % 900)).map(|i| (i ^ seed) as u8).collect();
         Spec {
             version,
+            epoch: 0,
             extents: vec![(0, data)],
             xattrs: vec![("_user.tag", format!("tag-{seed}").into_bytes())],
             omap_header: if seed.is_multiple_of(3) {
@@ -114,6 +117,7 @@ impl Spec {
             .collect();
         Spec {
             version,
+            epoch: 0,
             extents: vec![(0, a), (262_144, b)],
             xattrs: vec![("_user.big", vec![7u8; 300]), ("_user.other", b"x".to_vec())],
             omap_header: b"big-header".to_vec(),
@@ -151,9 +155,13 @@ pub fn put(store: &mut Store<SimDevice>, name: &str, spec: &Spec) {
             data: Bytes::from(d.clone()),
         });
     }
+    let version = Eversion {
+        epoch: if spec.epoch == 0 { 5 } else { spec.epoch },
+        version: spec.version,
+    };
     let oi = ObjectInfo {
         soid: h.clone(),
-        version: ev(spec.version),
+        version,
         size,
         user_version: spec.version,
         ..Default::default()
