@@ -36,7 +36,64 @@ pub struct PushApplied {
 }
 
 fn interval_end(s: &IntervalSet) -> u64 {
-    s.iter().map(|(o, l)| o + l).max().unwrap_or(0)
+    s.iter().map(|(o, l)| o.saturating_add(*l)).max().unwrap_or(0)
+}
+
+/// `a ∩ b` for interval sets (offset → length).
+fn intersect(a: &IntervalSet, b: &IntervalSet) -> IntervalSet {
+    let mut out = IntervalSet::new();
+    for (&ao, &al) in a {
+        let ae = ao.saturating_add(al);
+        for (&bo, &bl) in b.range(..ae) {
+            let (s, e) = (ao.max(bo), ae.min(bo.saturating_add(bl)));
+            if s < e {
+                out.insert(s, e - s);
+            }
+        }
+    }
+    out
+}
+
+/// `a \ b`.
+fn subtract(a: &IntervalSet, b: &IntervalSet) -> IntervalSet {
+    let mut out = IntervalSet::new();
+    for (&ao, &al) in a {
+        let mut cur = ao;
+        let ae = ao.saturating_add(al);
+        for (&bo, &bl) in b.range(..ae) {
+            let be = bo.saturating_add(bl);
+            if be <= cur {
+                continue;
+            }
+            if bo > cur {
+                out.insert(cur, bo - cur);
+            }
+            cur = cur.max(be);
+        }
+        if cur < ae {
+            out.insert(cur, ae - cur);
+        }
+    }
+    out
+}
+
+/// Ceph's `span_of`: the first `len` bytes of `s` at or after `start`.
+fn span_of(s: &IntervalSet, start: u64, mut len: u64) -> IntervalSet {
+    let mut out = IntervalSet::new();
+    for (&o, &l) in s {
+        if len == 0 {
+            break;
+        }
+        let e = o.saturating_add(l);
+        if e <= start {
+            continue;
+        }
+        let b = o.max(start);
+        let take = (e - b).min(len);
+        out.insert(b, take);
+        len -= take;
+    }
+    out
 }
 
 impl Pg {
@@ -168,17 +225,27 @@ impl Pg {
             }
         }
         let end = interval_end(&info.copy_subset);
-        if available > 0 && end > progress.data_recovered_to {
-            let from = progress.data_recovered_to;
-            let len = (end - from).min(available);
-            let data = store.read(&self.cid, &okey, from, len)?;
-            if !data.is_empty() {
-                op.data_included.insert(from, data.len() as u64);
+        if available > 0 && !info.copy_subset.is_empty() {
+            // only the ranges the object really has (holes are not sent; the receiver zeroes them)
+            let mapped: IntervalSet = store.fiemap(&self.cid, &okey, 0, end)?.into_iter().collect();
+            let subset = intersect(&info.copy_subset, &mapped);
+            let included = span_of(&subset, progress.data_recovered_to, available);
+            newp.data_recovered_to =
+                if included.is_empty() || interval_end(&included) == interval_end(&subset) {
+                    end
+                } else {
+                    interval_end(&included)
+                };
+            let mut data = bytes::BytesMut::new();
+            for (&o, &l) in &included {
+                let b = store.read(&self.cid, &okey, o, l)?;
+                if b.len() as u64 != l {
+                    return Err(PgError::Transaction(format!("{oid}: short read at {o}+{l}")));
+                }
+                data.extend_from_slice(&b);
             }
-            newp.data_recovered_to = if data.len() as u64 == len { from + len } else { end };
-            op.data = data;
-        } else if available > 0 {
-            newp.data_recovered_to = end;
+            op.data = data.freeze();
+            op.data_included = included;
         }
         if newp.data_recovered_to >= end && newp.omap_complete {
             newp.data_complete = true;
@@ -227,6 +294,19 @@ impl Pg {
             t.truncate(c, &tg, info.size);
             if !p.omap_header.is_empty() {
                 t.omap_setheader(c, &tg, &p.omap_header);
+            }
+        }
+        // what this chunk covers but does not carry is a hole: zero it (`data_zeros`)
+        let (from, to) = (
+            p.before_progress.data_recovered_to,
+            p.after_progress.data_recovered_to,
+        );
+        if to > from {
+            let mut span = IntervalSet::new();
+            span.insert(from, to - from);
+            let zeros = subtract(&intersect(&span, &info.copy_subset), &p.data_included);
+            for (&o, &l) in &zeros {
+                t.zero(c, &tg, o, l);
             }
         }
         let mut off = 0usize;

@@ -754,3 +754,47 @@ fn resent_rep_ops_change_nothing_and_stored_pgs_are_found() {
     assert_eq!(again.meta().log, r.meta().log);
     assert_eq!(again.stats().num_objects, r.stats().num_objects);
 }
+
+#[test]
+fn sparse_objects_push_only_their_data_and_holes_are_zeroed() {
+    let mut c = Cluster::new(0);
+    assert_eq!(c.run("sparse", vec![write(0, b"head")]).result, 0);
+    assert_eq!(c.run("sparse", vec![write(300_000, b"tail")]).result, 0);
+    let (objs, _) = c.pg.scan(&mut c.store, &HObject::default(), 10).unwrap();
+    let oid = objs[0].0.clone();
+    let info = c.pg.recovery_info(&mut c.store, &oid).unwrap();
+    // the target holds an older copy with bytes where the source has a hole
+    let mut t = new_store(21);
+    let mut target = new_pg(&mut t, false);
+    let cid = target.collection().clone();
+    let key = pg::keys::object_key(&oid, &spgid());
+    let mut stale = ferrostore::Transaction::new();
+    stale.push(ferrostore::Op::Write {
+        cid: cid.clone(),
+        oid: key.clone(),
+        offset: 100_000,
+        data: Bytes::from(vec![0xee; 50_000]),
+    });
+    t.commit(&stale).unwrap();
+    let mut progress = ObjectRecoveryProgress::default();
+    let mut sent = 0usize;
+    loop {
+        let p = c.pg.build_push(&mut c.store, &info, &progress, 64 << 10).unwrap();
+        sent += p.data.len();
+        assert_eq!(p.data.len() as u64, p.data_included.values().sum::<u64>());
+        let a = target.apply_push(&mut t, &p).unwrap();
+        t.wait_durable(a.seq).unwrap();
+        if a.complete {
+            break;
+        }
+        progress = p.after_progress.clone();
+    }
+    assert!(sent <= 2 * 4096, "only the mapped blocks travel: {sent} bytes");
+    let scid = c.pg.collection().clone();
+    let src = dump(&mut c.store, &scid);
+    let dst = dump(&mut t, &cid);
+    let k = key.name.clone();
+    assert_eq!(src.get(&k), dst.get(&k));
+    assert_eq!(dst[&k].0, 300_004);
+    assert!(dst[&k].1[100_000..150_000].iter().all(|b| *b == 0));
+}
