@@ -2,7 +2,8 @@
 //! Log-based recovery of one PG, primary and replica side (Ceph's `ReplicatedBackend` push/pull and
 //! `PrimaryLogPG::recover_primary`/`recover_replicas` semantics, sans-IO).
 //!
-//! Primary: peering's `StartRecovery` names the objects each OSD misses ([`Recovery::start`]). Objects are
+//! Primary: peering's `StartRecovery` names the objects each OSD misses ([`Recovery::start`]). Every other up
+//! acting OSD first grants a recovery slot (MRecoveryReserve REQUEST → GRANT; RELEASE when done). Objects are
 //! taken in need-version order (a client op waiting for one moves it to the front: [`Recovery::prioritize`]),
 //! at most `osd_recovery_max_active` at a time per PG. For each object:
 //! * the primary misses it → MOSDPGPull to an up OSD that has it; the answer is MOSDPGPush with the object in
@@ -18,8 +19,8 @@
 //! durability ([`Recovery::on_durable`]), and answers pulls from its own store. MRecoveryReserve requests from
 //! a primary are granted at once (no local reservation slots on the replica side yet).
 //!
-//! The store primitives (build a `PushOp` from an object, apply one, remove, scan in hobject order) are the
-//! `pub(crate)` functions at the end; backfill uses them too.
+//! The store side is the `pg` crate's recovery primitives (build a `PushOp`, apply one, remove, scan in hobject
+//! order), wrapped at the end of this file with the checks a peer's message needs; backfill uses them too.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
