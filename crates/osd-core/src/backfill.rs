@@ -2,10 +2,13 @@
 //! Backfill of one PG, primary and target side (Ceph's `PrimaryLogPG::recover_backfill`, `do_scan`,
 //! `do_backfill`, `do_backfill_remove` semantics, sans-IO).
 //!
-//! Primary ([`Backfill::start`] on peering's `StartBackfill`): walks its objects in hobject order from a
+//! Primary ([`Backfill::start`] on peering's `StartBackfill`): first every target grants a backfill slot
+//! (MBackfillReserve REQUEST → GRANT; REJECT_TOOFULL/REVOKE are asked again after `osd_backfill_retry_interval`;
+//! RELEASE after FINISH_ACK). Then it walks its objects in hobject order from a
 //! cursor (`last_backfill_started`) and, for each target, the target's objects as MOSDPGScan digests report
 //! them (`osd_backfill_scan_max` per scan). An object the primary has that a target lacks or holds at another
-//! version is pushed (the push machinery of [`crate::recovery`]); an object a target has that the primary does
+//! version is pushed (the push machinery of [`crate::recovery`]; a copy written in the current interval is
+//! pushed even at the same version, see `step`); an object a target has that the primary does
 //! not is removed with MOSDPGBackfillRemove. At most `osd_recovery_max_active` objects are in flight per PG.
 //! As objects complete, each target gets MOSDPGBackfill PROGRESS with its new `last_backfill` (every object up
 //! to it is in sync); at the end MOSDPGBackfill FINISH, and the target's FINISH_ACK completes it
@@ -19,8 +22,8 @@
 //! Target: answers scans from its store, applies removes, records `last_backfill`
 //! ([`RecoveryEvent::LastBackfill`]) and acknowledges FINISH. Incoming MBackfillReserve requests are granted.
 //!
-//! `osd_max_backfills` is a per-shard limit: the core can gate [`Backfill::start`] with a [`Reserver`] (Ceph's
-//! local reservation). Remote reservations (MBackfillReserve from the primary to targets) are not sent yet.
+//! `osd_max_backfills` is a per-shard limit: the core gates [`Backfill::start`] with a [`Reserver`] (Ceph's
+//! local reservation).
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::Duration;
