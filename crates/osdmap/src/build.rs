@@ -471,6 +471,32 @@ impl<'a> IncBuilder<'a> {
         Ok(self)
     }
 
+    /// Grow `pool`'s pg_num to `n` but keep pgp_num: the PGs split in place (children are placed like their
+    /// parent until pgp_num follows), which is how a Nautilus+ monitor starts a pg_num increase.
+    pub fn split_pg_num(&mut self, pool: i64, n: u32) -> Result<&mut Self, BuildError> {
+        let mut p = self.pool(pool)?;
+        if n < p.pg_num {
+            return Err(BuildError::PgNumShrink {
+                pool,
+                have: p.pg_num,
+                want: n,
+            });
+        }
+        p.set_pg_num(n);
+        p.pg_num_target = n;
+        self.inc.new_pools.insert(pool, p);
+        Ok(self)
+    }
+
+    /// Move `pool`'s pgp_num to `n` (at most pg_num): split children start to move to their own OSDs.
+    pub fn set_pgp_num(&mut self, pool: i64, n: u32) -> Result<&mut Self, BuildError> {
+        let mut p = self.pool(pool)?;
+        p.set_pgp_num(n.min(p.pg_num));
+        p.pgp_num_target = p.pgp_num;
+        self.inc.new_pools.insert(pool, p);
+        Ok(self)
+    }
+
     /// Change `pool`'s size/min_size.
     pub fn set_pool_size(&mut self, pool: i64, size: u8, min_size: u8) -> Result<&mut Self, BuildError> {
         let mut p = self.pool(pool)?;
@@ -795,6 +821,28 @@ mod tests {
         assert_eq!(m.pools[&1].pg_num, 32);
         assert!(!m.pools.contains_key(&2) && m.pg_temp.is_empty());
         check(&m, "e4");
+
+        // A split in place keeps every child on its parent's OSDs until pgp_num follows.
+        let before: Vec<Vec<i32>> = (0..32)
+            .map(|s| m.pg_to_up_acting_osds(PgId::new(1, s)).unwrap().acting)
+            .collect();
+        let mut b = IncBuilder::new(&m);
+        b.split_pg_num(1, 64).unwrap();
+        let inc = b.finish().unwrap();
+        advance(&mut m, &inc).unwrap();
+        assert_eq!((m.pools[&1].pg_num, m.pools[&1].pgp_num), (64, 32));
+        for s in 32..64u32 {
+            let parent = (s & 31) as usize;
+            let acting = m.pg_to_up_acting_osds(PgId::new(1, s)).unwrap().acting;
+            assert_eq!(acting, before[parent], "child 1.{s:x} placed like its parent");
+        }
+        check(&m, "e4b");
+        let mut b = IncBuilder::new(&m);
+        b.set_pgp_num(1, 64).unwrap();
+        let inc = b.finish().unwrap();
+        advance(&mut m, &inc).unwrap();
+        assert_eq!(m.pools[&1].pgp_num, 64);
+        check(&m, "e4c");
 
         // A pg_temp naming only down OSDs is dropped by the monitor's cleanup.
         let mut b = IncBuilder::new(&m);

@@ -329,7 +329,7 @@ pub mod cli {
 
     pub const USAGE: &str = "usage: sim [--seed S | --seeds A..B] [--steps N] [--osds K] [--size N] [--shards N] \
 [--pg-num N] [--objects N] [--clients N] [--faults all|none|crash,reset,partition,slow,out-in,pools,split] \
-[--bug none|lying-flush|ack-without-replica] [--verbose]";
+[--bug none|lying-flush|ack-without-replica] [--verbose] [--trace LINES]";
 
     /// Parse arguments (without the program name) into a template config and a seed range.
     pub fn parse(args: &[String]) -> Result<(Config, std::ops::Range<u64>), String> {
@@ -360,6 +360,7 @@ pub mod cli {
                 "--faults" => faults = Some(Faults::parse(&val()?)?),
                 "--bug" => cfg.bug = Bug::parse(&val()?)?,
                 "--verbose" => cfg.verbose = true,
+                "--trace" => cfg.trace_len = num(val()?)? as usize,
                 "-h" | "--help" => return Err(USAGE.into()),
                 _ => return Err(format!("unknown argument {a:?}\n{USAGE}")),
             }

@@ -159,7 +159,7 @@ impl Mon {
                 }
                 MonReq::PgNum { pool, pg_num } => {
                     if m.pools.get(&pool).is_some_and(|p| p.pg_num < pg_num) {
-                        b.set_pg_num(pool, pg_num).map_err(e)?;
+                        b.split_pg_num(pool, pg_num).map_err(e)?;
                         changed = true;
                     }
                 }

@@ -138,6 +138,10 @@ struct Osd {
 /// Where an op goes: (primary, folded pg, acting, up, the object's full hash).
 type Target = (i32, PgId, Vec<i32>, Vec<i32>, u32);
 
+/// What an op was last sent under: (primary, pg, acting, up, the pool's (pg_num, size, min_size)). Any change
+/// is a new interval for the op's PG (Objecter's `is_new_interval`, which includes splits): resend.
+type SentUnder = (i32, PgId, Vec<i32>, Vec<i32>, (u32, u8, u8));
+
 struct InflightOp {
     tid: u64,
     obj: ObjKey,
@@ -147,7 +151,7 @@ struct InflightOp {
     sent_at: u64,
     attempts: i32,
     /// Where and under which mapping it was last sent: (osd, pg, acting, up).
-    target: Option<(i32, PgId, Vec<i32>, Vec<i32>)>,
+    target: Option<SentUnder>,
 }
 
 struct Client {
@@ -866,10 +870,12 @@ impl World {
             }
             return Ok(());
         };
-        let same = op
-            .target
-            .as_ref()
-            .is_some_and(|t| t.0 == primary && t.1 == pg && t.2 == acting && t.3 == up);
+        let shape = map
+            .pools
+            .get(&op.obj.pool)
+            .map_or((0, 0, 0), |p| (p.pg_num, p.size, p.min_size));
+        let now_under: SentUnder = (primary, pg, acting, up, shape);
+        let same = op.target.as_ref() == Some(&now_under);
         if same && !force {
             return Ok(());
         }
@@ -896,7 +902,7 @@ impl World {
         let desc = op.kind.describe();
         if let Some(op) = self.clients[c as usize].inflight.get_mut(&tid) {
             op.attempts = attempts;
-            op.target = Some((primary, pg, acting, up));
+            op.target = Some(now_under);
         }
         if attempts > 0 {
             self.report.resends += 1;
