@@ -408,3 +408,39 @@ fn hostile_pushes_and_deletes_are_refused() {
     m.front = m.front.slice(..m.front.len() / 2);
     assert!(net.with(1, |rec, _, ctx| rec.handle_message(ctx, 0, &m)).is_err());
 }
+
+#[test]
+fn revoked_reservation_pauses_until_granted_again() {
+    use ceph_msgs::CephMessage;
+    use ceph_msgs::osd_rep::{MRecoveryReserve, recovery_reserve};
+    let mut net = Net::new(&[0, 1], 1, 1 << 20);
+    let names: Vec<String> = (0..8).map(|i| format!("x{i}")).collect();
+    let mut items = Vec::new();
+    for (i, n) in names.iter().enumerate() {
+        put(&mut net.node(0).store, n, &Spec::small(10 + i as u64, i as u64));
+        items.push((n.as_str(), 10 + i as u64, 0, false));
+    }
+    let m = missing(&items);
+    net.set_missing(1, m.clone());
+    let mut sets = BTreeMap::new();
+    sets.insert(1, m);
+    net.with(0, |rec, _, ctx| rec.start(ctx, sets));
+    while net.node(0).recovered.len() < 3 {
+        assert!(net.step());
+    }
+    // osd.1 takes its slot back: the primary asks again and carries on once granted
+    let revoke = MRecoveryReserve {
+        pgid: spgid(),
+        query_epoch: EPOCH,
+        reserve_type: recovery_reserve::REVOKE,
+        priority: 180,
+    }
+    .to_message(denc::CEPH_FEATURES_ALL);
+    net.with(0, |rec, _, ctx| rec.handle_message(ctx, 1, &revoke))
+        .unwrap();
+    net.run();
+    assert_eq!(net.node(0).recovered.len(), 8);
+    assert_eq!(net.dump(0), net.dump(1));
+    // REQUEST, GRANT, REQUEST again, GRANT, RELEASE
+    assert_eq!(net.sent[&rep_msg::RECOVERY_RESERVE], 5);
+}
