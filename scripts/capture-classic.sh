@@ -8,7 +8,7 @@
 # BlueStore OSDs, cephx, every msgr2 mode `crc`); a size-3 pool with writes/reads/appends/truncates/omap/xattrs/
 # watch-notify/cls calls from `rados` and python3-rados; kill -9 of an OSD under writes and deletes, then its restart
 # (peering, log recovery with push and pull, recovery deletes, force-recovery); a size-2 pool whose OSD is marked
-# out and in (backfill: scan, backfill, backfill-remove); an EC pool k=2 m=1 (EC sub-ops, EC recovery); deep-scrub
+# out and in (backfill: scan, backfill; no backfill-remove in our runs); an EC pool k=2 m=1 (EC sub-ops, EC recovery); deep-scrub
 # and scrub of every pool (scrub reservation, replica scrub maps); failed writes (error log entries); pool deletion.
 #
 # Output: the fixture (only our cluster's connections, only complete frames, at most N messages per type, see
