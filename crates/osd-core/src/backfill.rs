@@ -642,7 +642,8 @@ impl Backfill {
                 query_epoch: ctx.same_interval_since,
                 pgid: SpgId::new(ctx.spgid.pgid, ShardId::NO_SHARD),
                 last_backfill: lb,
-                stats: PgStat::default(),
+                // a classic target adopts these as its pg_stat (keeping its own byte count until FINISH)
+                stats: ctx.peering.info().stats.clone(),
             };
             ctx.out.push(RecoveryEvent::Send {
                 to: osd,
