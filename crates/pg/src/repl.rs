@@ -190,7 +190,9 @@ impl Pg {
     /// Replica: apply a rep op (its Ceph transaction and log entries; the log trimmed to `trim_to`) as one
     /// store transaction. Returns the store sequence number: answer MOSDRepOpReply ONDISK once it is durable.
     /// An empty transaction means the primary did not send the object changes (this shard misses the object):
-    /// the entries are logged and the object stays missing at the newer version.
+    /// the entries are logged and the object stays missing at the newer version. If the store refuses the
+    /// transaction, the PG's state is reloaded from the store (nothing of the rep op remains) and the error
+    /// returned.
     pub fn apply_rep_op<D: Device>(
         &mut self,
         store: &mut Store<D>,
@@ -254,7 +256,14 @@ impl Pg {
             oid: meta,
             kvs: vec![fast],
         });
-        let seq = store.queue_transaction(&t)?;
+        let seq = match store.queue_transaction(&t) {
+            Ok(seq) => seq,
+            Err(e) => {
+                // the log and missing set took the entries already: go back to what the store holds
+                self.load(store)?;
+                return Err(e.into());
+            }
+        };
         self.log.fix_pending(u64::MAX, seq);
         for (o, b) in objs.iter().zip(before) {
             let a = self.object_footprint(store, o)?;

@@ -798,3 +798,23 @@ fn sparse_objects_push_only_their_data_and_holes_are_zeroed() {
     assert_eq!(dst[&k].0, 300_004);
     assert!(dst[&k].1[100_000..150_000].iter().all(|b| *b == 0));
 }
+
+#[test]
+fn a_refused_rep_op_leaves_the_replica_as_it_was() {
+    let mut c = Cluster::new(1);
+    assert_eq!(c.run("o", vec![write(0, b"x")]).result, 0);
+    let (_, s, r) = &mut c.replicas[0];
+    let before = r.meta();
+    // setattrs on an object the replica does not have: BlueStore would abort; we refuse the whole rep op
+    let mut t = Transaction::new();
+    let ghost = pg::recovery::ghobject(&HObject::new("ghost", "", SnapId::NOSNAP, 1, 3, ""), &spgid());
+    t.setattrs(
+        denc::Coll::pg(spgid()),
+        &ghost,
+        &BTreeMap::from([(Bytes::from_static(b"_"), Bytes::from_static(b"x"))]),
+    );
+    let mut e = before.log.log[0].clone();
+    e.version = Eversion::new(EPOCH, 99);
+    assert!(r.apply_rep_op(s, &t, &[e], Eversion::default()).is_err());
+    assert_eq!(r.meta(), before);
+}
