@@ -552,7 +552,23 @@ impl PgState {
                 let m = PeerMsg::from_message(&msg)
                     .map_err(|e| e.to_string())?
                     .ok_or_else(|| "not a peering message".to_string())?;
-                self.peering.handle(cx.now, Event::Peer { from, msg: m });
+                if let PeerMsg::Query(q) = &m
+                    && q.query.query_type == osd_types::pg_peering::query_type::INFO
+                    && q.query.epoch_sent < self.same_interval_since()
+                    && self.view.as_ref().is_some_and(|v| v.acting_primary == from)
+                {
+                    // A PG loaded after a restart starts its interval history at the first map it sees, so the
+                    // current primary's query from the interval's real start looks stale to peering, which
+                    // would drop it and leave the primary waiting. Answer with our info (the notify is current).
+                    let reply =
+                        repl::notify_for(self.spgid, q, cx.epoch, &self.peering, cx.cfg.peer_features);
+                    cx.out.push_back(Output::ToOsd {
+                        osd: from,
+                        msg: reply,
+                    });
+                } else {
+                    self.peering.handle(cx.now, Event::Peer { from, msg: m });
+                }
             }
             repl::Kind::RepOp => {
                 let m = repl::decode_repop(&msg)?;

@@ -92,6 +92,28 @@ pub(crate) fn empty_notify(
     m.to_message(features)
 }
 
+/// A notify with this PG's info and past intervals in answer to `q`.
+pub(crate) fn notify_for(
+    spgid: SpgId,
+    q: &osd_rep::MOSDPGQuery2,
+    epoch: u32,
+    p: &peering::Pg,
+    features: u64,
+) -> ceph_msgs::Message {
+    osd_rep::MOSDPGNotify2 {
+        spgid: SpgId::new(spgid.pgid, q.query.from),
+        notify: osd_types::pg_peering::PgNotify {
+            query_epoch: q.query.epoch_sent,
+            epoch_sent: epoch,
+            info: p.info().clone(),
+            to: q.query.from,
+            from: q.query.to,
+            past_intervals: p.past_intervals().clone(),
+        },
+    }
+    .to_message(features)
+}
+
 /// Which module handles a peer message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Kind {
