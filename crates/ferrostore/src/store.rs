@@ -205,6 +205,8 @@ struct TxnCtx {
     runs: Vec<(u64, Run)>,
     allocated: Vec<(u64, u64)>,
     freed: Vec<(u64, u64)>,
+    /// This transaction wrote a refcount entry (clone sharing).
+    refs_touched: bool,
 }
 
 enum Src {
@@ -381,6 +383,8 @@ pub struct Store<D: Device> {
     pending_free_blocks: u64,
     reads: HashMap<u64, ReadState>,
     bg: Option<BgCkpt>,
+    /// Some refcount entry may exist (found at mount, or a clone shared blocks since).
+    refs_possible: bool,
     next_read: u64,
     events: Vec<Event>,
     failed: Option<StoreError>,
@@ -458,6 +462,7 @@ impl<D: Device> Store<D> {
             pending_free_blocks: 0,
             reads: HashMap::new(),
             bg: None,
+            refs_possible: true,
             next_read: 0,
             events: Vec::new(),
             failed: None,
@@ -473,6 +478,12 @@ impl<D: Device> Store<D> {
             st.log_head = 0;
         }
         st.rebuild_allocator(before, replayed)?;
+        let r0 = keys::refcount(0);
+        let r_end = keys::prefix_end(&[keys::NS_REF]);
+        st.refs_possible = !st
+            .tree
+            .scan(&mut st.io, &r0[..1], r_end.as_deref(), 1)?
+            .is_empty();
         st.sb.log_epoch = st.sb.log_epoch.wrapping_add(1);
         st.checkpoint()?;
         Ok(st)
@@ -782,6 +793,7 @@ impl<D: Device> Store<D> {
     }
 
     fn commit_ctx(&mut self, ctx: TxnCtx) -> Result<u64> {
+        self.refs_possible |= ctx.refs_touched;
         let seq = self.next_seq;
         self.next_seq += 1;
         let mut deltas = Vec::with_capacity(ctx.overlay.len());
@@ -1414,13 +1426,22 @@ impl<D: Device> Store<D> {
         Ok(out.freeze())
     }
 
-    fn free_or_deref(&mut self, ctx: &mut TxnCtx, pb: u64, n: u64) -> Result<()> {
-        let refs = self.kv_scan(
+    /// Refcount entries of blocks `[pb, pb + n)`. Skips the tree scan while no refcount entry can exist (no
+    /// clone sharing since mount and none on the media): the common overwrite path of RBD without snapshots.
+    fn refs_in(&mut self, ctx: &TxnCtx, pb: u64, n: u64) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        if !self.refs_possible && !ctx.refs_touched {
+            return Ok(Vec::new());
+        }
+        self.kv_scan(
             ctx,
             &keys::refcount(pb),
             Some(&keys::refcount(pb + n)),
             usize::MAX,
-        )?;
+        )
+    }
+
+    fn free_or_deref(&mut self, ctx: &mut TxnCtx, pb: u64, n: u64) -> Result<()> {
+        let refs = self.refs_in(ctx, pb, n)?;
         let mut shared = BTreeMap::new();
         for (k, v) in refs {
             let b = keys::be_u64(k.get(1..9).ok_or_else(|| StoreError::Corrupt("ref key".into()))?)?;
@@ -1456,12 +1477,8 @@ impl<D: Device> Store<D> {
     }
 
     fn incref(&mut self, ctx: &mut TxnCtx, pb: u64, n: u64) -> Result<()> {
-        let refs = self.kv_scan(
-            ctx,
-            &keys::refcount(pb),
-            Some(&keys::refcount(pb + n)),
-            usize::MAX,
-        )?;
+        let refs = self.refs_in(ctx, pb, n)?;
+        ctx.refs_touched = true;
         let mut shared = BTreeMap::new();
         for (k, v) in refs {
             let b = keys::be_u64(k.get(1..9).ok_or_else(|| StoreError::Corrupt("ref key".into()))?)?;
