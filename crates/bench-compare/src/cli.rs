@@ -18,7 +18,7 @@ pub struct CompareArgs {
     #[arg(long)]
     pub quick: bool,
     /// Replicas per pool (1 to 3); each kind needs at least that many OSDs (--osds).
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=3))]
+    #[arg(long, visible_alias = "size", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=3))]
     pub pool_size: u32,
     /// OSDs per kind (default: the pool size).
     #[arg(long)]
@@ -270,6 +270,10 @@ mod tests {
         assert_eq!((o.pool_size, o.osds_per_group, o.runtime_s), (3, 3, 15));
         assert!(matches!(&o.groups[1].kind, OsdKind::Ferro { binary, .. } if binary.ends_with("ferro-osd")));
         assert!(T::try_parse_from(["x", "--pool-size", "4"]).is_err());
+        // `--size 3` is the short spelling of `--pool-size 3`.
+        let t = T::parse_from(["x", "--size", "3", "--no-build"]);
+        let o = options(&t.a).unwrap();
+        assert_eq!((o.pool_size, o.osds_per_group), (3, 3));
         let t = T::parse_from(["x", "--kinds", "zfs"]);
         assert!(options(&t.a).is_err());
     }

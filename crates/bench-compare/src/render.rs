@@ -51,6 +51,13 @@ pub fn markdown_table(r: &Report) -> String {
             ""
         }
     );
+    if !m.load_start.is_empty() || !m.load_end.is_empty() {
+        let _ = writeln!(
+            s,
+            "Load average (1/5/15 min) at start {}, at end {}.",
+            m.load_start, m.load_end
+        );
+    }
     for g in &r.groups {
         if let GroupStatus::Skipped(why) = &g.status {
             let _ = writeln!(

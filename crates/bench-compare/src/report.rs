@@ -136,6 +136,9 @@ pub struct Meta {
     pub machine: String,
     /// Kernel release.
     pub kernel: String,
+    /// `/proc/loadavg` (1, 5, 15 min) when the run started and when it ended: the machine may be shared.
+    pub load_start: String,
+    pub load_end: String,
     /// `ceph --version`.
     pub ceph_version: String,
     /// `fio --version`.
@@ -251,6 +254,7 @@ impl Report {
                 "osds_per_group": m.osds_per_group, "device_size_bytes": m.device_size_bytes,
                 "objects": m.objects, "object_size_bytes": crate::fio::OBJECT_SIZE_BYTES,
                 "runtime_s": m.runtime_s, "quick": m.quick,
+                "load_average_start": m.load_start, "load_average_end": m.load_end,
             },
             "groups": groups,
             "ratio_of": ratio_of,

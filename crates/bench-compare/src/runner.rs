@@ -158,6 +158,8 @@ pub fn run(o: &RunOptions) -> Result<Report> {
         commit: util::commit(&o.workspace),
         machine: util::machine(),
         kernel: util::kernel(),
+        load_start: util::load_average(),
+        load_end: String::new(),
         ceph_version: util::first_line("ceph", &["--version"]),
         fio_version: util::first_line("fio", &["--version"]),
         pool_size: o.pool_size,
@@ -291,6 +293,8 @@ pub fn run(o: &RunOptions) -> Result<Report> {
         });
     }
     eprintln!("bench compare: done in {:.0} s", t0.elapsed().as_secs_f64());
+    let mut meta = meta;
+    meta.load_end = util::load_average();
     Ok(Report {
         meta,
         groups: groups.into_iter().map(|g| g.report).collect(),

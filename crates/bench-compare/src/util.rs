@@ -145,6 +145,13 @@ pub(crate) fn machine() -> String {
 }
 
 /// Kernel release.
+/// The 1, 5 and 15 minute load averages from `/proc/loadavg` (empty if unreadable).
+pub(crate) fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_default()
+}
+
 pub(crate) fn kernel() -> String {
     std::fs::read_to_string("/proc/sys/kernel/osrelease")
         .map_or_else(|_| "unknown".into(), |s| s.trim().to_owned())
