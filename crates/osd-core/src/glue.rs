@@ -66,7 +66,7 @@ pub(crate) fn repop_message(
     m.op_t = Transaction::default();
     let mut msg = m.to_message(features);
     if with_data {
-        msg.data = r.txn_bytes.clone();
+        msg.data = r.txn_bytes();
     }
     msg
 }

@@ -2,6 +2,7 @@
 //! Ceph OSD data types with their exact byte images (src/osd/osd_types.h, 16.2).
 //! Each type lives in its own module; corpus tests in tests/corpus.rs.
 
+pub mod bufferlist;
 pub mod object_info;
 pub mod object_stat;
 pub mod osd_stat;

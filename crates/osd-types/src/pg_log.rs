@@ -58,6 +58,10 @@ impl Decode for OpReturnItem {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ObjectModDesc {
     pub max_required_version: u8,
+    /// The header's compat version. Ceph writes it equal to `max_required_version`; one decoded from the wire
+    /// keeps the value read, so re-encoding gives back bytes our decoder (and Ceph's) accepts even when a peer
+    /// wrote a version above 2 with a compat we understand.
+    pub compat: u8,
     pub can_local_rollback: bool,
     pub rollback_info_completed: bool,
     pub bl: Bytes,
@@ -67,6 +71,7 @@ impl Default for ObjectModDesc {
     fn default() -> Self {
         ObjectModDesc {
             max_required_version: 1,
+            compat: 1,
             can_local_rollback: true,
             rollback_info_completed: false,
             bl: Bytes::new(),
@@ -86,7 +91,7 @@ impl ObjectModDesc {
 
 impl Encode for ObjectModDesc {
     fn encode(&self, e: &mut Encoder) {
-        e.versioned(self.max_required_version, self.max_required_version, |e| {
+        e.versioned(self.max_required_version, self.compat, |e| {
             e.bool(self.can_local_rollback);
             e.bool(self.rollback_info_completed);
             e.bytes(&self.bl);
@@ -98,6 +103,7 @@ impl Decode for ObjectModDesc {
         d.decode_struct("ObjectModDesc", 2, |h, d| {
             Ok(ObjectModDesc {
                 max_required_version: h.version,
+                compat: h.compat,
                 can_local_rollback: d.bool()?,
                 rollback_info_completed: d.bool()?,
                 bl: d.bufferlist()?,
@@ -343,5 +349,26 @@ impl Decode for PgLogDup {
                 op_returns: if h.version >= 2 { d.decode()? } else { Vec::new() },
             })
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    /// A header written with version 5 and compat 2 (found by the ceph-msgs fuzzer through
+    /// MOSDPGUpdateLogMissing) decodes, and must re-encode into bytes that decode again, unchanged.
+    #[test]
+    fn mod_desc_keeps_the_compat_it_read() {
+        let wire = Bytes::from_static(&[5, 2, 6, 0, 0, 0, 1, 0, 0, 0, 0, 0]);
+        let m = ObjectModDesc::decode_all(wire.clone()).unwrap();
+        assert_eq!((m.max_required_version, m.compat), (5, 2));
+        let again = m.to_bytes(u64::MAX);
+        assert_eq!(again, wire);
+        assert_eq!(ObjectModDesc::decode_all(again).unwrap(), m);
+        // what we build is Ceph's encoding: version == compat
+        let ours = ObjectModDesc::unrollbackable().to_bytes(u64::MAX);
+        assert_eq!(&ours[..2], &[1, 1]);
     }
 }

@@ -11,8 +11,10 @@
 
 use std::collections::BTreeMap;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use denc::{Coll, Decode, DecodeError, Decoder, Encode, Encoder, GHObject};
+
+pub use crate::bufferlist::BufferList;
 
 /// `Transaction::OP_*` codes.
 pub mod op_code {
@@ -318,7 +320,9 @@ fn pl<T>(index: usize, r: Result<T, DecodeError>) -> Result<T, TxError> {
 /// `ObjectStore::Transaction`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Transaction {
-    pub data_bl: Bytes,
+    /// The ops' payloads as a rope: a write's data is the caller's buffer, by reference (see
+    /// [`Transaction::write`] and [`Transaction::encode_rope`]).
+    pub data_bl: BufferList,
     pub ops: Vec<RawOp>,
     /// In key order, as the map was encoded.
     pub coll_index: Vec<(Keyed<Coll>, u32)>,
@@ -329,7 +333,19 @@ pub struct Transaction {
 impl Encode for Transaction {
     fn encode(&self, e: &mut Encoder) {
         e.versioned(9, 9, |e| {
-            e.bytes(&self.data_bl);
+            e.length(self.data_bl.len());
+            for p in self.data_bl.pieces() {
+                e.raw(p);
+            }
+            self.encode_tail(e);
+        })
+    }
+}
+
+impl Transaction {
+    /// Everything after `data_bl`.
+    fn encode_tail(&self, e: &mut Encoder) {
+        {
             e.length(self.ops.len() * OP_LEN);
             for op in &self.ops {
                 op.encode(e);
@@ -349,7 +365,34 @@ impl Encode for Transaction {
             e.u32(self.data.largest_data_off);
             e.u32(self.data.largest_data_off_in_data_bl);
             e.u32(self.data.fadvise_flags);
-        })
+        }
+    }
+
+    /// The encoding as a chain of buffers whose payload pieces are `data_bl`'s own (a client's write data goes
+    /// by reference, not copied): what MOSDRepOp's data segment carries. Concatenated, it equals `to_bytes`.
+    pub fn encode_rope(&self) -> Vec<Bytes> {
+        let mut tail = Encoder::with_capacity(
+            u64::MAX,
+            4 + self.ops.len() * OP_LEN + 64 * (self.coll_index.len() + self.object_index.len()) + 40,
+        );
+        self.encode_tail(&mut tail);
+        let body = 4 + self.data_bl.len() + tail.len();
+        let mut head = Encoder::with_capacity(u64::MAX, 10);
+        head.u8(9);
+        head.u8(9);
+        head.length(body);
+        head.length(self.data_bl.len());
+        let mut out = Vec::with_capacity(self.data_bl.pieces().len() + 2);
+        let mut head = head.into_inner();
+        let mut pieces = self.data_bl.pieces().iter().peekable();
+        // glue small leading pieces (length prefixes, attrs) to the header instead of sending them apart
+        while let Some(p) = pieces.next_if(|p| p.len() < 512) {
+            head.extend_from_slice(p);
+        }
+        out.push(head.freeze());
+        out.extend(pieces.cloned());
+        out.push(tail.into_bytes());
+        out
     }
 }
 
@@ -363,7 +406,7 @@ impl Decode for Transaction {
                     oldest: 9,
                 });
             }
-            let data_bl = d.bufferlist()?;
+            let data_bl = BufferList::from(d.bufferlist()?);
             let op_bl = d.bufferlist()?;
             if op_bl.len() % OP_LEN != 0 {
                 return Err(DecodeError::invalid(
@@ -431,7 +474,7 @@ impl Transaction {
     /// Interpret every op, reading payloads from `data_bl` in op order.
     pub fn ops(&self) -> Result<Vec<TxOp>, TxError> {
         use op_code as c;
-        let mut d = Decoder::new(self.data_bl.clone());
+        let mut d = self.data_bl.cursor();
         let mut out = Vec::with_capacity(self.ops.len());
         for (i, op) in self.ops.iter().enumerate() {
             let cid = || self.coll(i, op.cid);
@@ -618,14 +661,9 @@ impl Transaction {
         f(&mut e);
         self.extend_data(e.as_slice());
     }
-    /// Append to `data_bl` without copying what is already there (a uniquely owned buffer is reused, so building
-    /// a transaction op by op stays linear).
+    /// Append to `data_bl` (small encoded fields: copied into its owned tail piece).
     fn extend_data(&mut self, b: &[u8]) {
-        let mut m = std::mem::take(&mut self.data_bl)
-            .try_into_mut()
-            .unwrap_or_else(|shared| BytesMut::from(&shared[..]));
-        m.extend_from_slice(b);
-        self.data_bl = m.freeze();
+        self.data_bl.extend_from_slice(b);
     }
     fn obj_op(&mut self, code: u32, c: Coll, o: &GHObject) -> RawOp {
         let mut op = RawOp::new(code);
@@ -645,6 +683,7 @@ impl Transaction {
         let op = self.obj_op(op_code::CREATE, c, o);
         self.push(op);
     }
+    /// `data` joins `data_bl` by reference (the caller's buffer is not copied).
     pub fn write(&mut self, c: Coll, o: &GHObject, off: u64, data: &Bytes, fadvise_flags: u32) {
         let orig = self.data_bl.len();
         let mut op = self.obj_op(op_code::WRITE, c, o);
@@ -652,7 +691,7 @@ impl Transaction {
         op.len = data.len() as u64;
         self.push(op);
         self.extend_data(&(data.len() as u32).to_le_bytes());
-        self.extend_data(data);
+        self.data_bl.push(data.clone());
         if data.len() > self.data.largest_data_len as usize {
             self.data.largest_data_len = data.len() as u32;
             self.data.largest_data_off = off as u32;
@@ -873,6 +912,29 @@ mod tests {
             }
         );
         assert_eq!(ops[7], TxOp::Remove { cid: c, oid: b });
+    }
+
+    #[test]
+    fn write_payload_travels_by_reference() {
+        let c = Coll::pg(SpgId::new(PgId { pool: 3, seed: 1 }, ShardId::NO_SHARD));
+        let a = obj("a");
+        let payload = Bytes::from(vec![0x5a; 4096]);
+        let mut t = Transaction::new();
+        t.set_alloc_hint(c, &a, 4096, 4096, 0);
+        t.write(c, &a, 0, &payload, 0);
+        t.setattr(c, &a, b"_", &Bytes::from_static(b"oi"));
+        let rope = t.encode_rope();
+        let flat: Vec<u8> = rope.iter().flat_map(|p| p.iter().copied()).collect();
+        assert_eq!(Bytes::from(flat), t.to_bytes(u64::MAX));
+        // the client's buffer itself is one piece of the encoding, and of what the ops read back
+        assert!(
+            rope.iter()
+                .any(|p| p.as_ptr() == payload.as_ptr() && p.len() == 4096)
+        );
+        match &t.ops().unwrap()[1] {
+            TxOp::Write { data, .. } => assert_eq!(data.as_ptr(), payload.as_ptr()),
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]

@@ -30,8 +30,11 @@ pub struct RepOp {
     pub log_entries: Vec<PgLogEntry>,
     /// The object changes (`op_t`); empty for a write that only logs (an error entry).
     pub txn: Transaction,
-    /// `txn` encoded once (MOSDRepOp's data segment), shared by every replica.
-    pub txn_bytes: Bytes,
+    /// `txn` encoded (MOSDRepOp's data segment) as a chain of buffers: the write payload pieces are the
+    /// client's own `Bytes` (no copy); shared by every replica. [`RepOp::txn_bytes`] flattens it for a message
+    /// type that carries one contiguous data buffer.
+    pub txn_data: Vec<Bytes>,
+    flat: std::sync::OnceLock<Bytes>,
     /// The replicas it must reach; the client reply waits for each one's [`Pg::on_rep_commit`].
     pub replicas: Vec<i32>,
     /// The primary's own store transaction for it.
@@ -39,6 +42,23 @@ pub struct RepOp {
 }
 
 impl RepOp {
+    /// The encoded transaction in one buffer: built once per rep op (then shared by every replica's message);
+    /// this concatenation copies the payload, so senders that can take a chain should use `txn_data`.
+    pub fn txn_bytes(&self) -> Bytes {
+        self.flat
+            .get_or_init(|| match self.txn_data.as_slice() {
+                [one] => one.clone(),
+                many => {
+                    let mut m = bytes::BytesMut::with_capacity(many.iter().map(Bytes::len).sum());
+                    for p in many {
+                        m.extend_from_slice(p);
+                    }
+                    m.freeze()
+                }
+            })
+            .clone()
+    }
+
     /// The `MOSDRepOp` for one replica (`pg_stats` from [`Pg::info`]; `from` is the primary's shard).
     pub fn to_message(
         &self,
@@ -170,7 +190,8 @@ impl Pg {
                         at_version: last.version,
                         trim_to: self.log.tail,
                         log_entries: all,
-                        txn_bytes: ceph.to_bytes(denc::CEPH_FEATURES_ALL),
+                        txn_data: ceph.encode_rope(),
+                        flat: std::sync::OnceLock::new(),
                         txn: ceph,
                         replicas: self.replicas.clone(),
                         seq,

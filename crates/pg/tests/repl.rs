@@ -135,12 +135,12 @@ impl Cluster {
     /// replica's commit to the primary.
     fn replicate(&mut self, rep: RepOp) -> Outputs {
         self.repops += 1;
-        let t = Transaction::decode_all(rep.txn_bytes.clone()).unwrap();
+        let t = Transaction::decode_all(rep.txn_bytes()).unwrap();
         assert_eq!(
             t, rep.txn,
             "the wire transaction decodes to what the primary built"
         );
-        assert_eq!(t.to_bytes(u64::MAX), rep.txn_bytes);
+        assert_eq!(t.to_bytes(u64::MAX), rep.txn_bytes());
         let mut out = Outputs::default();
         for (osd, s, r) in &mut self.replicas {
             let seq = r.apply_rep_op(s, &t, &rep.log_entries, rep.trim_to).unwrap();
@@ -817,4 +817,65 @@ fn a_refused_rep_op_leaves_the_replica_as_it_was() {
     e.version = Eversion::new(EPOCH, 99);
     assert!(r.apply_rep_op(s, &t, &[e], Eversion::default()).is_err());
     assert_eq!(r.meta(), before);
+}
+
+/// One copy: the client's payload as the messenger received it (the MOSDOp's data segment) is the very buffer
+/// in the primary's Ceph transaction, in what the local store is handed, and in the rep op's wire encoding.
+#[test]
+fn write_payload_is_never_copied_on_the_primary() {
+    use ceph_msgs::CephMessage;
+    use osd_types::transaction::TxOp;
+    let mut c = Cluster::new(2);
+    let payload: Vec<u8> = (0..8192u32).map(|i| (i * 7) as u8).collect();
+    let m = c.msg("one-copy", vec![write(4096, &payload)]);
+    // as received from the network: one data segment, decoded without copying
+    let wire = m.to_message(u64::MAX);
+    let got = MOSDOp::from_message(&wire).unwrap();
+    let indata = got.ops[0].indata.clone();
+    assert_eq!(
+        indata.as_ptr(),
+        wire.data.as_ptr(),
+        "the decoder shares the data segment"
+    );
+    let caps = c.caps.clone();
+    let ctx = OpContext {
+        msg: got,
+        conn: ConnId(1),
+        client: EntityNameT::client(4100),
+        client_addr: EntityAddr::default(),
+        caps: &caps,
+        conn_features: u64::MAX,
+        epoch: EPOCH,
+        now: Utime::new(1_700_000_000, 0),
+    };
+    let out = c.pg.handle_op(&mut c.store, ctx);
+    assert_eq!(out.repops.len(), 1);
+    let rep = &out.repops[0];
+    // the transaction's write (what translate hands ferrostore) is the client's buffer
+    let w: Vec<_> = rep
+        .txn
+        .ops()
+        .unwrap()
+        .into_iter()
+        .filter_map(|o| match o {
+            TxOp::Write { data, .. } => Some(data),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(w.len(), 1);
+    assert_eq!(w[0].as_ptr(), indata.as_ptr());
+    // and so is a piece of MOSDRepOp's data segment
+    let pieces: Vec<_> = rep.txn_data.iter().filter(|p| p.len() == payload.len()).collect();
+    assert_eq!(pieces.len(), 1);
+    assert_eq!(pieces[0].as_ptr(), indata.as_ptr());
+    // every other piece is small (headers, indexes, object_info)
+    let other: usize = rep.txn_data.iter().map(|p| p.len()).sum::<usize>() - payload.len();
+    assert!(other < 2048, "{other} bytes besides the payload");
+    // the flattened form (for a one-buffer message) is the same encoding
+    assert_eq!(
+        Transaction::decode_all(rep.txn_bytes())
+            .unwrap()
+            .to_bytes(u64::MAX),
+        rep.txn.to_bytes(u64::MAX)
+    );
 }
