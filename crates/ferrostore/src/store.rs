@@ -857,6 +857,12 @@ impl<D: Device> Store<D> {
         self.inflight.len()
     }
 
+    /// A background checkpoint is in progress: it advances only inside `poll`/`wait`, so a caller that goes idle
+    /// should keep polling while this is true (until then its log space and freed blocks stay reserved).
+    pub fn has_background_work(&self) -> bool {
+        self.bg.is_some()
+    }
+
     fn write_pending_log(&mut self) -> Result<()> {
         while !self.pending_log.is_empty() {
             let max = self.max_record();
