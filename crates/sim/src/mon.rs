@@ -146,7 +146,8 @@ impl Mon {
                     }
                 }
                 MonReq::CreatePool(spec) => {
-                    if m.pool_by_name(&spec.name).is_none() {
+                    let pending = b.pending().new_pool_names.values().any(|n| *n == spec.name);
+                    if m.pool_by_name(&spec.name).is_none() && !pending {
                         b.create_pool(&spec);
                         changed = true;
                     }

@@ -30,7 +30,6 @@ use crate::wire;
 use crate::{Bug, Config, Failure, Report};
 
 const FEATURES: u64 = osd_core::PEER_FEATURES;
-const DEVICE_BYTES: usize = 6 << 20;
 const WALL_BASE_SEC: u32 = 1_700_000_000;
 /// How long (simulated) the cluster may take to converge once faults stop.
 const QUIET_SIM_TIME: Duration = Duration::from_secs(120);
@@ -277,7 +276,7 @@ impl World {
         };
         for o in 0..osds as i32 {
             let seed = w.rng.next_u64();
-            let disk = Disk::mkfs(DEVICE_BYTES, shards, seed, disk_bug)?;
+            let disk = Disk::mkfs((w.cfg.device_mib as usize) << 20, shards, seed, disk_bug)?;
             w.osds.push(Osd {
                 disk,
                 shards: Vec::new(),

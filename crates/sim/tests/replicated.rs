@@ -50,71 +50,38 @@ fn one(cfg: Config) {
     }
 }
 
-// ---- findings (fail today) ----
+// ---- findings (fail today; a seed's path changes when the code under test changes) ----
 
-/// A primary stays in Started/Primary/Peering/GetInfo forever after faults stop (no more map changes, so
-/// nothing restarts peering): a peer's notify/info was lost to a connection reset and neither side resends it.
-/// `cargo xtask sim --seed 18 --steps 3000 --osds 4 --size 3`
+/// An acknowledged write is lost after out/in (size 2, 3 OSDs): with two OSDs marked out (still up) a PG maps
+/// to the remaining OSD alone, which serves it without the newer log/objects the out OSDs hold; a new write
+/// gets an object version an acknowledged write already had. Ceph keeps out-but-up OSDs in the prior set, takes
+/// the authoritative log from them (pg_temp) and backfills.
+/// `cargo xtask sim --seed 12 --steps 3000 --osds 3 --size 2` (also seeds 19, 20, 21, 22)
 #[test]
 #[ignore]
-fn finding_stuck_in_get_info_size3_seed18() {
+fn finding_acked_write_lost_after_out_size2_seed12() {
     one(Config {
-        seed: 18,
-        ..replicated(3, 4, 3000)
-    });
-}
-
-/// Same symptom: `cargo xtask sim --seed 26 --steps 3000 --osds 4 --size 3` (also seeds 30, 73).
-#[test]
-#[ignore]
-fn finding_stuck_in_get_info_size3_seed26() {
-    one(Config {
-        seed: 26,
-        ..replicated(3, 4, 3000)
-    });
-}
-
-/// Same symptom with size 2: `cargo xtask sim --seed 18 --steps 1500 --osds 3 --size 2` (also seeds 4, 29 at
-/// 3000 steps).
-#[test]
-#[ignore]
-fn finding_stuck_in_get_info_size2_seed18() {
-    one(Config {
-        seed: 18,
-        ..replicated(2, 3, 1500)
-    });
-}
-
-/// An acknowledged write is lost: with osd.1 and osd.2 marked out (still up) the size-2 PGs map to osd.0
-/// alone, and osd.0 (just restarted) serves pg 1.1 without the newer log/objects the out OSDs hold: a read
-/// returns ENOENT for an object whose last acknowledged write (v27) created it. Ceph would keep the out-but-up
-/// OSDs in the prior set, take the authoritative log from them (pg_temp) and backfill osd.0.
-/// `cargo xtask sim --seed 22 --steps 3000 --osds 3 --size 2`
-#[test]
-#[ignore]
-fn finding_acked_write_lost_after_out_size2_seed22() {
-    one(Config {
-        seed: 22,
+        seed: 12,
         ..replicated(2, 3, 3000)
     });
 }
 
-/// Two different writes acknowledged at the same object version (an acknowledged write was lost and its
-/// version reused). `cargo xtask sim --seed 13 --steps 3000 --osds 3 --size 2`
+/// Same cause, seen as a read: `cargo xtask sim --seed 19 --steps 3000 --osds 3 --size 2` returns ENOENT for
+/// an object whose last acknowledged write (v14) created it.
 #[test]
 #[ignore]
-fn finding_version_reused_size2_seed13() {
+fn finding_acked_write_lost_after_out_size2_seed19() {
     one(Config {
-        seed: 13,
+        seed: 19,
         ..replicated(2, 3, 3000)
     });
 }
 
-/// An acknowledged object vanishes after a restart across a PG split (size 1): osd.1 crashes at e1 with pg 1.3
+/// An acknowledged object vanishes after a restart across a PG split (size 1): osd.1 crashes with pg 1.3
 /// durable, pool 1 goes from 8 to 16 PGs (split in place, pgp_num unchanged) while it is down, and the
 /// restarted OSD gets the current map (a jump from its PGs' epoch over the split). The object now maps to the
 /// child 1.b, which was never split off the loaded 1.3: the read answers ENOENT.
-/// `cargo xtask sim --seed 1 --steps 3000 --osds 3 --faults crash,split`
+/// `cargo xtask sim --seed 1 --steps 3000 --osds 3 --faults crash,split` (also seeds 0, 9, 12, 13, 18, 20)
 #[test]
 #[ignore]
 fn finding_split_across_restart_loses_objects_seed1() {
