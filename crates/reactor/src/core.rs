@@ -324,12 +324,10 @@ enum Op {
         conn: ConnId,
         buf: BytesMut,
     },
-    /// The kernel reads `bufs` through `iov` and `msg` until the completion.
+    /// The kernel reads the slot's `bufs` through its `iov` and `msg` until the completion.
     Send {
         conn: ConnId,
-        bufs: Vec<Bytes>,
-        _iov: Vec<libc::iovec>,
-        _msg: Box<libc::msghdr>,
+        slot: SendSlot,
     },
     Watch {
         id: u32,
@@ -414,7 +412,22 @@ pub struct CoreCtx<M: Send + 'static> {
     stopping: bool,
     stats: CoreStats,
     cqe_scratch: Vec<(u64, i32, u32)>,
+    /// Finished send slots, reused so a `sendmsg` allocates nothing (see [`SendSlot`]).
+    send_free: Vec<SendSlot>,
+    /// Reused for the messages drained from one mesh ring per turn.
+    mesh_scratch: Vec<Envelope<M>>,
 }
+
+/// What one `sendmsg` needs to stay put until its completion: the buffers, their iovec array and the msghdr.
+/// Recycled through `CoreCtx::send_free` (cleared, capacity kept): three allocations fewer per send.
+struct SendSlot {
+    bufs: Vec<Bytes>,
+    iov: Vec<libc::iovec>,
+    msg: Box<libc::msghdr>,
+}
+
+/// Free send slots kept per core (beyond this, finished slots are dropped).
+const SEND_SLOTS_KEPT: usize = 256;
 
 fn errno_of(e: &io::Error) -> i32 {
     e.raw_os_error().unwrap_or(libc::EIO)
@@ -491,6 +504,8 @@ impl<M: Send + 'static> CoreCtx<M> {
             stopping: false,
             stats: CoreStats::default(),
             cqe_scratch: Vec::new(),
+            send_free: Vec::new(),
+            mesh_scratch: Vec::new(),
         };
         c.arm_doorbell();
         Ok(c)
@@ -1076,34 +1091,30 @@ impl<M: Send + 'static> CoreCtx<M> {
         if c.send_armed || c.state != ConnState::Open || c.out.is_empty() {
             return;
         }
+        let mut slot = self.send_free.pop().unwrap_or_else(|| SendSlot {
+            bufs: Vec::new(),
+            iov: Vec::new(),
+            // SAFETY: msghdr is plain data; zero is "no name, no control".
+            msg: Box::new(unsafe { std::mem::zeroed() }),
+        });
+        let Some(c) = self.conn_mut(id) else { return };
         let n = c.out.len().min(MAX_IOV);
-        let bufs: Vec<Bytes> = c.out.drain(..n).collect();
+        slot.bufs.extend(c.out.drain(..n));
         c.send_armed = true;
         c.ops += 1;
         let fd = c.fd;
-        let mut iov: Vec<libc::iovec> = bufs
-            .iter()
-            .map(|b| libc::iovec {
-                iov_base: b.as_ptr() as *mut libc::c_void,
-                iov_len: b.len(),
-            })
-            .collect();
-        // SAFETY: msghdr is plain data; zero is "no name, no control".
-        let mut msg: Box<libc::msghdr> = Box::new(unsafe { std::mem::zeroed() });
-        msg.msg_iov = iov.as_mut_ptr();
-        msg.msg_iovlen = iov.len() as _;
-        let e = opcode::SendMsg::new(types::Fd(fd), &*msg as *const libc::msghdr)
+        slot.iov.extend(slot.bufs.iter().map(|b| libc::iovec {
+            iov_base: b.as_ptr() as *mut libc::c_void,
+            iov_len: b.len(),
+        }));
+        // SAFETY: as above; a recycled msghdr is reset so nothing from its last use survives.
+        *slot.msg = unsafe { std::mem::zeroed() };
+        slot.msg.msg_iov = slot.iov.as_mut_ptr();
+        slot.msg.msg_iovlen = slot.iov.len() as _;
+        let e = opcode::SendMsg::new(types::Fd(fd), &*slot.msg as *const libc::msghdr)
             .flags(libc::MSG_NOSIGNAL as u32)
             .build();
-        self.push_op(
-            e,
-            Op::Send {
-                conn: id,
-                bufs,
-                _iov: iov,
-                _msg: msg,
-            },
-        );
+        self.push_op(e, Op::Send { conn: id, slot });
     }
 
     // -----------------------------------------------------------------------------------------------------------
@@ -1230,39 +1241,56 @@ impl<M: Send + 'static> CoreCtx<M> {
                     svc.on_data(self, conn, data);
                 }
             }
-            Op::Send { conn, mut bufs, .. } => {
-                let Some(c) = self.conn_mut(conn) else { return };
+            Op::Send { conn, mut slot } => {
+                // The kernel is done with the slot: forget the pointers, keep the capacity.
+                slot.iov.clear();
+                let Some(c) = self.conn_mut(conn) else {
+                    self.recycle_send_slot(slot);
+                    return;
+                };
                 c.ops -= 1;
                 c.send_armed = false;
                 if c.state == ConnState::Closing {
+                    self.recycle_send_slot(slot);
                     self.maybe_free(conn);
                     return;
                 }
                 if res < 0 {
+                    self.recycle_send_slot(slot);
                     self.fail_conn(svc, conn, CloseReason::Io(-res));
                     return;
                 }
                 let mut n = res as usize;
                 c.out_bytes = c.out_bytes.saturating_sub(n);
-                // Partial write: what was not written goes back to the front, in order.
-                let mut rest = Vec::new();
-                for mut b in bufs.drain(..) {
-                    if n >= b.len() {
-                        n -= b.len();
-                    } else {
-                        if n > 0 {
-                            b = b.slice(n..);
-                            n = 0;
-                        }
-                        rest.push(b);
+                // Skip what was written; a partial write puts the rest back at the front, in order.
+                let mut written = 0;
+                for b in &slot.bufs {
+                    if n < b.len() {
+                        break;
+                    }
+                    n -= b.len();
+                    written += 1;
+                }
+                if written < slot.bufs.len() {
+                    // Rare (socket buffer full): allocating here is fine.
+                    let rest: Vec<Bytes> = slot.bufs.drain(written..).collect();
+                    for (k, b) in rest.into_iter().enumerate().rev() {
+                        // Only the first unsent buffer can be partly written.
+                        c.out.push_front(if k == 0 && n > 0 { b.slice(n..) } else { b });
                     }
                 }
-                for b in rest.into_iter().rev() {
-                    c.out.push_front(b);
-                }
                 self.stats.sent_bytes += res as u64;
+                self.recycle_send_slot(slot);
                 self.mark_dirty(conn);
             }
+        }
+    }
+
+    fn recycle_send_slot(&mut self, mut slot: SendSlot) {
+        slot.bufs.clear();
+        slot.iov.clear();
+        if self.send_free.len() < SEND_SLOTS_KEPT && slot.bufs.capacity() <= MAX_IOV {
+            self.send_free.push(slot);
         }
     }
 
@@ -1454,12 +1482,12 @@ impl<M: Send + 'static> CoreCtx<M> {
             let Some(mut rx) = self.rx.get_mut(from).and_then(|r| r.take()) else {
                 continue;
             };
-            let mut msgs = Vec::new();
+            let mut msgs = std::mem::take(&mut self.mesh_scratch);
             rx.drain(batch, |m| msgs.push(m));
             self.rx[from] = Some(rx);
             got += msgs.len();
             self.stats.mesh_in += msgs.len() as u64;
-            for m in msgs {
+            for m in msgs.drain(..) {
                 match m {
                     Envelope::User(m) => svc.on_cross_core(self, from, m),
                     Envelope::Adopt(a) => {
@@ -1478,6 +1506,7 @@ impl<M: Send + 'static> CoreCtx<M> {
                     }
                 }
             }
+            self.mesh_scratch = msgs;
         }
         let n = self.local.len().min(batch);
         for _ in 0..n {
@@ -1609,10 +1638,13 @@ impl<M: Send + 'static> CoreCtx<M> {
             || !self.dirty.is_empty()
             || !self.local.is_empty()
             || self.overflow.iter().any(|q| !q.is_empty());
+        // Against the turn's start time, not a fresh clock read (one clock_gettime fewer per turn, which counts
+        // when a polled device keeps the loop spinning): a timer that fell due during the turn makes the
+        // blocking wait below compute a zero timeout and return at once.
         let timer_due = self
             .timers
             .first_key_value()
-            .is_some_and(|(t, _)| t.0 <= Instant::now());
+            .is_some_and(|(t, _)| t.0 <= self.now);
         let block = !more && !timer_due && work == 0 && self.may_sleep();
         self.wait(block);
     }
