@@ -123,6 +123,10 @@ pub struct OsdOptions {
     /// `ferro_osd_pin_cores`: pin each core's thread to a CPU (default true; pinning pays when the OSD owns its
     /// CPUs, see docs/reactor.md).
     pub pin_cores: bool,
+    /// `ferro_osd_device_spin_polls` (20) busy turns polling the device ring while writes are in flight, then
+    /// polls every `ferro_osd_device_poll_us` (100) microseconds.
+    pub device_spin_polls: u32,
+    pub device_poll_us: u64,
     pub beacon_interval_s: u64,
     /// `osd_heartbeat_interval`, `osd_heartbeat_grace`, `osd_heartbeat_min_peers`, `osd_heartbeat_min_size`.
     pub heartbeat_interval_s: u64,
@@ -262,6 +266,8 @@ pub fn load(args: &Args) -> Result<(OsdOptions, ceph_config::Config), String> {
             .unwrap_or(10 << 30),
         shards: num("ferro_osd_shards", 1) as u32,
         pin_cores: get("ferro_osd_pin_cores").is_none_or(|v| parse_bool(&v)),
+        device_spin_polls: num("ferro_osd_device_spin_polls", 20) as u32,
+        device_poll_us: num("ferro_osd_device_poll_us", 100),
         beacon_interval_s: num("osd_beacon_report_interval", 300),
         heartbeat_interval_s: num("osd_heartbeat_interval", 6),
         heartbeat_grace_s: num("osd_heartbeat_grace", 20),

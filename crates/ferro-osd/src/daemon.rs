@@ -65,6 +65,8 @@ const PENDING_MAX: usize = 65536;
 /// Timer tokens.
 const T_CORE: u64 = 1;
 const T_CONTROL: u64 = 2;
+/// Poll the ferrostore device again (writes in flight, no completion for a while).
+const T_DEVICE: u64 = 3;
 const CORE_TICK: Duration = Duration::from_millis(100);
 const CONTROL_TICK: Duration = Duration::from_millis(50);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -209,6 +211,10 @@ pub struct Common {
     auth: Arc<Mutex<MonAuthClient>>,
     /// Origin of our monotonic heartbeat stamps.
     mono_base: Instant,
+    /// `ferro_osd_device_spin_polls`, `ferro_osd_device_poll_us`: how the device ring is polled while writes
+    /// are in flight (busy turns, then timed polls).
+    device_spin_polls: u32,
+    device_poll_interval: Duration,
 }
 
 impl Common {
@@ -262,6 +268,9 @@ pub struct Core {
     ticks: u64,
     messages_received: u64,
     out: Delivery,
+    /// Turns in a row whose device poll found nothing while writes were in flight, and the armed sleep.
+    idle_polls: u32,
+    poll_timer: Option<TimerId>,
     /// Our cluster connections to other OSDs owned by this core ([`osd_conn_core`]).
     osds: HashMap<i32, OsdConn>,
     osd_by_conn: HashMap<RConn, i32>,
@@ -783,6 +792,10 @@ impl Service for Core {
                 }
                 self.flush(ctx);
             }
+            T_DEVICE => {
+                // on_poll runs this turn and re-arms the timer if writes are still in flight.
+                self.poll_timer = None;
+            }
             T_CONTROL => {
                 ctx.set_timer(CONTROL_TICK, T_CONTROL);
                 if let Some(c) = self.control.as_mut() {
@@ -905,13 +918,22 @@ impl Service for Core {
         let Some(sh) = self.shard.as_mut() else { return };
         match sh.poll(&mut self.out) {
             Ok(got) => {
+                if got {
+                    self.idle_polls = 0;
+                }
                 if sh.busy() {
-                    // ferrostore's device ring has no fd to wake us: poll it every turn while writes are in
-                    // flight, yielding the CPU when a turn found nothing (shared or oversubscribed machines).
-                    ctx.keep_polling();
-                    if !got {
-                        std::thread::yield_now();
+                    // ferrostore's device ring has no fd to wake us. Poll it every turn while completions keep
+                    // coming; after `device_spin_polls` empty turns, sleep `device_poll_interval` between polls
+                    // (a timer, so the core's ring wait still wakes for sockets): spinning cores on a shared or
+                    // oversubscribed machine take the CPU from the OSDs and clients that would complete the IO.
+                    self.idle_polls += 1;
+                    if self.idle_polls <= self.common.device_spin_polls {
+                        ctx.keep_polling();
+                    } else if self.poll_timer.is_none() {
+                        self.poll_timer = Some(ctx.set_timer(self.common.device_poll_interval, T_DEVICE));
                     }
+                } else {
+                    self.idle_polls = 0;
                 }
             }
             Err(e) => {
@@ -2162,6 +2184,8 @@ impl Daemon {
             keys: Arc::new(RwLock::new(ServiceKeys::default())),
             auth: auth.clone(),
             mono_base: Instant::now(),
+            device_spin_polls: opts.device_spin_polls,
+            device_poll_interval: Duration::from_micros(opts.device_poll_us.max(1)),
         });
         let mons: Vec<MonTarget> = opts
             .mon_hosts
@@ -2280,6 +2304,8 @@ impl Daemon {
                 out: Delivery::default(),
                 osds: HashMap::new(),
                 osd_by_conn: HashMap::new(),
+                idle_polls: 0,
+                poll_timer: None,
             }
         };
         let rt = Arc::new(Runtime::start(cfg, factory).map_err(|e| format!("starting the cores: {e}"))?);
