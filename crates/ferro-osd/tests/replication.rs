@@ -232,10 +232,19 @@ fn wait_clean(c: &Cluster, pool: i64, timeout: Duration) {
 }
 
 fn digest(c: &Cluster, id: u32, pgid: &str) -> serde_json::Value {
+    // A debug-build OSD reads every object of the PG on its core: hundreds of objects take seconds (the soak's
+    // ~800 objects per PG took more than 30 s on the loaded 2-core VM).
+    let t0 = Instant::now();
     let out = run(
         env_cmd(c, "ceph").args(["daemon", &format!("osd.{id}"), "ferro", "object-digest", pgid]),
-        Duration::from_secs(30),
+        Duration::from_secs(300),
     );
+    if t0.elapsed() > Duration::from_secs(5) {
+        eprintln!(
+            "object-digest {pgid} on osd.{id}: {:.1} s",
+            t0.elapsed().as_secs_f64()
+        );
+    }
     serde_json::from_str(&out).unwrap()
 }
 
