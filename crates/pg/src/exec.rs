@@ -227,7 +227,9 @@ pub(crate) fn handle_op<D: Device>(pg: &mut Pg, store: &mut Store<D>, ctx: OpCon
         pg.spgid.pgid.pool as i64,
         m.oloc.nspace.clone(),
     );
-    let okey = keys::object_key(&soid, &pg.spgid);
+    let gobj = keys::ghobject(&soid, &pg.spgid);
+    let okey = ferrostore::ObjectKey::new(soid.hash, gobj.to_sort_key());
+    pg.op_object = Some((okey.name.clone(), gobj));
     // the store's key limit stands in for validate_hobject_key
     let name_err = name_err
         .or_else(|| (okey.name.len() > ferrostore::keys::MAX_NAME_LEN).then_some(-libc::ENAMETOOLONG));

@@ -272,6 +272,9 @@ pub struct Pg {
     replicas: Vec<i32>,
     /// Replicated writes not yet committed by every replica: version → replicas still to answer.
     waiting: BTreeMap<Eversion, BTreeSet<i32>>,
+    /// The current client op's object (store key name, ghobject), so the Ceph transaction need not parse its
+    /// key back; taken by the op's write.
+    op_object: Option<(Bytes, denc::GHObject)>,
 }
 
 impl Pg {
@@ -300,6 +303,7 @@ impl Pg {
             primary: true,
             replicas: Vec::new(),
             waiting: BTreeMap::new(),
+            op_object: None,
         }
     }
 

@@ -153,7 +153,12 @@ impl Pg {
         let Some(last) = entries.pop() else {
             return Err(PgError::Transaction("a write without a log entry".into()));
         };
-        let ceph = txn::to_ceph(&obj_ops)?;
+        let seed_obj: Vec<(Bytes, denc::GHObject)> = self.op_object.take().into_iter().collect();
+        let ceph = txn::to_ceph_seeded(
+            &obj_ops,
+            vec![(self.cid.clone(), denc::Coll::pg(self.spgid))],
+            seed_obj,
+        )?;
         let known: Vec<_> = known.into_iter().map(|(k, e)| (self.cid.clone(), k, e)).collect();
         let mut t = txn::translate_known(store, &ceph, &known)?;
         let meta = keys::pgmeta_key(&self.spgid);

@@ -43,10 +43,18 @@ fn ghobject_of(k: &ObjectKey) -> Result<GHObject, PgError> {
 
 /// The Ceph transaction with the effects of ferrostore ops the op engine built (one Ceph op per store op).
 pub fn to_ceph(ops: &[Op]) -> Result<Transaction, PgError> {
+    to_ceph_seeded(ops, Vec::new(), Vec::new())
+}
+
+/// [`to_ceph`] with names the caller has parsed already (the PG's collection, the op's object): no parsing of
+/// their store keys back.
+pub(crate) fn to_ceph_seeded(
+    ops: &[Op],
+    mut colls: Vec<(CollectionId, Coll)>,
+    mut objs: Vec<(Bytes, GHObject)>,
+) -> Result<Transaction, PgError> {
     let mut t = Transaction::new();
     // an op engine transaction names one or two objects many times: parse each name once
-    let mut colls: Vec<(CollectionId, Coll)> = Vec::new();
-    let mut objs: Vec<(Bytes, GHObject)> = Vec::new();
     let mut coll_of = |c: &CollectionId| -> Result<Coll, PgError> {
         if let Some((_, x)) = colls.iter().find(|(k, _)| k == c) {
             return Ok(*x);
