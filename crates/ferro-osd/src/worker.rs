@@ -135,9 +135,11 @@ impl Shard {
         }
     }
 
-    /// Writes queued and not yet durable.
+    /// Writes queued and not yet durable, or a background checkpoint in progress (it advances only inside
+    /// `poll`, so the core keeps polling the device until it is done).
     pub fn busy(&mut self) -> bool {
-        self.core.store_mut().unacked() > 0
+        let store = self.core.store_mut();
+        store.unacked() > 0 || store.has_background_work()
     }
 
     fn log(&self, msg: &str) {
