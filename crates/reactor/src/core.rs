@@ -217,6 +217,8 @@ pub struct CoreStats {
     pub submits: u64,
     pub recv_bytes: u64,
     pub sent_bytes: u64,
+    /// `sendmsg` completions that wrote less than asked (the rest was queued again).
+    pub partial_sends: u64,
     pub mesh_in: u64,
     pub mesh_out: u64,
     pub doorbells_rung: u64,
@@ -1271,7 +1273,8 @@ impl<M: Send + 'static> CoreCtx<M> {
                     n -= b.len();
                     written += 1;
                 }
-                if written < slot.bufs.len() {
+                let partial = written < slot.bufs.len();
+                if partial {
                     // Rare (socket buffer full): allocating here is fine.
                     let rest: Vec<Bytes> = slot.bufs.drain(written..).collect();
                     for (k, b) in rest.into_iter().enumerate().rev() {
@@ -1280,6 +1283,7 @@ impl<M: Send + 'static> CoreCtx<M> {
                     }
                 }
                 self.stats.sent_bytes += res as u64;
+                self.stats.partial_sends += u64::from(partial);
                 self.recycle_send_slot(slot);
                 self.mark_dirty(conn);
             }
