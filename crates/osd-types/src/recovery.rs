@@ -83,7 +83,8 @@ pub struct ObjectRecoveryProgress {
     pub first: bool,
     pub data_complete: bool,
     pub data_recovered_to: u64,
-    pub omap_recovered_to: String,
+    /// The next omap key to push (`std::string` on the wire: arbitrary bytes, e.g. rgw's binary index keys).
+    pub omap_recovered_to: Bytes,
     pub omap_complete: bool,
 }
 
@@ -93,7 +94,7 @@ impl Default for ObjectRecoveryProgress {
             first: true,
             data_complete: false,
             data_recovered_to: 0,
-            omap_recovered_to: String::new(),
+            omap_recovered_to: Bytes::new(),
             omap_complete: false,
         }
     }
@@ -112,7 +113,7 @@ impl Encode for ObjectRecoveryProgress {
             e.bool(self.first);
             e.bool(self.data_complete);
             e.u64(self.data_recovered_to);
-            e.string(&self.omap_recovered_to);
+            e.bytes(&self.omap_recovered_to);
             e.bool(self.omap_complete);
         })
     }
@@ -124,7 +125,7 @@ impl Decode for ObjectRecoveryProgress {
                 first: d.bool()?,
                 data_complete: d.bool()?,
                 data_recovered_to: d.u64()?,
-                omap_recovered_to: d.string()?,
+                omap_recovered_to: d.bufferlist()?,
                 omap_complete: d.bool()?,
             })
         })
@@ -234,5 +235,23 @@ impl Encode for PushReplyOp {
 impl Decode for PushReplyOp {
     fn decode(d: &mut Decoder) -> Result<Self, DecodeError> {
         d.decode_struct("PushReplyOp", 1, |_, d| Ok(PushReplyOp { soid: d.decode()? }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    /// Omap keys are bytes (rgw's bucket index keys start with 0x80): the push progress keeps them exactly.
+    #[test]
+    fn progress_keeps_a_binary_omap_key() {
+        let p = ObjectRecoveryProgress {
+            first: false,
+            omap_recovered_to: Bytes::from_static(&[0x80, b'1', 0xff, 0]),
+            ..Default::default()
+        };
+        let b = p.to_bytes(u64::MAX);
+        assert_eq!(ObjectRecoveryProgress::decode_all(b).unwrap(), p);
     }
 }

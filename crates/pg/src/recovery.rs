@@ -201,7 +201,7 @@ impl Pg {
         }
         let mut available = max_chunk.max(1);
         if !progress.omap_complete {
-            let mut start = progress.omap_recovered_to.as_bytes().to_vec();
+            let mut start = progress.omap_recovered_to.to_vec();
             'omap: loop {
                 let batch = store.omap_iterate(&self.cid, &okey, &start, 256)?;
                 if batch.is_empty() {
@@ -214,7 +214,7 @@ impl Pg {
                         && (op.omap_entries.len() >= OSD_RECOVERY_MAX_OMAP_ENTRIES_PER_CHUNK
                             || available <= n)
                     {
-                        newp.omap_recovered_to = String::from_utf8_lossy(&k).into_owned();
+                        newp.omap_recovered_to = k.clone();
                         break 'omap;
                     }
                     available = available.saturating_sub(n);
