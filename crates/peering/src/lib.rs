@@ -214,6 +214,9 @@ pub struct Config {
     pub lease_interval: Duration,
     /// How often the primary renews leases (a quarter of the interval, as Ceph's `lease_interval / 4`).
     pub lease_renew: Duration,
+    /// Fault injection for the simulator (issue 8's seeded bugs; never set it otherwise): `find_best_info`
+    /// picks the complete shard with the oldest `last_update` as authoritative instead of the newest. Default off.
+    pub fault_pick_worst_log: bool,
 }
 
 impl Default for Config {
@@ -221,6 +224,7 @@ impl Default for Config {
         Config {
             lease_interval: Duration::from_secs(16),
             lease_renew: Duration::from_secs(4),
+            fault_pick_worst_log: false,
         }
     }
 }
@@ -612,6 +616,14 @@ impl Pg {
                 .filter_map(|(o, p)| p.info.as_ref().map(|i| (*o, i))),
         );
         let complete = |i: &PgInfo| i.last_backfill.is_max();
+        if self.cfg.fault_pick_worst_log {
+            // Seeded bug: the stalest complete shard wins.
+            return all
+                .iter()
+                .filter(|(_, i)| complete(i))
+                .min_by_key(|(_, i)| i.last_update)
+                .map(|(o, _)| *o);
+        }
         let max_les = all
             .iter()
             .filter(|(_, i)| complete(i))
