@@ -40,6 +40,10 @@ pub struct StoreConfig {
     /// Run checkpoints triggered by `poll`/`wait` in the background (default). `false` restores the blocking
     /// checkpoint (kept for comparison: `ferrostore-bench --p99`).
     pub background_checkpoints: bool,
+    /// Fault injection for the simulator (issue 8's seeded bugs; never set it otherwise): mount replays the
+    /// WAL records of the replay window newest first instead of in lsn order, so an older record's deltas
+    /// overwrite a newer one's. Default off.
+    pub fault_replay_order: bool,
 }
 
 impl Default for StoreConfig {
@@ -52,6 +56,7 @@ impl Default for StoreConfig {
             checkpoint_log_percent: 50,
             checkpoint_free_percent: 20,
             background_checkpoints: true,
+            fault_replay_order: false,
         }
     }
 }
@@ -598,8 +603,22 @@ impl<D: Device> Store<D> {
         }
         let max_durable = records.iter().map(|(r, _)| r.durable_upto).max().unwrap_or(0);
         let mut referenced = Vec::new();
+        let mut faulty_end = None;
+        if self.cfg.fault_replay_order {
+            // Seeded bug: keep the records that pass the usual checks, then apply them newest first.
+            let mut keep = 0;
+            for (rec, _) in &records {
+                if rec.lsn > max_durable && !self.record_data_intact(rec)? {
+                    break;
+                }
+                keep += 1;
+            }
+            records.truncate(keep);
+            faulty_end = records.last().map(|(r, e)| (r.lsn + 1, *e));
+            records.reverse();
+        }
         for (rec, end) in records {
-            if rec.lsn > max_durable && !self.record_data_intact(&rec)? {
+            if faulty_end.is_none() && rec.lsn > max_durable && !self.record_data_intact(&rec)? {
                 break;
             }
             for d in &rec.deltas {
@@ -621,6 +640,10 @@ impl<D: Device> Store<D> {
             self.next_lsn = rec.lsn + 1;
             self.log_head = end;
             self.stats.replayed_records += 1;
+        }
+        if let Some((next_lsn, head)) = faulty_end {
+            self.next_lsn = next_lsn;
+            self.log_head = head;
         }
         Ok(referenced)
     }
