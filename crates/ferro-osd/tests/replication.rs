@@ -43,21 +43,32 @@ fn run(cmd: &mut Command, timeout: Duration) -> String {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap_or_else(|e| panic!("{what}: {e}"));
+    // Drain both pipes while waiting: a child writing more than a pipe's buffer (64 KiB; an object-digest of a
+    // few hundred objects) would otherwise block forever on its write.
+    let drain = |r: Option<Box<dyn std::io::Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut v = Vec::new();
+            if let Some(mut r) = r {
+                let _ = r.read_to_end(&mut v);
+            }
+            String::from_utf8_lossy(&v).to_string()
+        })
+    };
+    let out = drain(child.stdout.take().map(|r| Box::new(r) as _));
+    let err = drain(child.stderr.take().map(|r| Box::new(r) as _));
     let start = Instant::now();
-    while child.try_wait().unwrap().is_none() {
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
         if start.elapsed() > timeout {
             let _ = child.kill();
             panic!("{what} timed out after {timeout:?}");
         }
         std::thread::sleep(Duration::from_millis(50));
-    }
-    let out = child.wait_with_output().unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
-    assert!(
-        out.status.success(),
-        "{what} failed: {}\n{stdout}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    };
+    let (stdout, stderr) = (out.join().unwrap(), err.join().unwrap());
+    assert!(status.success(), "{what} failed: {stderr}\n{stdout}");
     stdout
 }
 
@@ -232,12 +243,10 @@ fn wait_clean(c: &Cluster, pool: i64, timeout: Duration) {
 }
 
 fn digest(c: &Cluster, id: u32, pgid: &str) -> serde_json::Value {
-    // A debug-build OSD reads every object of the PG on its core: hundreds of objects take seconds (the soak's
-    // ~800 objects per PG took more than 30 s on the loaded 2-core VM).
     let t0 = Instant::now();
     let out = run(
         env_cmd(c, "ceph").args(["daemon", &format!("osd.{id}"), "ferro", "object-digest", pgid]),
-        Duration::from_secs(300),
+        Duration::from_secs(60),
     );
     if t0.elapsed() > Duration::from_secs(5) {
         eprintln!(
