@@ -113,6 +113,9 @@ pub struct PgConfig {
     pub osd_client_watch_timeout: u32,
     /// `osd_default_notify_timeout` seconds (30).
     pub osd_default_notify_timeout: u32,
+    /// Fault injection for the simulator (issue 8's seeded bugs; never set it otherwise): a write's client
+    /// reply is released once it is durable here, without waiting for the replicas' commits. Default off.
+    pub fault_ack_before_replicas: bool,
 }
 
 impl Default for PgConfig {
@@ -132,6 +135,7 @@ impl Default for PgConfig {
             osd_pg_log_trim_min: 100,
             osd_client_watch_timeout: 30,
             osd_default_notify_timeout: 30,
+            fault_ack_before_replicas: false,
         }
     }
 }

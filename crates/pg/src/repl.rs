@@ -187,8 +187,11 @@ impl Pg {
                 let rep = if self.replicas.is_empty() {
                     None
                 } else {
-                    self.waiting
-                        .insert(last.version, self.replicas.iter().copied().collect());
+                    // The seeded bug (`PgConfig::fault_ack_before_replicas`) skips the wait for replicas.
+                    if !self.cfg.fault_ack_before_replicas {
+                        self.waiting
+                            .insert(last.version, self.replicas.iter().copied().collect());
+                    }
                     Some(RepOp {
                         soid: last.soid.clone(),
                         reqid: last.reqid,
