@@ -118,11 +118,19 @@ pub enum Bug {
     #[default]
     None,
     /// The device acknowledges flushes without making writes durable: acknowledged writes are lost at a crash
-    /// (stands in for broken WAL replay until ferrostore has a replay-order knob).
+    /// (a stand-in for storage bugs from outside the store; see also [`Bug::ReplayOrder`]).
     LyingFlush,
     /// Replica ONDISK answers are forged and the replica never gets the write: the primary acknowledges
-    /// writes it alone holds (stands in for "ack before all replicas" until osd-core has the knob).
+    /// writes it alone holds (a stand-in from outside the OSD; see also [`Bug::AckBeforeReplicas`]).
     AckWithoutReplica,
+    /// ferrostore replays the WAL newest record first (`StoreConfig::fault_replay_order`): after a crash an
+    /// older record's changes overwrite a newer one's.
+    ReplayOrder,
+    /// The primary releases a write's client reply once it is durable locally, without waiting for the
+    /// replicas' commits (`pg::PgConfig::fault_ack_before_replicas`).
+    AckBeforeReplicas,
+    /// Peering takes the stalest complete shard's log as authoritative (`peering::Config::fault_pick_worst_log`).
+    WorstLog,
 }
 
 impl Bug {
@@ -131,8 +139,12 @@ impl Bug {
             "none" => Ok(Bug::None),
             "lying-flush" => Ok(Bug::LyingFlush),
             "ack-without-replica" => Ok(Bug::AckWithoutReplica),
+            "replay-order" => Ok(Bug::ReplayOrder),
+            "ack-before-replicas" => Ok(Bug::AckBeforeReplicas),
+            "worst-log" => Ok(Bug::WorstLog),
             _ => Err(format!(
-                "unknown bug {s:?} (none, lying-flush, ack-without-replica)"
+                "unknown bug {s:?} (none, lying-flush, ack-without-replica, replay-order, ack-before-replicas, \
+                 worst-log)"
             )),
         }
     }
@@ -141,6 +153,9 @@ impl Bug {
             Bug::None => "none",
             Bug::LyingFlush => "lying-flush",
             Bug::AckWithoutReplica => "ack-without-replica",
+            Bug::ReplayOrder => "replay-order",
+            Bug::AckBeforeReplicas => "ack-before-replicas",
+            Bug::WorstLog => "worst-log",
         }
     }
 }
@@ -337,7 +352,7 @@ pub mod cli {
 
     pub const USAGE: &str = "usage: sim [--seed S | --seeds A..B] [--steps N] [--osds K] [--size N] [--shards N] \
 [--pg-num N] [--objects N] [--clients N] [--faults all|none|crash,reset,partition,slow,out-in,pools,split] \
-[--bug none|lying-flush|ack-without-replica] [--verbose] [--trace LINES] [--device-mib N]";
+[--bug none|lying-flush|ack-without-replica|replay-order|ack-before-replicas|worst-log] [--verbose] [--trace LINES] [--device-mib N]";
 
     /// Parse arguments (without the program name) into a template config and a seed range.
     pub fn parse(args: &[String]) -> Result<(Config, std::ops::Range<u64>), String> {

@@ -461,9 +461,15 @@ impl World {
         let nshards = self.report.shards;
         let mut shards = Vec::new();
         for s in 0..nshards {
-            let store = Store::mount(osd.disk.shard(s), s, StoreConfig::default())
+            let store_cfg = StoreConfig {
+                fault_replay_order: self.cfg.bug == Bug::ReplayOrder,
+                ..StoreConfig::default()
+            };
+            let store = Store::mount(osd.disk.shard(s), s, store_cfg)
                 .map_err(|e| format!("osd.{o} shard {s}: mount after restart failed: {e}"))?;
-            let cfg = ShardConfig::new(o, s, nshards);
+            let mut cfg = ShardConfig::new(o, s, nshards);
+            cfg.pg.fault_ack_before_replicas = self.cfg.bug == Bug::AckBeforeReplicas;
+            cfg.peering.fault_pick_worst_log = self.cfg.bug == Bug::WorstLog;
             shards.push(OsdShard::new(cfg, store));
         }
         if boot {

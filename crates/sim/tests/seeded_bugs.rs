@@ -1,14 +1,15 @@
 // SPDX-License-Identifier: LGPL-3.0-or-later
 //! Issue 8's acceptance: deliberately broken components make the simulator fail within its CI seed budget.
+//! Each seeded bug is a fault-injection switch in the crate that owns the code (default off), set by `--bug`:
 //!
-//! * (c) storage durability: until ferrostore has a WAL-replay-order knob, the stand-in is a device that
-//!   acknowledges flushes without making anything durable ([`Bug::LyingFlush`]): what the store believed
-//!   durable (and the OSD acknowledged) is lost or torn at the next crash.
-//! * (a) acknowledging before every replica has the write: until osd-core has the knob, the network forges
-//!   each replica's ONDISK answer and drops the write ([`Bug::AckWithoutReplica`]).
-//! * (b) authoritative-log selection: needs a knob in `peering` (see docs/simulation.md, "Seeded bugs").
+//! * (a) acknowledging before every replica has the write: `pg::PgConfig::fault_ack_before_replicas`
+//!   ([`Bug::AckBeforeReplicas`]); a cheap stand-in forges each replica's ONDISK answer in the network
+//!   ([`Bug::AckWithoutReplica`]).
+//! * (b) authoritative-log selection: `peering::Config::fault_pick_worst_log` ([`Bug::WorstLog`]).
+//! * (c) WAL replay ordering: `ferrostore::StoreConfig::fault_replay_order` ([`Bug::ReplayOrder`]); a stand-in
+//!   device acknowledges flushes without making anything durable ([`Bug::LyingFlush`]).
 //!
-//! Each test also runs the same seeds without the bug, so a failure is the bug's, not the configuration's.
+//! Each test also runs the failing seed without the bug, so a failure is the bug's, not the configuration's.
 
 use sim::{Bug, Config, Faults, run};
 
@@ -71,6 +72,62 @@ fn ack_without_replica_is_caught() {
         },
         0..50,
     );
+}
+
+/// Size 1 with crashes: every restart replays the WAL.
+fn crashes_size1(bug: Bug) -> Config {
+    Config {
+        steps: 1500,
+        bug,
+        faults: Faults {
+            crash: true,
+            ..Faults::supported(1)
+        },
+        ..Config::new(0)
+    }
+}
+
+/// Size 3 on 4 OSDs with the default fault menu for size 3.
+fn replicated(bug: Bug) -> Config {
+    Config {
+        steps: 1500,
+        osds: 4,
+        pool_size: 3,
+        bug,
+        faults: Faults::supported(3),
+        ..Config::new(0)
+    }
+}
+
+#[test]
+fn replay_order_is_caught() {
+    caught(crashes_size1(Bug::ReplayOrder), 0..50);
+}
+
+/// Size 2 (min_size 1) on 3 OSDs without out/in: a partition between a PG's primary and its replica lets the
+/// buggy primary acknowledge writes only it holds; when the monitor marks the primary's side down the replica
+/// serves the PG alone. (At size 3 the other replica still has the writes, so the bug stays invisible.)
+#[test]
+fn ack_before_replicas_is_caught() {
+    caught(
+        Config {
+            steps: 1500,
+            osds: 3,
+            pool_size: 2,
+            bug: Bug::AckBeforeReplicas,
+            faults: Faults {
+                out_in: false,
+                ..Faults::supported(2)
+            },
+            ..Config::new(0)
+        },
+        0..50,
+    );
+}
+
+#[test]
+fn worst_log_is_caught() {
+    caught(replicated(Bug::WorstLog), 0..50);
 }
 
 #[test]
