@@ -292,6 +292,9 @@ pub struct OsdShard<D: Device> {
     pgs: BTreeMap<SpgId, PgState>,
     /// PG collections found on the store at start that no map has placed yet (loaded when one does).
     on_disk: BTreeSet<SpgId>,
+    /// Each PG of this shard's last mapping with an acting set, from the maps this shard has seen (the history
+    /// a PG newly placed here starts from: see `shard::OsdShard::open_pg`).
+    last_placed: BTreeMap<SpgId, peering::MapView>,
     /// Ops whose epoch is newer than our map (Ceph's waiting_for_map), in arrival order.
     waiting_for_map: VecDeque<Box<ClientOp>>,
     /// Replicated writes from an epoch newer than our map (their interval may not have started here).
@@ -333,6 +336,7 @@ impl<D: Device> OsdShard<D> {
             map: None,
             pgs: BTreeMap::new(),
             on_disk,
+            last_placed: BTreeMap::new(),
             waiting_for_map: VecDeque::new(),
             peer_waiting_for_map: VecDeque::new(),
             outputs,

@@ -52,13 +52,66 @@ macro_rules! cx {
     };
 }
 
+/// A PG's mapping as remembered for a later creation here: only what its interval needs (the acting set's
+/// up_thru and up state), not the whole map's.
+#[allow(clippy::too_many_arguments)]
+fn placed_view(
+    m: &OsdMap,
+    pool: &osdmap::PgPool,
+    up: &[i32],
+    acting: &[i32],
+    b: &Base,
+    up_primary: i32,
+    acting_primary: i32,
+) -> MapView {
+    MapView {
+        epoch: m.epoch,
+        pool: PoolView {
+            size: u32::from(pool.size),
+            min_size: u32::from(pool.min_size),
+        },
+        up: up.to_vec(),
+        up_primary,
+        acting: acting.to_vec(),
+        acting_primary,
+        up_thru: b
+            .up_thru
+            .iter()
+            .filter(|(o, _)| acting.contains(o))
+            .map(|(o, t)| (*o, *t))
+            .collect(),
+        up_osds: b.up_osds.iter().filter(|o| acting.contains(o)).copied().collect(),
+    }
+}
+
+/// The stand-in for a PG's unknown history: an interval just before `m` in which every up OSD acted.
+fn unknown_history_view(m: &OsdMap, pool: &osdmap::PgPool, b: &Base) -> MapView {
+    let acting: Vec<i32> = b.up_osds.iter().copied().collect();
+    let primary = acting.first().copied().unwrap_or(-1);
+    MapView {
+        epoch: m.epoch.saturating_sub(1),
+        pool: PoolView {
+            size: u32::from(pool.size),
+            min_size: u32::from(pool.min_size),
+        },
+        up: acting.clone(),
+        up_primary: primary,
+        acting,
+        acting_primary: primary,
+        up_thru: b.up_thru.clone(),
+        up_osds: b.up_osds.clone(),
+    }
+}
+
 impl<D: Device> OsdShard<D> {
     pub(crate) fn handle_map(&mut self, m: Arc<OsdMap>) {
         if m.epoch <= self.epoch() {
             return; // a duplicate or an older epoch
         }
-        self.map = Some(m.clone());
+        let first_map = self.map.replace(m.clone()).is_none();
         let b = base(&m);
+        self.last_placed
+            .retain(|s, _| m.pools.contains_key(&(s.pgid.pool as i64)));
         let me = self.cfg.whoami;
         // PGs of deleted pools stop (their data stays on the store until PG removal exists)
         let gone: Vec<SpgId> = self
@@ -122,13 +175,26 @@ impl<D: Device> OsdShard<D> {
                 let Ok(ua) = m.pg_to_up_acting_osds(spgid.pgid) else {
                     continue;
                 };
+                let mut last = self.last_placed.get(&spgid).cloned();
+                if first_map && last.is_none() && pool.last_change < m.epoch {
+                    // No earlier map here (a restart) and the pool is older than this map: the PG's history is
+                    // unknown, so peering probes every up OSD (those without it answer empty) rather than
+                    // activating as if the PG were new.
+                    last = Some(unknown_history_view(&m, pool, &b));
+                }
+                if ua.acting.iter().any(|&o| o >= 0) {
+                    self.last_placed.insert(
+                        spgid,
+                        placed_view(&m, pool, &ua.up, &ua.acting, &b, ua.up_primary, ua.acting_primary),
+                    );
+                }
                 let placed = ua.up.contains(&me) || ua.acting.contains(&me);
                 // a PG on disk is loaded even if the map does not place it here (a stray that may hold the only
                 // copy of some writes answers the primary's queries)
                 if !held && !placed && !on_disk {
                     continue;
                 }
-                if !held && !self.open_pg(spgid, &info, m.epoch, ua.acting_primary == me) {
+                if !held && !self.open_pg(spgid, &info, m.epoch, ua.acting_primary == me, last) {
                     continue;
                 }
                 let view = MapView {
@@ -169,7 +235,20 @@ impl<D: Device> OsdShard<D> {
     }
 
     /// Load (found on the store) or create a PG. Returns whether it is now held.
-    fn open_pg(&mut self, spgid: SpgId, info: &pg::PoolInfo, epoch: u32, primary: bool) -> bool {
+    ///
+    /// A PG created here for a pool that already existed (the map moved it to us) gets `last`, its mapping in
+    /// the previous map, as peering's last map: the first map then closes an interval whose acting set held
+    /// the PG, so peering probes those OSDs (and stays down if none is up) instead of activating empty and
+    /// serving without the acknowledged writes they hold (Ceph builds the same from past maps or from the
+    /// strays' notifies).
+    fn open_pg(
+        &mut self,
+        spgid: SpgId,
+        info: &pg::PoolInfo,
+        epoch: u32,
+        primary: bool,
+        last: Option<MapView>,
+    ) -> bool {
         let mut p = pg::Pg::new(spgid, info.clone(), self.cfg.pg.clone());
         let exists =
             self.on_disk.contains(&spgid) || self.store.collection_exists(p.collection()).unwrap_or(false);
@@ -195,7 +274,7 @@ impl<D: Device> OsdShard<D> {
             match p.create(&mut self.store, epoch) {
                 Ok(seq) => {
                     let d = glue::peering_state(&p);
-                    let peering = peering::Pg::new(
+                    let mut peering = peering::Pg::new(
                         self.cfg.whoami,
                         spgid,
                         d.info,
@@ -204,6 +283,9 @@ impl<D: Device> OsdShard<D> {
                         d.past_intervals,
                         self.cfg.peering,
                     );
+                    if let Some(l) = last {
+                        peering = peering.with_last_map(l);
+                    }
                     let mut st = PgState::new(spgid, p, peering, epoch, primary);
                     st.note_seq(seq);
                     self.pgs.insert(spgid, st);
