@@ -2,7 +2,8 @@
 # The main job, end to end: set up the machine, build, start a local Ceph cluster, serve a short bounded
 # workload, run FerroCeph's part of the demo (scripts/demo-ferro.sh, if present), tear everything down.
 #
-# Until the FerroCeph OSD serves I/O, the cluster's one OSD is a classic ceph-osd (BlueStore on a sparse file).
+# The cluster starts with one classic ceph-osd (BlueStore on a sparse file) as the reference; scripts/demo-ferro.sh
+# then deploys three ferro-osds next to it and serves a replicated pool from them.
 # FERRO_DEMO_KEEP=1 leaves the cluster running (stop it with `cargo xtask cluster down --dir DIR`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
