@@ -497,6 +497,8 @@ impl Pg {
     // ---- maps and intervals ----
 
     fn advance_map(&mut self, m: MapView) {
+        // Ceph's `PriorSet::affected_by_map`: a down PG re-peers when some OSD came up (or went down)
+        let up_changed = self.map.as_ref().is_some_and(|o| o.up_osds != m.up_osds);
         let new_interval = match self.map.take() {
             None => {
                 // No earlier map to compare with (a new PG, or a restart without `with_last_map`): the interval
@@ -526,6 +528,8 @@ impl Pg {
             self.start_peering_interval();
         } else if self.phase == Phase::WaitUpThru {
             self.check_up_thru();
+        } else if self.phase == Phase::Down && up_changed {
+            self.start_peering_interval();
         }
     }
 
