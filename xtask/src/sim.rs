@@ -9,7 +9,16 @@ pub fn run(args: Vec<String>) -> Result<(), Box<dyn std::error::Error>> {
         let rest: Vec<&String> = args.iter().filter(|a| *a != "--release").collect();
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
         let st = std::process::Command::new(cargo)
-            .args(["run", "--quiet", "--release", "-p", "sim", "--bin", "ferro-sim", "--"])
+            .args([
+                "run",
+                "--quiet",
+                "--release",
+                "-p",
+                "sim",
+                "--bin",
+                "ferro-sim",
+                "--",
+            ])
             .args(rest)
             .status()?;
         if !st.success() {
