@@ -14,62 +14,15 @@ use std::time::{Duration, Instant};
 
 use testcluster::{Cluster, ClusterSpec, FerroOsd};
 
+mod live;
+use live::{python_available, run, script};
+
 const PGS: u32 = 8;
 
 fn ferro() -> FerroOsd {
     let mut f = FerroOsd::new(env!("CARGO_BIN_EXE_ferro-osd"));
     f.device_size_bytes = 1 << 30;
     f
-}
-
-fn script(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/scripts")
-        .join(name)
-}
-
-fn python_available() -> bool {
-    Command::new("/usr/bin/python3")
-        .args(["-c", "import rados"])
-        .output()
-        .is_ok_and(|o| o.status.success())
-}
-
-/// Run a command with a time bound; returns stdout, panics with stderr on failure.
-fn run(cmd: &mut Command, timeout: Duration) -> String {
-    let what = format!("{cmd:?}");
-    let mut child = cmd
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("{what}: {e}"));
-    // Drain both pipes while waiting: a child writing more than a pipe's buffer (64 KiB; an object-digest of a
-    // few hundred objects) would otherwise block forever on its write.
-    let drain = |r: Option<Box<dyn std::io::Read + Send>>| {
-        std::thread::spawn(move || {
-            let mut v = Vec::new();
-            if let Some(mut r) = r {
-                let _ = r.read_to_end(&mut v);
-            }
-            String::from_utf8_lossy(&v).to_string()
-        })
-    };
-    let out = drain(child.stdout.take().map(|r| Box::new(r) as _));
-    let err = drain(child.stderr.take().map(|r| Box::new(r) as _));
-    let start = Instant::now();
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        if start.elapsed() > timeout {
-            let _ = child.kill();
-            panic!("{what} timed out after {timeout:?}");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    let (stdout, stderr) = (out.join().unwrap(), err.join().unwrap());
-    assert!(status.success(), "{what} failed: {stderr}\n{stdout}");
-    stdout
 }
 
 fn env_cmd(c: &Cluster, prog: &str) -> Command {

@@ -1,0 +1,59 @@
+// SPDX-License-Identifier: LGPL-3.0-or-later
+//! Helpers shared by the live-cluster tests (e2e.rs, replication.rs).
+#![allow(dead_code, clippy::unwrap_used)]
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// A script under tests/scripts.
+pub fn script(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/scripts")
+        .join(name)
+}
+
+/// Debian's python3 with the rados bindings is present.
+pub fn python_available() -> bool {
+    Command::new("/usr/bin/python3")
+        .args(["-c", "import rados"])
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+/// Run a command with a time bound; returns stdout, panics with stderr on failure. Both pipes are drained while
+/// the child runs (a child writing more than a pipe's capacity would otherwise block forever).
+pub fn run(cmd: &mut Command, timeout: Duration) -> String {
+    use std::io::Read;
+    let what = format!("{cmd:?}");
+    let mut child = cmd
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{what}: {e}"));
+    let drain = |mut r: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut v = Vec::new();
+            let _ = r.read_to_end(&mut v);
+            v
+        })
+    };
+    let out_t = drain(Box::new(child.stdout.take().unwrap()));
+    let err_t = drain(Box::new(child.stderr.take().unwrap()));
+    let start = Instant::now();
+    let status = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st;
+        }
+        if start.elapsed() > timeout {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{what} timed out after {timeout:?}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let stdout = String::from_utf8_lossy(&out_t.join().unwrap()).to_string();
+    let stderr = String::from_utf8_lossy(&err_t.join().unwrap()).to_string();
+    assert!(status.success(), "{what} failed: {stderr}\n{stdout}");
+    stdout
+}
