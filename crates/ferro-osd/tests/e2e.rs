@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use testcluster::{Cluster, ClusterSpec, FerroOsd};
 
 mod live;
-use live::{python_available, run, script};
+use live::{ferro_size3_pool, python_available, run, script};
 
 fn ferro() -> FerroOsd {
     let mut f = FerroOsd::new(env!("CARGO_BIN_EXE_ferro-osd"));
@@ -536,24 +536,7 @@ fn three_ferro_osds_replicate_a_size_3_pool() {
         return;
     };
     let ids: Vec<u32> = (0..3).map(|_| c.add_osd(&ferro()).unwrap()).collect();
-    c.ceph(&[
-        "osd",
-        "crush",
-        "rule",
-        "create-replicated",
-        "r3",
-        "default",
-        "osd",
-        "ferro",
-    ])
-    .unwrap();
-    c.ceph(&["osd", "pool", "create", "rp", "8", "8", "replicated", "r3"])
-        .unwrap();
-    c.ceph(&["osd", "pool", "set", "rp", "size", "3"]).unwrap();
-    c.ceph(&["osd", "pool", "set", "rp", "min_size", "2"]).unwrap();
-    c.ceph(&["osd", "pool", "application", "enable", "rp", "rados"])
-        .unwrap();
-    let pool = c.pool_id("rp").unwrap();
+    let pool = ferro_size3_pool(&c, "rp", 8);
     wait_replicated_clean(&c, &ids, 8, Duration::from_secs(60));
     let t = Duration::from_secs(30);
     let dir = c.dir().join("tmp");
@@ -659,24 +642,7 @@ fn replica_killed_under_load_recovers_and_replicas_agree() {
     };
     let f = ferro();
     let ids: Vec<u32> = (0..3).map(|_| c.add_osd(&f).unwrap()).collect();
-    c.ceph(&[
-        "osd",
-        "crush",
-        "rule",
-        "create-replicated",
-        "r3",
-        "default",
-        "osd",
-        "ferro",
-    ])
-    .unwrap();
-    c.ceph(&["osd", "pool", "create", "kp", "8", "8", "replicated", "r3"])
-        .unwrap();
-    c.ceph(&["osd", "pool", "set", "kp", "size", "3"]).unwrap();
-    c.ceph(&["osd", "pool", "set", "kp", "min_size", "2"]).unwrap();
-    c.ceph(&["osd", "pool", "application", "enable", "kp", "rados"])
-        .unwrap();
-    let pool = c.pool_id("kp").unwrap();
+    let pool = ferro_size3_pool(&c, "kp", 8);
     wait_replicated_clean(&c, &ids, 8, Duration::from_secs(60));
     let acks = c.dir().join("acks");
     let ackf = std::fs::File::create(&acks).unwrap();

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use testcluster::{Cluster, ClusterSpec, FerroOsd};
 
 mod live;
-use live::{python_available, run, script};
+use live::{ferro_size3_pool, python_available, run, script};
 
 const PGS: u32 = 8;
 
@@ -46,25 +46,7 @@ fn setup(n: usize, name: &str) -> Option<(Cluster, Vec<u32>, i64)> {
         .conf("mon", "mon osd adjust heartbeat grace", "false");
     let c = testcluster::start_or_skip(spec)?;
     let ids: Vec<u32> = (0..n).map(|_| c.add_osd(&ferro()).unwrap()).collect();
-    c.ceph(&[
-        "osd",
-        "crush",
-        "rule",
-        "create-replicated",
-        "r3",
-        "default",
-        "osd",
-        "ferro",
-    ])
-    .unwrap();
-    let pgs = PGS.to_string();
-    c.ceph(&["osd", "pool", "create", name, &pgs, &pgs, "replicated", "r3"])
-        .unwrap();
-    c.ceph(&["osd", "pool", "set", name, "size", "3"]).unwrap();
-    c.ceph(&["osd", "pool", "set", name, "min_size", "2"]).unwrap();
-    c.ceph(&["osd", "pool", "application", "enable", name, "rados"])
-        .unwrap();
-    let pool = c.pool_id(name).unwrap();
+    let pool = ferro_size3_pool(&c, name, PGS);
     wait_clean(&c, pool, Duration::from_secs(90));
     Some((c, ids, pool))
 }

@@ -6,6 +6,8 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use testcluster::Cluster;
+
 /// A script under tests/scripts.
 pub fn script(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -56,4 +58,28 @@ pub fn run(cmd: &mut Command, timeout: Duration) -> String {
     let stderr = String::from_utf8_lossy(&err_t.join().unwrap()).to_string();
     assert!(status.success(), "{what} failed: {stderr}\n{stdout}");
     stdout
+}
+
+/// A replicated pool of size 3 / min_size 2 with `pgs` PGs on a rule choosing OSDs of class `ferro` (one host,
+/// so the failure domain is the OSD); returns its id.
+pub fn ferro_size3_pool(c: &Cluster, name: &str, pgs: u32) -> i64 {
+    c.ceph(&[
+        "osd",
+        "crush",
+        "rule",
+        "create-replicated",
+        "r3",
+        "default",
+        "osd",
+        "ferro",
+    ])
+    .unwrap();
+    let pgs = pgs.to_string();
+    c.ceph(&["osd", "pool", "create", name, &pgs, &pgs, "replicated", "r3"])
+        .unwrap();
+    c.ceph(&["osd", "pool", "set", name, "size", "3"]).unwrap();
+    c.ceph(&["osd", "pool", "set", name, "min_size", "2"]).unwrap();
+    c.ceph(&["osd", "pool", "application", "enable", name, "rados"])
+        .unwrap();
+    c.pool_id(name).unwrap()
 }
