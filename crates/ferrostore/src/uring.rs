@@ -316,6 +316,13 @@ impl UringDevice {
     fn fd(&self) -> types::Fd {
         types::Fd(self.file.as_raw_fd())
     }
+
+    /// The io_uring's own file descriptor. It polls readable while the completion queue holds an entry, so a
+    /// reactor can sleep on it (watch it for POLLIN) instead of busy-polling `Device::poll` while IO is in flight.
+    /// Valid as long as the device lives; the caller must not close it.
+    pub fn ring_fd(&self) -> std::os::unix::io::RawFd {
+        self.ring.as_raw_fd()
+    }
 }
 
 impl Device for UringDevice {
