@@ -92,6 +92,10 @@ pub enum Event {
     /// The transaction with this sequence number is durable.
     Durable(u64),
     ReadDone(u64, Result<Bytes>),
+    /// The device reads of prefetch `token` (see [`Store::prefetch`]) completed: a `read` of its ranges is now
+    /// served from memory. Sent once per token, also when the prefetch was invalidated or evicted meanwhile (the
+    /// read then goes to the device as usual).
+    Prefetched(u64),
 }
 
 #[derive(Debug, Default, Clone, Copy)]
@@ -109,6 +113,47 @@ pub struct StoreStats {
     /// Reads served as a slice of one device read (no copy) / assembled from several pieces.
     pub reads_zero_copy: u64,
     pub reads_assembled: u64,
+    /// Reads served from a completed prefetch (no device IO), prefetches started, and prefetches whose data was
+    /// dropped before use (invalidated by a change of the object, or evicted by the memory bound).
+    pub reads_prefetched: u64,
+    pub prefetches: u64,
+    pub prefetches_dropped: u64,
+}
+
+/// Bytes one prefetch may cover (a larger one is refused: the op reads synchronously).
+pub const MAX_PREFETCH_BYTES: u64 = 16 << 20;
+/// Completed prefetched data held at most (oldest dropped first) and prefetches tracked at most: a caller that
+/// never releases its tokens cannot grow the store's memory.
+const MAX_PREFETCH_HELD_BYTES: usize = 64 << 20;
+const MAX_PREFETCHES: usize = 1024;
+
+/// One range of a prefetch: where it starts, the internal read filling it, and its data once read (clipped to the
+/// object size, so it ends at `off + data.len()`; `None` while in flight, after an error or once stale).
+struct PfRange {
+    off: u64,
+    read: u64,
+    data: Option<Bytes>,
+}
+
+/// A prefetch: device reads started ahead of an op that will `read` the same ranges of one object.
+struct Prefetch {
+    cid: CollectionId,
+    /// The onode id and size when the reads started. Any change of the object's extents or onode marks the
+    /// prefetch stale (its data is never served); ids are never reused, so rename/split keep it valid.
+    onode: u64,
+    size: u64,
+    ranges: Vec<PfRange>,
+    outstanding: usize,
+    stale: bool,
+}
+
+impl Prefetch {
+    fn bytes(&self) -> usize {
+        self.ranges
+            .iter()
+            .map(|r| r.data.as_ref().map_or(0, |d| d.len()))
+            .sum()
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -391,6 +436,12 @@ pub struct Store<D: Device> {
     /// Some refcount entry may exist (found at mount, or a clone shared blocks since).
     refs_possible: bool,
     next_read: u64,
+    /// Prefetches by token (tokens share the read id space, so they grow in start order), the internal reads
+    /// that fill them, completed tokens not yet taken (`take_prefetched`), and the data bytes they hold.
+    prefetches: BTreeMap<u64, Prefetch>,
+    prefetch_reads: HashMap<u64, u64>,
+    prefetch_done: Vec<(u64, CollectionId)>,
+    prefetch_bytes: usize,
     events: Vec<Event>,
     failed: Option<StoreError>,
     pub stats: StoreStats,
@@ -469,6 +520,10 @@ impl<D: Device> Store<D> {
             bg: None,
             refs_possible: true,
             next_read: 0,
+            prefetches: BTreeMap::new(),
+            prefetch_reads: HashMap::new(),
+            prefetch_done: Vec::new(),
+            prefetch_bytes: 0,
             events: Vec::new(),
             failed: None,
             stats: StoreStats::default(),
@@ -529,6 +584,7 @@ impl<D: Device> Store<D> {
             + self.pending_free.capacity() * 16
             + self.alloc.free_runs().count() * 48
             + self.tags.capacity() * 40
+            + self.prefetch_bytes
     }
 
     fn check_alive(&self) -> Result<()> {
@@ -819,6 +875,9 @@ impl<D: Device> Store<D> {
         self.refs_possible |= ctx.refs_touched;
         let seq = self.next_seq;
         self.next_seq += 1;
+        if !self.prefetches.is_empty() {
+            self.invalidate_prefetches(&ctx.overlay);
+        }
         let mut deltas = Vec::with_capacity(ctx.overlay.len());
         for (k, v) in ctx.overlay {
             let r = match &v {
@@ -880,10 +939,11 @@ impl<D: Device> Store<D> {
         self.inflight.len()
     }
 
-    /// A background checkpoint is in progress: it advances only inside `poll`/`wait`, so a caller that goes idle
-    /// should keep polling while this is true (until then its log space and freed blocks stay reserved).
+    /// A background checkpoint is in progress or reads (`queue_read`, `prefetch`) are in flight: both advance
+    /// only inside `poll`/`wait`, so a caller that goes idle should keep polling while this is true (until then a
+    /// checkpoint's log space and freed blocks stay reserved, and read events do not come).
     pub fn has_background_work(&self) -> bool {
-        self.bg.is_some()
+        self.bg.is_some() || !self.reads.is_empty()
     }
 
     fn write_pending_log(&mut self) -> Result<()> {
@@ -2291,8 +2351,19 @@ impl<D: Device> Store<D> {
     /// `Event::ReadDone(id, ..)`. A checksum mismatch yields `Checksum` (EIO), never the bad bytes.
     pub fn queue_read(&mut self, cid: &CollectionId, oid: &ObjectKey, off: u64, len: u64) -> Result<u64> {
         self.check_alive()?;
+        let o = self.need_onode(&TxnCtx::default(), cid, oid)?;
+        let (id, now) = self.start_read(&o, off, len)?;
+        if let Some(r) = now {
+            self.events.push(Event::ReadDone(id, r));
+        }
+        Ok(id)
+    }
+
+    /// Start reading `[off, off + len)` of onode `o` (len 0: to the end). Returns the read id and, when no device
+    /// IO was needed (holes, data of writes still in flight, an empty range), the result at once; otherwise the
+    /// result comes to `read_finished` when the last device read completes.
+    fn start_read(&mut self, o: &Onode, off: u64, len: u64) -> Result<(u64, Option<Result<Bytes>>)> {
         let ctx = TxnCtx::default();
-        let o = self.need_onode(&ctx, cid, oid)?;
         let end = if len == 0 {
             o.size
         } else {
@@ -2301,8 +2372,7 @@ impl<D: Device> Store<D> {
         self.next_read += 1;
         let id = self.next_read;
         if off >= end {
-            self.events.push(Event::ReadDone(id, Ok(Bytes::new())));
-            return Ok(id);
+            return Ok((id, Some(Ok(Bytes::new()))));
         }
         let (b0, b1) = (off / B, end.div_ceil(B));
         let mut blocks: Vec<Src> = (b0..b1).map(|_| Src::Hole).collect();
@@ -2364,12 +2434,11 @@ impl<D: Device> Store<D> {
             error: None,
         };
         if st.outstanding == 0 {
-            let r = self.finish_read(st);
-            self.events.push(Event::ReadDone(id, r));
+            Ok((id, Some(self.finish_read(st))))
         } else {
             self.reads.insert(id, st);
+            Ok((id, None))
         }
-        Ok(id)
     }
 
     fn read_complete(&mut self, id: u64, tag: Tag, result: std::result::Result<Option<Bytes>, String>) {
@@ -2388,7 +2457,33 @@ impl<D: Device> Store<D> {
             && let Some(st) = self.reads.remove(&id)
         {
             let r = self.finish_read(st);
+            self.read_finished(id, r);
+        }
+    }
+
+    /// A read's result: to its prefetch if it fills one, else out as `Event::ReadDone`.
+    fn read_finished(&mut self, id: u64, r: Result<Bytes>) {
+        let Some(token) = self.prefetch_reads.remove(&id) else {
             self.events.push(Event::ReadDone(id, r));
+            return;
+        };
+        // Released or evicted meanwhile: nothing waits for it any more.
+        let Some(p) = self.prefetches.get_mut(&token) else {
+            return;
+        };
+        if !p.stale
+            && let Ok(b) = r
+            && let Some(rg) = p.ranges.iter_mut().find(|rg| rg.read == id)
+        {
+            self.prefetch_bytes += b.len();
+            rg.data = Some(b);
+        }
+        p.outstanding = p.outstanding.saturating_sub(1);
+        if p.outstanding == 0 {
+            let cid = p.cid.clone();
+            self.prefetch_done.push((token, cid));
+            self.events.push(Event::Prefetched(token));
+            self.bound_prefetches(token);
         }
     }
 
@@ -2445,9 +2540,20 @@ impl<D: Device> Store<D> {
         Ok(out.freeze())
     }
 
-    /// Blocking read.
+    /// Blocking read. Served from memory without device IO when a completed prefetch covers the range.
     pub fn read(&mut self, cid: &CollectionId, oid: &ObjectKey, off: u64, len: u64) -> Result<Bytes> {
-        let id = self.queue_read(cid, oid, off, len)?;
+        self.check_alive()?;
+        let o = self.need_onode(&TxnCtx::default(), cid, oid)?;
+        if !self.prefetches.is_empty()
+            && let Some(b) = self.prefetched(&o, off, len)
+        {
+            self.stats.reads_prefetched += 1;
+            return Ok(b);
+        }
+        let (id, now) = self.start_read(&o, off, len)?;
+        if let Some(r) = now {
+            return r;
+        }
         loop {
             if let Some(i) = self
                 .events
@@ -2459,6 +2565,188 @@ impl<D: Device> Store<D> {
             }
             self.pump(true)?;
         }
+    }
+
+    // ---------------------------------------------------------------- prefetch
+
+    /// Start the device reads of `ranges` (`(off, len)`, len 0: to the object's end) of one object, ahead of an
+    /// op that will `read` them: the caller need not block its core on the device. Metadata lookups stay
+    /// synchronous (they normally hit the node cache).
+    ///
+    /// `Ok(Some(token))`: `Event::Prefetched(token)` follows from `poll`/`wait` (and `take_prefetched` lists it);
+    /// from then on a `read` of the object inside one of the ranges is served from memory (any number of times)
+    /// until `release_prefetch(token)`. `Ok(None)`: nothing to wait for (no device IO needed, nothing to read, or
+    /// too much to hold): read synchronously at once. A change to the object's data or size (write, zero,
+    /// truncate, clone onto it, remove) invalidates the prefetch; its event still comes, and reads then go to the
+    /// device as usual. Errors are the metadata lookup's (ENOENT for a missing object).
+    pub fn prefetch(
+        &mut self,
+        cid: &CollectionId,
+        oid: &ObjectKey,
+        ranges: &[(u64, u64)],
+    ) -> Result<Option<u64>> {
+        self.check_alive()?;
+        let o = self.need_onode(&TxnCtx::default(), cid, oid)?;
+        let mut want = Vec::with_capacity(ranges.len());
+        let mut total = 0u64;
+        for &(off, len) in ranges {
+            let end = if len == 0 {
+                o.size
+            } else {
+                off.saturating_add(len).min(o.size)
+            };
+            if off < end {
+                total += end - off;
+                want.push((off, len));
+            }
+        }
+        if want.is_empty() || total > MAX_PREFETCH_BYTES {
+            return Ok(None);
+        }
+        if self.prefetches.len() >= MAX_PREFETCHES {
+            // The oldest completed one goes (its owner did not release it); if all are in flight, read later.
+            let Some(old) = self
+                .prefetches
+                .iter()
+                .find(|(_, p)| p.outstanding == 0)
+                .map(|(t, _)| *t)
+            else {
+                return Ok(None);
+            };
+            self.drop_prefetch(old);
+            self.stats.prefetches_dropped += 1;
+        }
+        self.next_read += 1;
+        let token = self.next_read;
+        let mut p = Prefetch {
+            cid: cid.clone(),
+            onode: o.id,
+            size: o.size,
+            ranges: Vec::with_capacity(want.len()),
+            outstanding: 0,
+            stale: false,
+        };
+        for (off, len) in want {
+            let (id, now) = self.start_read(&o, off, len)?;
+            if now.is_none() {
+                p.outstanding += 1;
+                self.prefetch_reads.insert(id, token);
+            }
+            // Served without IO (holes, in-flight writes): not worth holding, a `read` computes it again cheaply.
+            p.ranges.push(PfRange {
+                off,
+                read: id,
+                data: None,
+            });
+        }
+        if p.outstanding == 0 {
+            return Ok(None);
+        }
+        // Ranges that needed no IO are not served from the prefetch (data None); keep only the others.
+        p.ranges.retain(|r| self.prefetch_reads.contains_key(&r.read));
+        self.stats.prefetches += 1;
+        self.prefetches.insert(token, p);
+        Ok(Some(token))
+    }
+
+    /// Tokens of prefetches that completed since the last call, with the collection each was for (so a caller
+    /// can find the owner without a table of its own). Each token also came as `Event::Prefetched`.
+    pub fn take_prefetched(&mut self) -> Vec<(u64, CollectionId)> {
+        std::mem::take(&mut self.prefetch_done)
+    }
+
+    /// Whether completed prefetches wait to be taken (`take_prefetched`); cheap.
+    pub fn has_prefetched(&self) -> bool {
+        !self.prefetch_done.is_empty()
+    }
+
+    /// Drop a prefetch (its op ran, or will not run): its memory is freed; reads still in flight for it complete
+    /// into nothing. Unknown tokens are ignored.
+    pub fn release_prefetch(&mut self, token: u64) {
+        self.drop_prefetch(token);
+    }
+
+    /// Prefetches started and not released (in flight or completed).
+    pub fn prefetches_held(&self) -> usize {
+        self.prefetches.len()
+    }
+
+    fn drop_prefetch(&mut self, token: u64) {
+        if let Some(p) = self.prefetches.remove(&token) {
+            self.prefetch_bytes -= p.bytes();
+        }
+    }
+
+    /// Keep the completed prefetch data under its bound: the oldest go first (never `keep`, just completed).
+    fn bound_prefetches(&mut self, keep: u64) {
+        while self.prefetch_bytes > MAX_PREFETCH_HELD_BYTES {
+            let Some(old) = self
+                .prefetches
+                .iter()
+                .find(|(t, p)| **t != keep && p.outstanding == 0 && p.bytes() > 0)
+                .map(|(t, _)| *t)
+            else {
+                return;
+            };
+            self.drop_prefetch(old);
+            self.stats.prefetches_dropped += 1;
+        }
+    }
+
+    /// A transaction changes these metadata entries: prefetches of objects whose extents or onode change are stale.
+    fn invalidate_prefetches(&mut self, overlay: &BTreeMap<Vec<u8>, Option<Vec<u8>>>) {
+        let mut ids: Vec<u64> = Vec::new();
+        for (k, v) in overlay {
+            let id = match (k.first(), v) {
+                (Some(&keys::NS_EXTENT), _) => k.get(1..9).and_then(|b| keys::be_u64(b).ok()),
+                (Some(&keys::NS_ONODE), Some(v)) => Onode::decode(v).ok().map(|o| o.id),
+                _ => None,
+            };
+            if let Some(id) = id
+                && ids.last() != Some(&id)
+            {
+                ids.push(id);
+            }
+        }
+        if ids.is_empty() {
+            return;
+        }
+        let mut freed = 0;
+        for p in self.prefetches.values_mut() {
+            if !p.stale && ids.contains(&p.onode) {
+                p.stale = true;
+                freed += p.bytes();
+                for r in &mut p.ranges {
+                    r.data = None;
+                }
+                self.stats.prefetches_dropped += 1;
+            }
+        }
+        self.prefetch_bytes -= freed;
+    }
+
+    /// `[off, off + len)` of onode `o` from a completed, valid prefetch covering it (a slice, no copy).
+    fn prefetched(&self, o: &Onode, off: u64, len: u64) -> Option<Bytes> {
+        let want_end = if len == 0 {
+            o.size
+        } else {
+            off.saturating_add(len).min(o.size)
+        };
+        if off >= want_end {
+            return None;
+        }
+        for p in self.prefetches.values() {
+            if p.onode != o.id || p.stale || p.size != o.size {
+                continue;
+            }
+            for r in &p.ranges {
+                let Some(d) = &r.data else { continue };
+                if r.off <= off && want_end <= r.off + d.len() as u64 {
+                    return Some(d.slice((off - r.off) as usize..(want_end - r.off) as usize));
+                }
+            }
+        }
+        None
     }
 
     // ---------------------------------------------------------------- fsck

@@ -239,6 +239,11 @@ fn fresh_store(a: &Args) -> Res<Store<UringDevice>> {
 enum Work {
     Txn(Transaction, u64),
     Read(ObjectKey, u64, u64),
+    /// A blocking `Store::read` (how the op engine reads today: the caller's core waits for the device).
+    SyncRead(ObjectKey, u64, u64),
+    /// `Store::prefetch`, then on `Event::Prefetched` the `Store::read` that an OSD op does (served from memory)
+    /// and `release_prefetch` (the osd-core path for client reads).
+    Prefetch(ObjectKey, u64, u64),
     OmapGet(ObjectKey, Bytes),
     OmapIter(ObjectKey, Bytes),
 }
@@ -254,6 +259,7 @@ fn drive(
     let mut lat = Vec::new();
     let mut inflight_tx: HashMap<u64, Instant> = HashMap::new();
     let mut inflight_rd: HashMap<u64, Instant> = HashMap::new();
+    let mut inflight_pf: HashMap<u64, (Instant, ObjectKey, u64, u64)> = HashMap::new();
     let mut user_bytes = 0u64;
     let dev0 = s.device_stats();
     let ck0 = s.stats.checkpoints;
@@ -262,7 +268,7 @@ fn drive(
     let mut ev = Vec::new();
     let mut ops = 0u64;
     while start.elapsed() < a.runtime {
-        while inflight_tx.len() + inflight_rd.len() < qd {
+        while inflight_tx.len() + inflight_rd.len() + inflight_pf.len() < qd {
             match next_op(&mut rng) {
                 Work::Txn(t, ub) => {
                     let now = Instant::now();
@@ -274,6 +280,30 @@ fn drive(
                     let now = Instant::now();
                     let id = s.queue_read(&coll(), &o, off, len).map_err(|e| e.to_string())?;
                     inflight_rd.insert(id, now);
+                }
+                Work::SyncRead(o, off, len) => {
+                    let now = Instant::now();
+                    let v = s.read(&coll(), &o, off, len).map_err(|e| e.to_string())?;
+                    std::hint::black_box(v);
+                    lat.push(now.elapsed().as_nanos() as u64);
+                    ops += 1;
+                }
+                Work::Prefetch(o, off, len) => {
+                    let now = Instant::now();
+                    match s
+                        .prefetch(&coll(), &o, &[(off, len)])
+                        .map_err(|e| e.to_string())?
+                    {
+                        Some(t) => {
+                            inflight_pf.insert(t, (now, o, off, len));
+                        }
+                        None => {
+                            let v = s.read(&coll(), &o, off, len).map_err(|e| e.to_string())?;
+                            std::hint::black_box(v);
+                            lat.push(now.elapsed().as_nanos() as u64);
+                            ops += 1;
+                        }
+                    }
                 }
                 Work::OmapGet(o, k) => {
                     let now = Instant::now();
@@ -294,7 +324,7 @@ fn drive(
                 break;
             }
         }
-        if inflight_tx.is_empty() && inflight_rd.is_empty() {
+        if inflight_tx.is_empty() && inflight_rd.is_empty() && inflight_pf.is_empty() {
             continue;
         }
         ev.clear();
@@ -315,12 +345,21 @@ fn drive(
                         ops += 1;
                     }
                 }
+                Event::Prefetched(t) => {
+                    if let Some((t0, o, off, len)) = inflight_pf.remove(&t) {
+                        let v = s.read(&coll(), &o, off, len).map_err(|e| format!("read: {e}"))?;
+                        std::hint::black_box(v);
+                        s.release_prefetch(t);
+                        lat.push(t0.elapsed().as_nanos() as u64);
+                        ops += 1;
+                    }
+                }
             }
         }
     }
     let elapsed = start.elapsed().as_secs_f64();
     // Drain what is left so the next test starts clean (not counted).
-    while !inflight_tx.is_empty() || !inflight_rd.is_empty() {
+    while !inflight_tx.is_empty() || !inflight_rd.is_empty() || !inflight_pf.is_empty() {
         ev.clear();
         s.wait(&mut ev).map_err(|e| e.to_string())?;
         for e in ev.drain(..) {
@@ -330,6 +369,10 @@ fn drive(
                 }
                 Event::ReadDone(id, _) => {
                     inflight_rd.remove(&id);
+                }
+                Event::Prefetched(t) => {
+                    inflight_pf.remove(&t);
+                    s.release_prefetch(t);
                 }
             }
         }
@@ -451,13 +494,30 @@ fn overwrite(bs: u64, qd: usize) -> Runner {
     })
 }
 
+/// How a read test reads: `queue_read` (async, result in the event), a blocking `read`, or `prefetch` + `read`.
+#[derive(Clone, Copy)]
+enum ReadMode {
+    Queue,
+    Sync,
+    Prefetch,
+}
+
 fn read(bs: u64, qd: usize) -> Runner {
+    read_with(bs, qd, ReadMode::Queue)
+}
+
+fn read_with(bs: u64, qd: usize, mode: ReadMode) -> Runner {
     Box::new(move |a: &Args| {
         let mut s = fresh_store(a)?;
         let n = objects(a);
         prefill(&mut s, n, OBJ)?;
         drive(&mut s, a, qd, &mut |r| {
-            Work::Read(obj(r.below(n)), r.below(OBJ / bs) * bs, bs)
+            let (o, off) = (obj(r.below(n)), r.below(OBJ / bs) * bs);
+            match mode {
+                ReadMode::Queue => Work::Read(o, off, bs),
+                ReadMode::Sync => Work::SyncRead(o, off, bs),
+                ReadMode::Prefetch => Work::Prefetch(o, off, bs),
+            }
         })
     })
 }
@@ -675,6 +735,27 @@ fn tests() -> Vec<Test> {
         fio: Some(("randread".into(), 65536, 16)),
         run: read(65536, 16),
     });
+    v.push(Test {
+        name: "64K randread QD1".into(),
+        fio: Some(("randread".into(), 65536, 1)),
+        run: read(65536, 1),
+    });
+    // The three ways an OSD op can read (queue_read above; blocking read; prefetch, then read from memory).
+    for bs in [4096u64, 65536] {
+        let k = bs / 1024;
+        v.push(Test {
+            name: format!("{k}K read blocking (QD1)"),
+            fio: None,
+            run: read_with(bs, 1, ReadMode::Sync),
+        });
+        for qd in [1usize, 16] {
+            v.push(Test {
+                name: format!("{k}K read prefetch QD{qd}"),
+                fio: None,
+                run: read_with(bs, qd, ReadMode::Prefetch),
+            });
+        }
+    }
     v.push(Test {
         name: "4M write new objects QD4".into(),
         fio: Some(("randwrite".into(), 4 << 20, 4)),
