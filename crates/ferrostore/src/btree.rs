@@ -14,6 +14,29 @@ use std::collections::{HashMap, VecDeque};
 use std::rc::Rc;
 
 const HEADER: usize = 24;
+
+/// Byte-string order (`<[u8]>::cmp`), comparing 8 bytes at a time as big-endian integers first: keys in one node
+/// share most of a short fixed-width prefix (namespace byte, object id, block number), so most compares end
+/// inside the first two words without a `memcmp` call.
+#[inline]
+pub fn key_cmp(a: &[u8], b: &[u8]) -> std::cmp::Ordering {
+    let n = a.len().min(b.len());
+    let mut i = 0;
+    while i + 8 <= n {
+        let (Some(x), Some(y)) = (a.get(i..i + 8), b.get(i..i + 8)) else {
+            break;
+        };
+        let (Ok(x), Ok(y)) = (<[u8; 8]>::try_from(x), <[u8; 8]>::try_from(y)) else {
+            break;
+        };
+        let (x, y) = (u64::from_be_bytes(x), u64::from_be_bytes(y));
+        if x != y {
+            return x.cmp(&y);
+        }
+        i += 8;
+    }
+    a[i..].cmp(&b[i..])
+}
 /// Largest `key.len() + value.len()` accepted in a leaf: three such entries always fit in a node, so a split of an
 /// overflowing node always yields two nodes that fit.
 pub const MAX_ENTRY: usize = (BLOCK - HEADER) / 3 - 4;
@@ -71,7 +94,14 @@ impl Node {
         if self.keys.len() <= 1 {
             return 0;
         }
-        self.keys[1..].partition_point(|k| k.as_slice() <= key)
+        self.keys[1..].partition_point(|k| key_cmp(k, key).is_le())
+    }
+    /// The child holding the last entry `< key` (not `<=`): the first child whose lower bound is `>= key` is not.
+    fn child_index_before(&self, key: &[u8]) -> usize {
+        if self.keys.len() <= 1 {
+            return 0;
+        }
+        self.keys[1..].partition_point(|k| key_cmp(k, key).is_lt())
     }
 
     /// Serialise a node whose children are all on disk.
@@ -345,7 +375,7 @@ impl Tree {
             if n.is_leaf() {
                 return Ok(n
                     .keys
-                    .binary_search_by(|k| k.as_slice().cmp(key))
+                    .binary_search_by(|k| key_cmp(k, key))
                     .ok()
                     .map(|i| n.vals[i].clone()));
             }
@@ -385,7 +415,7 @@ impl Tree {
         let id = self.make_mut(io, p)?;
         if self.mem(id).is_leaf() {
             let n = self.mem_mut(id);
-            match n.keys.binary_search_by(|k| k.as_slice().cmp(key)) {
+            match n.keys.binary_search_by(|k| key_cmp(k, key)) {
                 Ok(i) => {
                     n.bytes = n.bytes + val.len() - n.vals[i].len();
                     n.vals[i] = val.to_vec();
@@ -482,7 +512,7 @@ impl Tree {
         let id = self.make_mut(io, p)?;
         if self.mem(id).is_leaf() {
             let n = self.mem_mut(id);
-            if let Ok(i) = n.keys.binary_search_by(|k| k.as_slice().cmp(key)) {
+            if let Ok(i) = n.keys.binary_search_by(|k| key_cmp(k, key)) {
                 n.bytes -= 4 + n.keys[i].len() + n.vals[i].len();
                 n.keys.remove(i);
                 n.vals.remove(i);
@@ -535,28 +565,100 @@ impl Tree {
         limit: usize,
         out: &mut Vec<(Vec<u8>, Vec<u8>)>,
     ) -> Result<()> {
+        let mut left = limit.saturating_sub(out.len());
+        self.visit_rec(io, p, start, end, &mut |k, v| {
+            out.push((k.to_vec(), v.to_vec()));
+            left = left.saturating_sub(1);
+            left > 0
+        })?;
+        Ok(())
+    }
+
+    /// Call `f(key, value)` for the entries with `start <= key < end` in order, without copying them, until it
+    /// returns false.
+    pub fn visit(
+        &mut self,
+        io: &mut dyn NodeIo,
+        start: &[u8],
+        end: Option<&[u8]>,
+        f: &mut dyn FnMut(&[u8], &[u8]) -> bool,
+    ) -> Result<()> {
+        self.visit_rec(io, self.root, start, end, f).map(|_| ())
+    }
+
+    /// Returns false once `f` asked to stop or the end was passed.
+    fn visit_rec(
+        &mut self,
+        io: &mut dyn NodeIo,
+        p: Ptr,
+        start: &[u8],
+        end: Option<&[u8]>,
+        f: &mut dyn FnMut(&[u8], &[u8]) -> bool,
+    ) -> Result<bool> {
         let n = self.node(io, p)?;
         if n.is_leaf() {
-            let from = n.keys.partition_point(|k| k.as_slice() < start);
+            let from = n.keys.partition_point(|k| key_cmp(k, start).is_lt());
             for i in from..n.keys.len() {
-                if end.is_some_and(|e| n.keys[i].as_slice() >= e) || out.len() >= limit {
-                    return Ok(());
+                if end.is_some_and(|e| key_cmp(&n.keys[i], e).is_ge()) || !f(&n.keys[i], &n.vals[i]) {
+                    return Ok(false);
                 }
-                out.push((n.keys[i].clone(), n.vals[i].clone()));
             }
-            return Ok(());
+            return Ok(true);
         }
         let from = n.child_index(start);
         for j in from..n.kids.len() {
-            if j > from && end.is_some_and(|e| n.keys[j].as_slice() >= e) {
-                break;
+            if j > from && end.is_some_and(|e| key_cmp(&n.keys[j], e).is_ge()) {
+                return Ok(false);
             }
-            self.scan_rec(io, n.kids[j], start, end, limit, out)?;
-            if out.len() >= limit {
-                break;
+            if !self.visit_rec(io, n.kids[j], start, end, f)? {
+                return Ok(false);
             }
         }
-        Ok(())
+        Ok(true)
+    }
+
+    /// The last entry with key `<= key` (`< key` if not `inclusive`): a point lookup ("the extent covering this
+    /// block") without a range scan.
+    pub fn floor(
+        &mut self,
+        io: &mut dyn NodeIo,
+        key: &[u8],
+        inclusive: bool,
+    ) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
+        self.floor_rec(io, self.root, key, inclusive)
+    }
+
+    fn floor_rec(
+        &mut self,
+        io: &mut dyn NodeIo,
+        p: Ptr,
+        key: &[u8],
+        inclusive: bool,
+    ) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
+        let n = self.node(io, p)?;
+        if n.is_leaf() {
+            let i = n.keys.partition_point(|k| {
+                let o = key_cmp(k, key);
+                if inclusive { o.is_le() } else { o.is_lt() }
+            });
+            return Ok(i.checked_sub(1).map(|i| (n.keys[i].clone(), n.vals[i].clone())));
+        }
+        let mut j = if inclusive {
+            n.child_index(key)
+        } else {
+            n.child_index_before(key)
+        };
+        // A child's lower bound is not necessarily one of its keys (deletions): if it holds nothing below `key`,
+        // the answer is the largest entry of a child to its left.
+        loop {
+            if let Some(r) = self.floor_rec(io, n.kids[j], key, inclusive)? {
+                return Ok(Some(r));
+            }
+            if j == 0 {
+                return Ok(None);
+            }
+            j -= 1;
+        }
     }
 
     /// Visit every node (reading it from disk if needed): `f(block_if_on_disk, node)`.
@@ -652,6 +754,21 @@ mod tests {
         }
     }
 
+    proptest::proptest! {
+        #[test]
+        fn key_cmp_is_byte_order(
+            p in proptest::collection::vec(0u8..3, 0..20),
+            a in proptest::collection::vec(0u8..4, 0..20),
+            b in proptest::collection::vec(0u8..4, 0..20),
+        ) {
+            let x = [p.clone(), a].concat();
+            let y = [p, b].concat();
+            proptest::prop_assert_eq!(key_cmp(&x, &y), x.cmp(&y));
+            proptest::prop_assert_eq!(key_cmp(&y, &x), y.cmp(&x));
+            proptest::prop_assert_eq!(key_cmp(&x, &x), std::cmp::Ordering::Equal);
+        }
+    }
+
     #[test]
     fn matches_btreemap_under_random_ops_with_checkpoints_and_tiny_cache() {
         for seed in 0..6u64 {
@@ -684,6 +801,15 @@ mod tests {
                             vec![]
                         };
                         assert_eq!(got, want);
+                        for inclusive in [true, false] {
+                            let f = t.floor(&mut io, &end, inclusive).unwrap();
+                            let w = if inclusive {
+                                model.range(..=end.clone()).next_back()
+                            } else {
+                                model.range(..end.clone()).next_back()
+                            };
+                            assert_eq!(f, w.map(|(a, b)| (a.clone(), b.clone())), "floor {inclusive}");
+                        }
                     }
                 }
                 if step % 97 == 0 {

@@ -442,6 +442,9 @@ pub struct Store<D: Device> {
     prefetch_reads: HashMap<u64, u64>,
     prefetch_done: Vec<(u64, CollectionId)>,
     prefetch_bytes: usize,
+    /// The last onode found in the tree (its full key): an op looks its object up several times (attrs, data).
+    /// Dropped when a transaction writes that key.
+    last_onode: Option<(Vec<u8>, Onode)>,
     events: Vec<Event>,
     failed: Option<StoreError>,
     pub stats: StoreStats,
@@ -524,6 +527,7 @@ impl<D: Device> Store<D> {
             prefetch_reads: HashMap::new(),
             prefetch_done: Vec::new(),
             prefetch_bytes: 0,
+            last_onode: None,
             events: Vec::new(),
             failed: None,
             stats: StoreStats::default(),
@@ -533,6 +537,7 @@ impl<D: Device> Store<D> {
         // end of this mount is durable: a crash during it must find them intact when replaying the same log again.
         let before = st.used_blocks()?;
         let replayed = st.replay()?;
+        st.last_onode = None;
         st.log_head = st.log_head.div_ceil(st.cfg.log_align) * st.cfg.log_align;
         if st.log_head >= st.sb.log_len {
             st.log_head = 0;
@@ -877,6 +882,11 @@ impl<D: Device> Store<D> {
         self.next_seq += 1;
         if !self.prefetches.is_empty() {
             self.invalidate_prefetches(&ctx.overlay);
+        }
+        if let Some((k, _)) = &self.last_onode
+            && ctx.overlay.contains_key(k)
+        {
+            self.last_onode = None;
         }
         let mut deltas = Vec::with_capacity(ctx.overlay.len());
         for (k, v) in ctx.overlay {
@@ -1386,8 +1396,21 @@ impl<D: Device> Store<D> {
     }
 
     fn get_onode(&mut self, ctx: &TxnCtx, cid: &CollectionId, name: &[u8]) -> Result<Option<Onode>> {
-        match self.kv_get(ctx, &keys::onode(cid, name))? {
-            Some(v) => Ok(Some(Onode::decode(&v)?)),
+        let k = keys::onode(cid, name);
+        if let Some(v) = ctx.overlay.get(&k) {
+            return v.as_deref().map(Onode::decode).transpose();
+        }
+        if let Some((ck, o)) = &self.last_onode
+            && *ck == k
+        {
+            return Ok(Some(*o));
+        }
+        match self.tree.get(&mut self.io, &k)? {
+            Some(v) => {
+                let o = Onode::decode(&v)?;
+                self.last_onode = Some((k, o));
+                Ok(Some(o))
+            }
             None => Ok(None),
         }
     }
@@ -1439,24 +1462,94 @@ impl<D: Device> Store<D> {
     // ---------------------------------------------------------------- data helpers
 
     /// Extent entries of object `id` overlapping logical blocks `[b0, b1)`: (lblock, extent).
+    ///
+    /// Two lookups instead of a range scan from `b0 - (MAX_EXTENT_BLOCKS - 1)`: the extent covering `b0` is the
+    /// last one starting at or before it (a point lookup), the others start inside `[b0, b1)` (visited in place,
+    /// decoded without copying keys or values).
     fn extents_in(&mut self, ctx: &TxnCtx, id: u64, b0: u64, b1: u64) -> Result<Vec<(u64, Extent)>> {
         if b0 >= b1 {
             return Ok(Vec::new());
         }
-        let start = keys::extent(id, b0.saturating_sub(MAX_EXTENT_BLOCKS - 1));
+        let lb_of = |k: &[u8]| {
+            k.get(9..17)
+                .ok_or_else(|| StoreError::Corrupt("extent key".into()))
+                .and_then(keys::be_u64)
+        };
+        let first = keys::extent(id, b0);
         let end = keys::extent(id, b1);
         let mut out = Vec::new();
-        for (k, v) in self.kv_scan(ctx, &start, Some(&end), usize::MAX)? {
-            let lb = keys::be_u64(
-                k.get(9..17)
-                    .ok_or_else(|| StoreError::Corrupt("extent key".into()))?,
-            )?;
-            let e = Extent::decode(&v)?;
-            if lb + e.blocks() > b0 {
-                out.push((lb, e));
+        if b0 > 0 {
+            let lowest = keys::extent(id, b0.saturating_sub(MAX_EXTENT_BLOCKS - 1));
+            if let Some((k, v)) = self.kv_floor(ctx, &first, &lowest)? {
+                let lb = lb_of(&k)?;
+                let e = Extent::decode(&v)?;
+                if lb < b0 && lb + e.blocks() > b0 {
+                    out.push((lb, e));
+                }
             }
         }
-        Ok(out)
+        let in_overlay = ctx
+            .overlay
+            .range::<[u8], _>((
+                std::ops::Bound::Included(&first[..]),
+                std::ops::Bound::Excluded(&end[..]),
+            ))
+            .next()
+            .is_some();
+        if in_overlay {
+            for (k, v) in self.kv_scan(ctx, &first, Some(&end), usize::MAX)? {
+                out.push((lb_of(&k)?, Extent::decode(&v)?));
+            }
+            return Ok(out);
+        }
+        let mut err = None;
+        self.tree
+            .visit(&mut self.io, &first, Some(&end), &mut |k, v| match lb_of(k)
+                .and_then(|lb| Ok((lb, Extent::decode(v)?)))
+            {
+                Ok(x) => {
+                    out.push(x);
+                    true
+                }
+                Err(e) => {
+                    err = Some(e);
+                    false
+                }
+            })?;
+        match err {
+            Some(e) => Err(e),
+            None => Ok(out),
+        }
+    }
+
+    /// The last live entry with `lowest <= key <= at`, the transaction's overlay applied.
+    fn kv_floor(&mut self, ctx: &TxnCtx, at: &[u8], lowest: &[u8]) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
+        use std::ops::Bound;
+        let ov = ctx
+            .overlay
+            .range::<[u8], _>((Bound::Included(lowest), Bound::Included(at)))
+            .rev()
+            .find_map(|(k, v)| v.as_ref().map(|v| (k.clone(), v.clone())));
+        // The tree's floor, skipping entries the overlay replaces or deletes (normally none).
+        let mut bound = at.to_vec();
+        let mut inclusive = true;
+        let tree = loop {
+            match self.tree.floor(&mut self.io, &bound, inclusive)? {
+                Some((k, v)) if k.as_slice() >= lowest => {
+                    if ctx.overlay.contains_key(&k) {
+                        bound = k;
+                        inclusive = false;
+                        continue;
+                    }
+                    break Some((k, v));
+                }
+                _ => break None,
+            }
+        };
+        Ok(match (ov, tree) {
+            (Some(a), Some(b)) => Some(if a.0 > b.0 { a } else { b }),
+            (a, b) => a.or(b),
+        })
     }
 
     fn staged_block(&self, ctx: &TxnCtx, pblock: u64) -> Option<Bytes> {
