@@ -323,6 +323,15 @@ impl UringDevice {
     pub fn ring_fd(&self) -> std::os::unix::io::RawFd {
         self.ring.as_raw_fd()
     }
+
+    /// Hand entries queued since the last `poll` to the kernel now (`Store::poll` may queue IO after its device
+    /// poll, e.g. the flush that follows completed writes): a caller about to sleep on [`Self::ring_fd`] calls
+    /// this first, or that IO would wait for its next poll.
+    pub fn submit_pending(&mut self) {
+        if self.unsubmitted > 0 && self.ring.submit().is_ok() {
+            self.unsubmitted = 0;
+        }
+    }
 }
 
 impl Device for UringDevice {
