@@ -6,6 +6,7 @@ pub mod bufferlist;
 pub mod object_info;
 pub mod object_stat;
 pub mod osd_stat;
+pub mod owned;
 pub mod past_intervals;
 pub mod pg_info;
 pub mod pg_log;

@@ -256,7 +256,7 @@ pub(crate) fn handle_op<D: Device>(pg: &mut Pg, store: &mut Store<D>, ctx: OpCon
         }
         // dup: answer with the original outcome, once it is durable
         let reqid = m.effective_reqid(ctx.client);
-        if let Some(f) = pg.log.lookup(&reqid).cloned() {
+        if let Some(f) = pg.log.lookup(&reqid) {
             let r = reply_error(m, f.return_code, epoch, f.version, f.user_version, &f.op_returns);
             // committed = durable here and on every replica
             let seq = pg.log.seq_for(f.version).unwrap_or(0);
@@ -266,7 +266,7 @@ pub(crate) fn handle_op<D: Device>(pg: &mut Pg, store: &mut Store<D>, ctx: OpCon
     }
 
     // the object context
-    let (loaded, head_in_store) = match load_oi_known(store, &pg.cid, &okey) {
+    let (loaded, head_in_store) = match pg.load_context(store, &okey) {
         Ok(x) => x,
         Err(e) => {
             send_now(&mut out, reply_error(m, e, epoch, Eversion::default(), 0, &[]));
@@ -310,7 +310,7 @@ pub(crate) fn handle_op<D: Device>(pg: &mut Pg, store: &mut Store<D>, ctx: OpCon
         };
         soid.snap = c;
         okey = keys::object_key(&soid, &pg.spgid);
-        match load_oi(store, &pg.cid, &okey, &soid) {
+        match pg.load_context(store, &okey).map(|(x, _)| x) {
             Ok(Some((coi, _))) => {
                 exists = true;
                 oi = coi;
@@ -509,6 +509,9 @@ pub(crate) fn handle_op<D: Device>(pg: &mut Pg, store: &mut Store<D>, ctx: OpCon
             }
             let oi_bl = c.oi.to_bytes(denc::CEPH_FEATURES_ALL);
             let ss_bl = c.snapset.to_bytes(0);
+            // the object context cache keeps the decoded values: they must be what a load would decode
+            debug_assert_eq!(ObjectInfo::decode_all(oi_bl.clone()).ok().as_ref(), Some(&c.oi));
+            debug_assert_eq!(SnapSet::decode_all(ss_bl.clone()).ok().as_ref(), Some(&c.snapset));
             c.t.push(Op::SetAttrs {
                 cid: c.cid.clone(),
                 oid: c.okey.clone(),
@@ -575,6 +578,9 @@ pub(crate) fn handle_op<D: Device>(pg: &mut Pg, store: &mut Store<D>, ctx: OpCon
     let user_version_now = c.oi.user_version;
     let omap_before = c.orig_exists && c.orig_oi.test_flag(oi_flag::OMAP);
     let omap_after = c.exists && c.oi.test_flag(oi_flag::OMAP);
+    // the head as a successful write leaves it (deletes are left to the cache's forgetting)
+    let written = (c.exists && log_entry.is_some() && result >= 0)
+        .then(|| (std::mem::take(&mut c.oi), std::mem::take(&mut c.snapset)));
     drop(c);
     pg.epoch = pg.epoch.max(epoch);
     let ack = flag::ACK | flag::ONDISK;
@@ -663,6 +669,9 @@ pub(crate) fn handle_op<D: Device>(pg: &mut Pg, store: &mut Store<D>, ctx: OpCon
         reply,
         &mut out,
     ) {
+        if let Some(w) = written {
+            pg.obc.put(&okey.name, Some(w));
+        }
         pg.stats.num_objects = (pg.stats.num_objects as i64 + d_objects).max(0) as u64;
         pg.stats.num_bytes = (pg.stats.num_bytes as i64 + d_bytes).max(0) as u64;
         pg.stats.num_wr += delta.num_wr;
@@ -785,15 +794,23 @@ fn apply_effects(
     }
 }
 
-/// Read an object's info and snapset; None if the object does not exist.
-fn load_oi<D: Device>(
-    store: &mut Store<D>,
-    cid: &CollectionId,
-    key: &ObjectKey,
-    soid: &HObject,
-) -> Result<Option<(ObjectInfo, SnapSet)>, i32> {
-    let _ = soid;
-    load_oi_known(store, cid, key).map(|(x, _)| x)
+impl Pg {
+    /// [`load_oi_known`] through the object context cache.
+    fn load_context<D: Device>(
+        &mut self,
+        store: &mut Store<D>,
+        key: &ObjectKey,
+    ) -> Result<(Option<Loaded>, Option<bool>), i32> {
+        if let Some(v) = self.obc.get(&key.name) {
+            let known = Some(v.is_some());
+            return Ok((v, known));
+        }
+        let r = load_oi_known(store, &self.cid, key)?;
+        if r.1.is_some() {
+            self.obc.put(&key.name, r.0.clone());
+        }
+        Ok(r)
+    }
 }
 
 /// An object's info and snapset.
@@ -2278,7 +2295,7 @@ pub(crate) fn handle_timeout<D: Device>(pg: &mut Pg, store: &mut Store<D>, now: 
     for ((okey, cookie, entity), soid) in expired {
         // handle_watch_timeout: drop the watcher from the object info with a log entry of its own
         let key = ObjectKey::new(soid.hash, okey.clone());
-        let Ok(Some((mut oi, _))) = load_oi(store, &pg.cid, &key, &soid) else {
+        let Ok((Some((mut oi, _)), _)) = pg.load_context(store, &key) else {
             continue;
         };
         if oi.watchers.remove(&(cookie, entity)).is_none() {

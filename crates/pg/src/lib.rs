@@ -25,6 +25,7 @@ mod exec;
 pub mod keys;
 mod log;
 mod meta;
+mod obc;
 pub mod recovery;
 mod repl;
 mod split;
@@ -43,6 +44,7 @@ use osd_types::pg_missing::PgMissing;
 
 pub use caps::{CapParseError, OsdCap};
 pub use meta::PgMeta;
+pub use obc::ObcStats;
 pub use recovery::{OSD_RECOVERY_MAX_CHUNK, PushApplied};
 pub use repl::RepOp;
 pub use split::split_children;
@@ -113,6 +115,12 @@ pub struct PgConfig {
     pub osd_client_watch_timeout: u32,
     /// `osd_default_notify_timeout` seconds (30).
     pub osd_default_notify_timeout: u32,
+    /// `osd_pg_object_context_cache_count`: objects whose decoded info and snapset the PG keeps (an LRU; 0
+    /// turns the cache off). Ceph's default is 64; ours is larger because ferrostore has no onode cache of its
+    /// own yet (each miss costs two B-tree lookups and a decode).
+    pub osd_pg_object_context_cache_count: usize,
+    /// Bound on the (estimated) memory of that cache per PG, in bytes.
+    pub obc_cache_max_bytes: usize,
     /// Fault injection for the simulator (issue 8's seeded bugs; never set it otherwise): a write's client
     /// reply is released once it is durable here, without waiting for the replicas' commits. Default off.
     pub fault_ack_before_replicas: bool,
@@ -135,6 +143,8 @@ impl Default for PgConfig {
             osd_pg_log_trim_min: 100,
             osd_client_watch_timeout: 30,
             osd_default_notify_timeout: 30,
+            osd_pg_object_context_cache_count: 256,
+            obc_cache_max_bytes: 128 << 10,
             fault_ack_before_replicas: false,
         }
     }
@@ -279,6 +289,8 @@ pub struct Pg {
     /// The current client op's object (store key name, ghobject), so the Ceph transaction need not parse its
     /// key back; taken by the op's write.
     op_object: Option<(Bytes, denc::GHObject)>,
+    /// Decoded object infos and snapsets of recently used objects (kept exact by [`Pg::queue`]).
+    obc: obc::ObcCache,
 }
 
 impl Pg {
@@ -286,6 +298,7 @@ impl Pg {
     pub fn new(spgid: SpgId, pool: PoolInfo, cfg: PgConfig) -> Self {
         let cid = keys::collection_id(&spgid);
         let log = log::PgLog::new(&cfg);
+        let obc = obc::ObcCache::new(cfg.osd_pg_object_context_cache_count, cfg.obc_cache_max_bytes);
         Pg {
             spgid,
             pool,
@@ -308,6 +321,7 @@ impl Pg {
             replicas: Vec::new(),
             waiting: BTreeMap::new(),
             op_object: None,
+            obc,
         }
     }
 
@@ -352,7 +366,7 @@ impl Pg {
         self.info.history.epoch_pool_created = self.info.history.epoch_pool_created.max(epoch);
         let kvs = meta::create_kvs(&self.info, &self.past_intervals, epoch);
         let txn = self.log.create_txn(&self.spgid, &self.cid, self.pool.pg_num, kvs);
-        Ok(store.queue_transaction(&txn)?)
+        Ok(self.queue(store, &txn)?)
     }
 
     /// [`Pg::new`] + [`Pg::load`]: a PG as stored.
@@ -372,6 +386,7 @@ impl Pg {
     pub fn load<D: Device>(&mut self, store: &mut Store<D>) -> Result<(), PgError> {
         let (log, other) = log::PgLog::load(store, &self.spgid, &self.cid, &self.cfg)?;
         self.log = log;
+        self.obc.clear();
         let m = meta::parse(other)?;
         if let Some(info) = m.info {
             self.info = info;
@@ -380,6 +395,7 @@ impl Pg {
             self.past_intervals = pi;
         }
         self.missing = m.missing;
+        osd_types::owned::Owned::own_buffers(&mut self.missing);
         // the log is the authority for last_update (older stores have no pg_info_t at all)
         if self.info.last_update > self.log.head {
             self.log.head = self.info.last_update;
@@ -405,7 +421,10 @@ impl Pg {
         if !self.primary {
             return Outputs::default();
         }
-        exec::handle_op(self, store, ctx)
+        let out = exec::handle_op(self, store, ctx);
+        // a read leaves its object here (only writes take it): it must not keep the message alive
+        self.op_object = None;
+        out
     }
 
     /// The store reports transaction `seq` (and all before it) durable: release the replies waiting for it.
@@ -461,6 +480,8 @@ impl Pg {
     /// Recount objects and bytes from the store (after objects were changed outside this PG's own calls, e.g.
     /// by a recovery engine applying pushes itself).
     pub fn refresh_stats<D: Device>(&mut self, store: &mut Store<D>) -> Result<(), PgError> {
+        // objects changed behind the PG's back: what it cached about them may be stale
+        self.obc.clear();
         let s = exec::scan_stats(store, &self.cid)?;
         self.stats.num_objects = s.num_objects;
         self.stats.num_bytes = s.num_bytes;
@@ -533,6 +554,22 @@ impl Pg {
             from.push(0);
         }
         Ok((out, denc::HObject::max_value()))
+    }
+
+    /// Queue a store transaction of this PG. Every store change the PG makes goes through here, so the object
+    /// context cache forgets what the transaction changes before the store has it.
+    pub(crate) fn queue<D: Device>(
+        &mut self,
+        store: &mut Store<D>,
+        t: &ferrostore::Transaction,
+    ) -> Result<u64, ferrostore::StoreError> {
+        self.obc.forget_txn(&self.cid, t);
+        store.queue_transaction(t)
+    }
+
+    /// Hits, misses and size of the object context cache (`PgConfig::osd_pg_object_context_cache_count`).
+    pub fn obc_stats(&self) -> ObcStats {
+        self.obc.stats()
     }
 
     /// Number of replies held for durability.

@@ -8,6 +8,7 @@ use std::collections::{HashMap, VecDeque};
 use bytes::Bytes;
 use denc::{Decode, Decoder, Encode, Encoder, Eversion, OsdReqId, SpgId};
 use ferrostore::{CollectionId, Device, ObjectKey, Op, Store, Transaction};
+use osd_types::owned::Owned;
 use osd_types::pg_log::{dup_key, eversion_key};
 use osd_types::{OpReturnItem, PgLogDup, PgLogEntry};
 
@@ -43,9 +44,12 @@ pub(crate) struct PgLog {
     /// `last_complete` (durable).
     pub complete: Eversion,
     pub last_user_version: u64,
+    /// Entries and dups in version order; they own their bytes (`Owned::own_buffers`), so a long log never
+    /// keeps the messages it came from alive.
     entries: VecDeque<PgLogEntry>,
     dups: VecDeque<PgLogDup>,
-    index: HashMap<OsdReqId, Found>,
+    /// reqid → version of its entry or dup (found there by binary search: the outcome is stored once).
+    index: HashMap<OsdReqId, Eversion>,
     /// (store seq, version) of entries not yet durable.
     pending: VecDeque<(u64, Eversion)>,
     min_entries: usize,
@@ -117,13 +121,16 @@ impl PgLog {
             next.push(0);
             for (k, v) in batch {
                 if is_entry_key(&k) {
-                    let e = PgLogEntry::decode_with_checksum(&mut Decoder::new(v.clone())).map_err(|e| {
-                        PgError::Corrupt(format!("log entry {}: {e}", String::from_utf8_lossy(&k)))
-                    })?;
+                    let mut e =
+                        PgLogEntry::decode_with_checksum(&mut Decoder::new(v.clone())).map_err(|e| {
+                            PgError::Corrupt(format!("log entry {}: {e}", String::from_utf8_lossy(&k)))
+                        })?;
+                    e.own_buffers();
                     log.entries.push_back(e);
                 } else if k.starts_with(b"dup_") {
-                    let d = PgLogDup::decode_all(v.clone())
+                    let mut d = PgLogDup::decode_all(v.clone())
                         .map_err(|e| PgError::Corrupt(format!("dup {}: {e}", String::from_utf8_lossy(&k))))?;
+                    d.own_buffers();
                     log.dups.push_back(d);
                 } else if &k[..] == LEGACY_INFO_KEY {
                     // written by earlier versions of this crate instead of pg_info_t
@@ -139,16 +146,11 @@ impl PgLog {
             }
             start = next;
         }
-        for d in &log.dups {
-            log.index.insert(d.reqid, found_dup(d));
-        }
         for e in &log.entries {
             log.head = log.head.max(e.version);
             log.last_user_version = log.last_user_version.max(e.user_version);
-            if e.reqid != OsdReqId::default() {
-                log.index.insert(e.reqid, found_entry(e));
-            }
         }
+        log.sort_and_index();
         log.complete = log.head;
         Ok((log, other))
     }
@@ -177,15 +179,7 @@ impl PgLog {
                 true
             }
         });
-        self.index.clear();
-        for d in &self.dups {
-            self.index.insert(d.reqid, found_dup(d));
-        }
-        for e in &self.entries {
-            if e.reqid != OsdReqId::default() {
-                self.index.insert(e.reqid, found_entry(e));
-            }
-        }
+        self.sort_and_index();
         self.head = self.entries.back().map_or(self.tail, |e| e.version);
         self.complete = self.complete.min(self.head);
         self.pending.retain(|(_, v)| !versions.contains(v));
@@ -205,8 +199,7 @@ impl PgLog {
             }
         }
         self.entries = keep;
-        self.index
-            .retain(|_, f| !child.iter().any(|e| e.version == f.version));
+        self.index.retain(|_, v| !child.iter().any(|e| e.version == *v));
         (child, self.dups.iter().cloned().collect())
     }
 
@@ -224,15 +217,14 @@ impl PgLog {
         log.complete = head;
         log.entries = entries.into();
         log.dups = dups.into();
-        for d in &log.dups {
-            log.index.insert(d.reqid, found_dup(d));
-        }
-        for e in &log.entries {
+        for e in log.entries.iter_mut() {
+            e.own_buffers();
             log.last_user_version = log.last_user_version.max(e.user_version);
-            if e.reqid != OsdReqId::default() {
-                log.index.insert(e.reqid, found_entry(e));
-            }
         }
+        for d in log.dups.iter_mut() {
+            d.own_buffers();
+        }
+        log.sort_and_index();
         log
     }
 
@@ -258,8 +250,30 @@ impl PgLog {
         Eversion::new(epoch.max(self.head.epoch), self.head.version + 1)
     }
 
-    pub fn lookup(&self, reqid: &OsdReqId) -> Option<&Found> {
-        self.index.get(reqid)
+    /// The original outcome of request `reqid`, if the log or its dups still know it.
+    pub fn lookup(&self, reqid: &OsdReqId) -> Option<Found> {
+        let v = *self.index.get(reqid)?;
+        if let Ok(i) = self.entries.binary_search_by(|e| e.version.cmp(&v)) {
+            return self.entries.get(i).map(found_entry);
+        }
+        let i = self.dups.binary_search_by(|d| d.version.cmp(&v)).ok()?;
+        self.dups.get(i).map(found_dup)
+    }
+
+    /// Keep entries and dups in version order (binary search) and rebuild the reqid index from them (an
+    /// entry's reqid wins over a dup's).
+    fn sort_and_index(&mut self) {
+        self.entries.make_contiguous().sort_by_key(|e| e.version);
+        self.dups.make_contiguous().sort_by_key(|d| d.version);
+        self.index.clear();
+        for d in &self.dups {
+            self.index.insert(d.reqid, d.version);
+        }
+        for e in &self.entries {
+            if e.reqid != OsdReqId::default() {
+                self.index.insert(e.reqid, e.version);
+            }
+        }
     }
 
     /// The store operations that append `e` (version already assigned): the entry and the trimming of the oldest
@@ -348,15 +362,17 @@ impl PgLog {
     }
 
     /// `e`, whose [`PgLog::write_ops`] went into store transaction `seq`, is now part of the log.
-    pub fn record(&mut self, e: PgLogEntry, seq: u64, how: Trim) {
+    pub fn record(&mut self, mut e: PgLogEntry, seq: u64, how: Trim) {
         debug_assert!(e.version > self.head, "log versions must grow");
+        // the entry stays for hundreds of writes: it must not keep its message's buffers alive
+        e.own_buffers();
         let (trim, dup_trim) = self.trim_counts(how);
         self.head = e.version;
         if e.user_version > self.last_user_version {
             self.last_user_version = e.user_version;
         }
         if e.reqid != OsdReqId::default() {
-            self.index.insert(e.reqid, found_entry(&e));
+            self.index.insert(e.reqid, e.version);
         }
         self.entries.push_back(e);
         for _ in 0..trim {
@@ -366,17 +382,13 @@ impl PgLog {
             self.tail = old.version;
             if old.reqid != OsdReqId::default() && self.max_dups > 0 {
                 self.dups.push_back(PgLogDup::from_entry(&old));
-            } else if self
-                .index
-                .get(&old.reqid)
-                .is_some_and(|f| f.version == old.version)
-            {
+            } else if self.index.get(&old.reqid).is_some_and(|v| *v == old.version) {
                 self.index.remove(&old.reqid);
             }
         }
         for _ in 0..dup_trim {
             let Some(d) = self.dups.pop_front() else { break };
-            if self.index.get(&d.reqid).is_some_and(|f| f.version == d.version) {
+            if self.index.get(&d.reqid).is_some_and(|v| *v == d.version) {
                 self.index.remove(&d.reqid);
             }
         }

@@ -261,6 +261,7 @@ impl Pg {
                         kv.insert(k(MAY_INCLUDE_DELETES_KEY), Some(Bytes::new()));
                     }
                     self.missing = m.clone();
+                    osd_types::owned::Owned::own_buffers(&mut self.missing);
                 }
                 peering::Persist::RemoveObject(oid) => {
                     let okey = keys::object_key(oid, &self.spgid);
@@ -301,7 +302,7 @@ impl Pg {
                 keys: rm,
             });
         }
-        let seq = store.queue_transaction(&t)?;
+        let seq = self.queue(store, &t)?;
         self.log.fix_pending(u64::MAX, seq);
         Ok(seq)
     }

@@ -351,7 +351,7 @@ impl Pg {
                 keys: vec![Bytes::from(osd_types::pgmeta::missing_key(&oid))],
             });
         }
-        let seq = store.queue_transaction(&t)?;
+        let seq = self.queue(store, &t)?;
         if complete {
             self.missing.got(&oid, p.recovery_info.version);
             if self.missing.is_missing(&oid) {
@@ -388,7 +388,7 @@ impl Pg {
                 keys: vec![Bytes::from(osd_types::pgmeta::missing_key(oid))],
             });
         }
-        let seq = store.queue_transaction(&t)?;
+        let seq = self.queue(store, &t)?;
         self.missing.rm(oid);
         self.stats_remove(before);
         Ok(Some(seq))

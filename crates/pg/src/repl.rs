@@ -97,6 +97,10 @@ impl Pg {
     /// Make this PG a primary (executes client ops; the default) or a replica (never executes client ops:
     /// [`Pg::handle_op`] drops them; applies [`Pg::apply_rep_op`]).
     pub fn set_primary(&mut self, primary: bool) {
+        if primary != self.primary {
+            // a replica's objects may have been changed by recovery code outside the PG: start afresh
+            self.obc.clear();
+        }
         self.primary = primary;
     }
     pub fn is_primary(&self) -> bool {
@@ -177,7 +181,7 @@ impl Pg {
             oid: meta,
             kvs: vec![fast],
         });
-        match store.queue_transaction(&t) {
+        match self.queue(store, &t) {
             Ok(seq) => {
                 if provisional {
                     self.log.fix_pending(u64::MAX, seq);
@@ -255,7 +259,7 @@ impl Pg {
             }
             if !applied || self.missing.is_missing(&e.soid) {
                 self.missing.add(
-                    e.soid.clone(),
+                    owned_hobject(&e.soid),
                     e.version,
                     e.prior_version,
                     e.op == osd_types::log_op::DELETE,
@@ -285,7 +289,7 @@ impl Pg {
             oid: meta,
             kvs: vec![fast],
         });
-        let seq = match store.queue_transaction(&t) {
+        let seq = match self.queue(store, &t) {
             Ok(seq) => seq,
             Err(e) => {
                 // the log and missing set took the entries already: go back to what the store holds
@@ -356,3 +360,11 @@ impl Pg {
 }
 
 use denc::Decode as _;
+
+/// A copy of `o` that shares no buffer (see `osd_types::owned`).
+pub(crate) fn owned_hobject(o: &HObject) -> HObject {
+    use osd_types::owned::Owned as _;
+    let mut o = o.clone();
+    o.own_buffers();
+    o
+}

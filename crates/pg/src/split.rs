@@ -173,7 +173,7 @@ impl Pg {
         });
         let ceph = crate::txn::to_ceph(&t.ops)?;
         let local = crate::txn::translate(store, &ceph)?;
-        let seq = store.queue_transaction(&local)?;
+        let seq = self.queue(store, &local)?;
         self.stats = exec::scan_stats(store, &self.cid)?;
         for c in &mut out {
             c.stats = exec::scan_stats(store, &c.cid)?;
@@ -201,6 +201,7 @@ impl Pg {
                     cid: self.cid.clone(),
                 });
             }
+            // the PG goes away with its cache: no need to keep it exact
             let seq = store.queue_transaction(&t)?;
             if done {
                 return Ok(seq);

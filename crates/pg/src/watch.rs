@@ -78,7 +78,7 @@ impl WatchState {
             self.watches
                 .entry((okey.clone(), cookie, entity))
                 .or_insert_with(|| Watch {
-                    obj: obj.clone(),
+                    obj: crate::repl::owned_hobject(obj),
                     conn: None,
                     will_ping: false,
                     last_ping: now,
@@ -102,7 +102,7 @@ impl WatchState {
         out: &mut Msgs,
     ) {
         let w = self.watches.entry(key.clone()).or_insert_with(|| Watch {
-            obj: obj.clone(),
+            obj: crate::repl::owned_hobject(obj),
             conn: None,
             will_ping,
             last_ping: now,

@@ -1,127 +1,179 @@
 // SPDX-License-Identifier: LGPL-3.0-or-later
 #![allow(clippy::unwrap_used)] // benchmark harness
-//! CPU cost of the op engine (not a device benchmark): `rados bench`-shaped 4 KiB writes (set-alloc-hint + write)
-//! and reads of them through one PG on the in-memory simulated device. Ignored by default; run with
-//! `cargo test --release -p pg --test bench -- --ignored --nocapture`.
+//! CPU cost of the op engine (not a device benchmark) through one PG on the in-memory simulated device:
+//! `rados bench`-shaped 4 KiB writes to new objects (set-alloc-hint + write) and reads of them, then 4 KiB and
+//! 64 KiB random writes and reads over a small set of existing objects (as `fio ioengine=rados` over RBD-like
+//! objects does; these hit the object context cache). Ignored by default; run with
+//! `cargo test --release -p pg --test bench -- --ignored --nocapture` (`PG_BENCH_OPS`, `PG_BENCH_OBJECTS`).
+//! Each phase reports wall-clock and thread CPU time per op; on a shared machine the CPU time is the number to
+//! compare.
+
+mod common;
 
 use std::time::Instant;
 
 use bytes::Bytes;
 use ceph_msgs::osd_op::{MOSDOp, OSDOp, flag, op};
-use denc::{EntityAddr, EntityNameT, ObjectLocator, ObjectName, PgId, ShardId, SnapId, SpgId, Utime};
-use ferrostore::{Event, MkfsOptions, SimConfig, SimDevice, Store, StoreConfig, mkfs};
-use pg::{ConnId, OpContext, OsdCap, Pg, PgConfig, PoolInfo};
+use common::sim::{created_pg, op_ctx, pool, sim, sim_store, spgid};
+use denc::{ObjectLocator, ObjectName, SnapId, Utime};
+use ferrostore::rng::Rng;
+use ferrostore::{Event, SimDevice, Store};
+use pg::{OsdCap, Pg, PgConfig};
+
+fn thread_cpu_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec into the valid pointer it is given.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+struct Bench {
+    store: Store<SimDevice>,
+    pg: Pg,
+    caps: OsdCap,
+    tid: u64,
+}
+
+impl Bench {
+    fn msg(&mut self, name: &str, ops: Vec<OSDOp>, f: u32) -> MOSDOp {
+        self.tid += 1;
+        MOSDOp {
+            tid: self.tid,
+            pgid: spgid(1),
+            hash: ceph_crc::ceph_crc32c(0, name.as_bytes()).wrapping_mul(2_654_435_761),
+            osdmap_epoch: 1,
+            flags: f | flag::ACK | flag::ONDISK,
+            oloc: ObjectLocator::new(1),
+            oid: ObjectName::new(Bytes::from(name.to_owned())),
+            ops,
+            snapid: SnapId::NOSNAP,
+            ..Default::default()
+        }
+    }
+
+    /// One op and the store events it caused; the number of replies out.
+    fn drive(&mut self, m: MOSDOp) -> usize {
+        let ctx = op_ctx(m, 1, 1, &self.caps, 1, Utime::new(1, 0));
+        let got = self.pg.handle_op(&mut self.store, ctx).replies.len();
+        got + self.events(false)
+    }
+
+    /// Feed the store's events to the PG (all of them until nothing is in flight when `wait`); replies out.
+    fn events(&mut self, wait: bool) -> usize {
+        let mut got = 0;
+        loop {
+            let mut ev = Vec::new();
+            if wait {
+                self.store.wait(&mut ev).unwrap();
+            } else {
+                self.store.poll(&mut ev).unwrap();
+            }
+            for e in ev {
+                if let Event::Durable(s) = e {
+                    got += self.pg.on_commit(s).replies.len();
+                }
+            }
+            if !wait || self.store.unacked() == 0 {
+                return got;
+            }
+        }
+    }
+
+    /// Run `n` ops made by `mk`; print wall and CPU µs per op.
+    fn phase(&mut self, what: &str, n: u64, mut mk: impl FnMut(&mut Bench, u64) -> MOSDOp) {
+        let (t0, c0) = (Instant::now(), thread_cpu_ns());
+        let mut replies = 0;
+        for i in 0..n {
+            let m = mk(self, i);
+            replies += self.drive(m);
+        }
+        if self.store.unacked() > 0 {
+            replies += self.events(true);
+        }
+        let (w, c) = (t0.elapsed(), thread_cpu_ns() - c0);
+        assert_eq!(replies as u64, n, "{what}: every op answered");
+        eprintln!(
+            "{what:<34} {:>8.0} ops/s  {:>6.1} µs/op wall  {:>6.1} µs/op cpu",
+            n as f64 / w.as_secs_f64(),
+            w.as_secs_f64() * 1e6 / n as f64,
+            c as f64 / 1e3 / n as f64
+        );
+    }
+}
 
 #[test]
 #[ignore]
 fn engine_ops_per_second() {
-    let n: u64 = std::env::var("PG_BENCH_OPS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(20_000);
-    let dev = SimDevice::new(
-        512 << 20,
-        SimConfig {
-            seed: 1,
-            reorder: false,
-            max_completions_per_poll: 1024,
-            durable_writes: true,
-        },
-    );
-    let dev = mkfs(
-        dev,
-        &MkfsOptions {
-            shards: 1,
-            log_bytes: 32 << 20,
-            uuid: 1,
-        },
-    )
-    .unwrap();
-    let mut store = Store::mount(dev, 0, StoreConfig::default()).unwrap();
-    let sp = SpgId::new(PgId::new(1, 0), ShardId::NO_SHARD);
-    let pool = PoolInfo {
-        id: 1,
-        name: "bench".into(),
-        pg_num: 1,
-        erasure: false,
-        applications: vec![],
+    let env = |k: &str, d: u64| std::env::var(k).ok().and_then(|s| s.parse().ok()).unwrap_or(d);
+    let n = env("PG_BENCH_OPS", 20_000);
+    let objects = env("PG_BENCH_OBJECTS", 64);
+    let mut store = sim_store(512 << 20, 32 << 20, 1, sim(1, false, 1024, true));
+    let pg = created_pg(&mut store, pool(1, "bench", 1), PgConfig::default(), 1);
+    let mut b = Bench {
+        store,
+        pg,
+        caps: OsdCap::allow_all(),
+        tid: 0,
     };
-    let mut pg = Pg::new(sp, pool, PgConfig::default());
-    let s = pg.create(&mut store, 1).unwrap();
-    store.wait_durable(s).unwrap();
-    let caps = OsdCap::allow_all();
-    let data = Bytes::from(vec![0x5au8; 4096]);
-    let mk = |tid: u64, ops: Vec<OSDOp>, f: u32| MOSDOp {
-        tid,
-        pgid: sp,
-        hash: (tid as u32).wrapping_mul(2_654_435_761),
-        osdmap_epoch: 1,
-        flags: f | flag::ACK | flag::ONDISK,
-        oloc: ObjectLocator::new(1),
-        oid: ObjectName::new(Bytes::from(format!("benchmark_data_host_1234_object{tid}"))),
-        ops,
-        snapid: SnapId::NOSNAP,
-        ..Default::default()
-    };
-    let drive = |pg: &mut Pg, store: &mut Store<SimDevice>, m: MOSDOp| -> usize {
-        let ctx = OpContext {
-            msg: m,
-            conn: ConnId(1),
-            client: EntityNameT::client(1),
-            client_addr: EntityAddr::default(),
-            caps: &caps,
-            conn_features: u64::MAX,
-            epoch: 1,
-            now: Utime::new(1, 0),
-        };
-        let mut got = pg.handle_op(store, ctx).replies.len();
-        let mut ev = Vec::new();
-        store.poll(&mut ev).unwrap();
-        for e in ev {
-            if let Event::Durable(s) = e {
-                got += pg.on_commit(s).replies.len();
-            }
-        }
-        got
-    };
-    let t0 = Instant::now();
-    let mut replies = 0;
-    for tid in 1..=n {
+    let d4 = Bytes::from(vec![0x5au8; 4096]);
+    let d64 = Bytes::from(vec![0xa5u8; 65536]);
+    let bench_obj = |i: u64| format!("benchmark_data_host_1234_object{i}");
+    let rbd_obj = |i: u64| format!("rbd_data.10226b8b4567.{i:016x}");
+    let (c0, t0) = (thread_cpu_ns(), Instant::now());
+    b.phase("create 4K (alloc hint + write)", n, |b, i| {
         let mut hint = OSDOp::new(op::SETALLOCHINT);
         hint.args[0..8].copy_from_slice(&4096u64.to_le_bytes());
         hint.args[8..16].copy_from_slice(&4096u64.to_le_bytes());
-        let w = OSDOp::new(op::WRITE)
-            .with_extent(0, 4096)
-            .with_indata(data.clone());
-        replies += drive(&mut pg, &mut store, mk(tid, vec![hint, w], flag::WRITE));
-    }
-    while store.unacked() > 0 {
-        let mut ev = Vec::new();
-        store.wait(&mut ev).unwrap();
-        for e in ev {
-            if let Event::Durable(s) = e {
-                replies += pg.on_commit(s).replies.len();
-            }
-        }
-    }
-    let w = t0.elapsed();
-    assert_eq!(replies as u64, n);
-    let t1 = Instant::now();
-    for tid in 1..=n {
-        let r = drive(
-            &mut pg,
-            &mut store,
-            mk(tid, vec![OSDOp::new(op::READ).with_extent(0, 4096)], flag::READ),
+        let w = OSDOp::new(op::WRITE).with_extent(0, 4096).with_indata(d4.clone());
+        b.msg(&bench_obj(i), vec![hint, w], flag::WRITE)
+    });
+    b.phase("read 4K of those", n, |b, i| {
+        b.msg(
+            &bench_obj(i),
+            vec![OSDOp::new(op::READ).with_extent(0, 4096)],
+            flag::READ,
+        )
+    });
+    // random IO over `objects` objects of 1 MiB (offsets aligned to the IO size)
+    let mut rng = Rng::new(7);
+    for (size, data, count) in [(4096u64, &d4, n), (65536, &d64, n / 4)] {
+        let slots = (1 << 20) / size;
+        let pick = |r: &mut Rng| (r.below(objects), r.below(slots) * size);
+        b.phase(
+            &format!("random write {}K, {objects} objects", size >> 10),
+            count,
+            |b, _| {
+                let (o, off) = pick(&mut rng);
+                let w = OSDOp::new(op::WRITE)
+                    .with_extent(off, size)
+                    .with_indata(data.clone());
+                b.msg(&rbd_obj(o), vec![w], flag::WRITE)
+            },
         );
-        assert_eq!(r, 1);
+        b.phase(
+            &format!("random read {}K, {objects} objects", size >> 10),
+            count,
+            |b, _| {
+                let (o, off) = pick(&mut rng);
+                b.msg(
+                    &rbd_obj(o),
+                    vec![OSDOp::new(op::READ).with_extent(off, size)],
+                    flag::READ,
+                )
+            },
+        );
     }
-    let r = t1.elapsed();
+    let s = b.pg.obc_stats();
     eprintln!(
-        "{n} writes (4 KiB, alloc hint): {:.0} ops/s ({:.1} µs/op); {n} reads: {:.0} ops/s ({:.1} µs/op) \\
-         [engine + ferrostore on the in-memory device, one core]",
-        n as f64 / w.as_secs_f64(),
-        w.as_secs_f64() * 1e6 / n as f64,
-        n as f64 / r.as_secs_f64(),
-        r.as_secs_f64() * 1e6 / n as f64
+        "total {:.0} ms cpu, {:.0} ms wall; object context cache: {} hits, {} misses, {} entries, {} bytes",
+        (thread_cpu_ns() - c0) as f64 / 1e6,
+        t0.elapsed().as_secs_f64() * 1e3,
+        s.hits,
+        s.misses,
+        s.entries,
+        s.bytes
     );
 }

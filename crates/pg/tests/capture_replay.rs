@@ -15,9 +15,10 @@ use std::collections::{BTreeMap, HashMap};
 use bytes::Bytes;
 use ceph_msgs::CephMessage;
 use ceph_msgs::osd_op::{MOSDOp, MOSDOpReply, MWatchNotify, flag, op, osd_msg_type};
+use common::sim;
 use common::{MESSAGE_TAG, frames, read_capture, to_message};
 use denc::{EntityAddr, EntityNameT, ShardId, SpgId, Utime};
-use ferrostore::{Event, MkfsOptions, SimConfig, SimDevice, Store, StoreConfig, mkfs};
+use ferrostore::{Event, SimDevice, Store};
 use msgr2::control::Control;
 use msgr2::frame::Tag;
 use pg::{ConnId, OpContext, OsdCap, Pg, PgConfig, PoolInfo};
@@ -32,25 +33,7 @@ struct Req {
 }
 
 fn store() -> Store<SimDevice> {
-    let dev = SimDevice::new(
-        96 << 20,
-        SimConfig {
-            seed: 1,
-            reorder: false,
-            max_completions_per_poll: 64,
-            durable_writes: true,
-        },
-    );
-    let dev = mkfs(
-        dev,
-        &MkfsOptions {
-            shards: 1,
-            log_bytes: 4 << 20,
-            uuid: 1,
-        },
-    )
-    .unwrap();
-    Store::mount(dev, 0, StoreConfig::default()).unwrap()
+    sim::sim_store(96 << 20, 4 << 20, 1, sim::sim(1, false, 64, true))
 }
 
 #[test]

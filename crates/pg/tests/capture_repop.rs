@@ -17,33 +17,15 @@ use ceph_msgs::osd_rep::{
     MOSDPGBackfillRemove, MOSDPGPull, MOSDPGPush, MOSDPGPushReply, MOSDPGRecoveryDelete, MOSDRepOp,
     MOSDRepOpReply, rep_msg,
 };
+use common::sim;
 use denc::{Decode, SpgId};
-use ferrostore::{MkfsOptions, SimConfig, SimDevice, Store, StoreConfig, mkfs};
+use ferrostore::{SimDevice, Store};
 use pg::{Pg, PgConfig, PoolInfo};
 
 fn new_store(seed: u64) -> Store<SimDevice> {
-    let dev = SimDevice::new(
-        96 << 20,
-        SimConfig {
-            seed,
-            reorder: false,
-            max_completions_per_poll: 64,
-            durable_writes: false,
-        },
-    );
-    let dev = mkfs(
-        dev,
-        &MkfsOptions {
-            shards: 1,
-            log_bytes: 4 << 20,
-            uuid: seed,
-        },
-    )
-    .unwrap();
-    Store::mount(dev, 0, StoreConfig::default()).unwrap()
+    sim::sim_store(96 << 20, 4 << 20, seed, sim::sim(seed, false, 64, false))
 }
 
-/// The sender of a message that names it (replies, pushes, pulls).
 fn sender(m: &ceph_msgs::Message) -> Option<i32> {
     Some(match m.msg_type {
         rep_msg::REPOPREPLY => MOSDRepOpReply::from_message(m).ok()?.from.osd,

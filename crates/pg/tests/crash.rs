@@ -5,36 +5,25 @@
 //! loading the PG, every acknowledged write is there (the object holds the acknowledged state or a later one),
 //! and a resend of an acknowledged request gets its original versions instead of running again.
 
+mod common;
+
 use std::collections::{BTreeMap, HashMap};
 
 use bytes::Bytes;
 use ceph_msgs::osd_op::{MOSDOp, MOSDOpReply, OSDOp, XattrArgs, flag, op};
-use denc::{
-    EntityAddr, EntityNameT, Eversion, ObjectLocator, ObjectName, PgId, ShardId, SnapId, SpgId, Utime,
-};
+use denc::{Eversion, ObjectLocator, ObjectName, SnapId, SpgId, Utime};
 use ferrostore::rng::Rng;
-use ferrostore::{Event, MkfsOptions, SimConfig, SimDevice, Store, StoreConfig, mkfs};
-use pg::{ConnId, OpContext, OsdCap, Pg, PgConfig, PoolInfo};
+use ferrostore::{Event, SimConfig, SimDevice, Store, StoreConfig};
+use pg::{OpContext, OsdCap, Pg, PgConfig, PoolInfo};
 
 fn pool() -> PoolInfo {
-    PoolInfo {
-        id: 2,
-        name: "p".into(),
-        pg_num: 1,
-        erasure: false,
-        applications: vec![],
-    }
+    common::sim::pool(2, "p", 1)
 }
 fn spgid() -> SpgId {
-    SpgId::new(PgId::new(2, 0), ShardId::NO_SHARD)
+    common::sim::spgid(2)
 }
 fn sim(seed: u64) -> SimConfig {
-    SimConfig {
-        seed,
-        reorder: true,
-        max_completions_per_poll: 2,
-        durable_writes: false,
-    }
+    common::sim::sim(seed, true, 2, false)
 }
 
 fn msg(tid: u64, oid: &str, ops: Vec<OSDOp>) -> MOSDOp {
@@ -54,16 +43,7 @@ fn msg(tid: u64, oid: &str, ops: Vec<OSDOp>) -> MOSDOp {
 }
 
 fn ctx<'a>(m: MOSDOp, caps: &'a OsdCap) -> OpContext<'a> {
-    OpContext {
-        msg: m,
-        conn: ConnId(1),
-        client: EntityNameT::client(9),
-        client_addr: EntityAddr::default(),
-        caps,
-        conn_features: u64::MAX,
-        epoch: 3,
-        now: Utime::new(10, 0),
-    }
+    common::sim::op_ctx(m, 1, 9, caps, 3, Utime::new(10, 0))
 }
 
 /// What a write does to the model of an object: (data, one xattr value, one omap value).
@@ -77,20 +57,8 @@ struct State {
 /// Returns (acknowledged writes, objects that came back older than their last sent write).
 fn run(seed: u64) -> (usize, usize) {
     let mut rng = Rng::new(seed);
-    let dev = mkfs(
-        SimDevice::new(8 << 20, sim(seed)),
-        &MkfsOptions {
-            shards: 1,
-            log_bytes: 512 << 10,
-            uuid: 3,
-        },
-    )
-    .unwrap();
-    let mut store = Store::mount(dev, 0, StoreConfig::default()).unwrap();
-    let mut pg = Pg::new(spgid(), pool(), PgConfig::default());
-    let seq = pg.create(&mut store, 3).unwrap();
-    store.wait_durable(seq).unwrap();
-    pg.on_commit(seq);
+    let mut store = common::sim::sim_store(8 << 20, 512 << 10, 3, sim(seed));
+    let mut pg = common::sim::created_pg(&mut store, pool(), PgConfig::default(), 3);
     let caps = OsdCap::allow_all();
 
     // per object: the states in order, each with the tid that produced it

@@ -4,18 +4,21 @@
 //! them, multi-op atomicity, FAILOK, durable-before-ack, dup detection across a restart, listing order,
 //! watch/notify with timeouts, cls lock/version, caps.
 
+mod common;
+
 use std::collections::BTreeMap;
 
 use bytes::Bytes;
 use ceph_msgs::osd_op::{
-    Extent, MOSDOp, MOSDOpReply, MWatchNotify, OSDOp, WatchArgs, XattrArgs, cmpxattr, flag, op, op_flag,
-    watch_event, watch_op,
+    Extent, MOSDOp, MOSDOpReply, MWatchNotify, OSDOp, cmpxattr, flag, op, op_flag, watch_event, watch_op,
 };
+use common::osdop::*;
+use common::sim;
 use denc::{
-    Decode, Decoder, Encode, Encoder, EntityAddr, EntityNameT, Eversion, HObject, ObjectLocator, ObjectName,
-    PgId, ShardId, SnapId, SpgId, Utime,
+    Decode, Decoder, Encoder, EntityAddr, EntityNameT, Eversion, HObject, ObjectLocator, ObjectName, PgId,
+    ShardId, SnapId, SpgId, Utime,
 };
-use ferrostore::{Event, MkfsOptions, SimConfig, SimDevice, Store, StoreConfig, mkfs};
+use ferrostore::{Event, SimConfig, SimDevice, Store};
 use osd_types::{ObjListWatchResponse, PgNlsResponse};
 use pg::{ConnId, OpContext, OsdCap, Outputs, Pg, PgConfig, PoolInfo};
 
@@ -23,43 +26,15 @@ const EPOCH: u32 = 7;
 const ENOENT: i32 = -2;
 
 fn pool() -> PoolInfo {
-    PoolInfo {
-        id: 3,
-        name: "data".into(),
-        pg_num: 1,
-        erasure: false,
-        applications: vec![],
-    }
+    sim::pool(3, "data", 1)
 }
 
 fn spgid() -> SpgId {
-    SpgId::new(PgId::new(3, 0), ShardId::NO_SHARD)
+    sim::spgid(3)
 }
 
 fn new_store() -> Store<SimDevice> {
-    let dev = SimDevice::new(
-        16 << 20,
-        SimConfig {
-            seed: 11,
-            reorder: true,
-            max_completions_per_poll: 3,
-            durable_writes: false,
-        },
-    );
-    let dev = mkfs(
-        dev,
-        &MkfsOptions {
-            shards: 1,
-            log_bytes: 1 << 20,
-            uuid: 5,
-        },
-    )
-    .unwrap();
-    Store::mount(dev, 0, StoreConfig::default()).unwrap()
-}
-
-fn name_hash(name: &str) -> u32 {
-    ceph_crc::ceph_crc32c(0, name.as_bytes()).wrapping_mul(2_654_435_761)
+    sim::sim_store(16 << 20, 1 << 20, 5, sim::sim(11, true, 3, false))
 }
 
 struct H {
@@ -75,10 +50,7 @@ struct H {
 impl H {
     fn new() -> H {
         let mut store = new_store();
-        let mut pg = Pg::new(spgid(), pool(), PgConfig::default());
-        let seq = pg.create(&mut store, EPOCH).unwrap();
-        store.wait_durable(seq).unwrap();
-        pg.on_commit(seq);
+        let pg = sim::created_pg(&mut store, pool(), PgConfig::default(), EPOCH);
         H {
             store,
             pg,
@@ -179,55 +151,6 @@ impl H {
             }
         }
     }
-}
-
-fn write(off: u64, data: &[u8]) -> OSDOp {
-    OSDOp::new(op::WRITE)
-        .with_extent(off, data.len() as u64)
-        .with_indata(Bytes::copy_from_slice(data))
-}
-fn writefull(data: &[u8]) -> OSDOp {
-    OSDOp::new(op::WRITEFULL)
-        .with_extent(0, data.len() as u64)
-        .with_indata(Bytes::copy_from_slice(data))
-}
-fn read(off: u64, len: u64) -> OSDOp {
-    OSDOp::new(op::READ).with_extent(off, len)
-}
-fn xattr_op(code: u16, name: &str, val: &[u8]) -> OSDOp {
-    let mut d = name.as_bytes().to_vec();
-    d.extend_from_slice(val);
-    let mut o = OSDOp::new(code).with_indata(d);
-    o.set_xattr(XattrArgs {
-        name_len: name.len() as u32,
-        value_len: val.len() as u32,
-        ..Default::default()
-    });
-    o
-}
-fn cmpxattr_op(name: &str, val: &[u8], cmp_op: u8, mode: u8) -> OSDOp {
-    let mut o = xattr_op(op::CMPXATTR, name, val);
-    let mut a = o.xattr();
-    a.cmp_op = cmp_op;
-    a.cmp_mode = mode;
-    o.set_xattr(a);
-    o
-}
-fn enc<T: Encode>(v: &T) -> Bytes {
-    v.to_bytes(u64::MAX)
-}
-fn call(class: &str, method: &str, input: Bytes) -> OSDOp {
-    let mut d = class.as_bytes().to_vec();
-    d.extend_from_slice(method.as_bytes());
-    d.extend_from_slice(&input);
-    let mut o = OSDOp::new(op::CALL).with_indata(d);
-    o.set_cls(ceph_msgs::osd_op::ClsArgs {
-        class_len: class.len() as u8,
-        method_len: method.len() as u8,
-        argc: 0,
-        indata_len: input.len() as u32,
-    });
-    o
 }
 
 #[test]
@@ -467,25 +390,6 @@ fn xattrs() {
     );
 }
 
-fn omap_set(kv: &[(&str, &str)]) -> OSDOp {
-    let m: BTreeMap<Bytes, Bytes> = kv
-        .iter()
-        .map(|(k, v)| {
-            (
-                Bytes::copy_from_slice(k.as_bytes()),
-                Bytes::copy_from_slice(v.as_bytes()),
-            )
-        })
-        .collect();
-    OSDOp::new(op::OMAPSETVALS).with_indata(enc(&m))
-}
-fn omap_get_vals(after: &str, max: u64, prefix: &str) -> OSDOp {
-    let mut e = Encoder::new(0);
-    e.string(after);
-    e.u64(max);
-    e.string(prefix);
-    OSDOp::new(op::OMAPGETVALS).with_indata(e.into_bytes())
-}
 fn decode_vals(b: &Bytes) -> (Vec<(String, String)>, bool) {
     let mut d = Decoder::new(b.clone());
     let n = d.u32().unwrap();
@@ -738,12 +642,8 @@ fn resent_requests_get_the_original_result() {
 
     // after a restart (remount + load), the log still answers
     h.drain();
-    let dev = std::mem::replace(&mut h.store, new_store()).umount().unwrap();
-    let mut store = Store::mount(dev, 0, StoreConfig::default()).unwrap();
-    let mut pg = Pg::new(spgid(), pool(), PgConfig::default());
-    pg.load(&mut store).unwrap();
-    h.store = store;
-    h.pg = pg;
+    sim::remount(&mut h.store);
+    h.pg = sim::loaded_pg(&mut h.store, pool(), PgConfig::default());
     assert_eq!(h.pg.stats().num_objects, 1);
     assert_eq!(h.pg.stats().num_bytes, 8);
     let third = h.send(again);
@@ -848,18 +748,6 @@ fn listing_is_in_hash_order_with_namespaces_and_cursors() {
     assert!(resp.entries.iter().all(|e| &e.nspace[..] == b"ns1"));
     let (_, resp) = pgnls(&mut h, b"", 100, &HObject::default());
     assert_eq!(resp.entries.len(), 15);
-}
-
-fn watch_op_(cookie: u64, wop: u8, timeout: u32) -> OSDOp {
-    let mut o = OSDOp::new(op::WATCH);
-    o.set_watch(WatchArgs {
-        cookie,
-        ver: 0,
-        op: wop,
-        generation: 0,
-        timeout,
-    });
-    o
 }
 
 #[test]
@@ -1361,17 +1249,7 @@ fn pg_is_send() {
 
 #[test]
 fn a_full_store_fails_the_op_and_changes_nothing() {
-    let dev = SimDevice::new(4 << 20, SimConfig::default());
-    let dev = mkfs(
-        dev,
-        &MkfsOptions {
-            shards: 1,
-            log_bytes: 256 << 10,
-            uuid: 6,
-        },
-    )
-    .unwrap();
-    let mut store = Store::mount(dev, 0, StoreConfig::default()).unwrap();
+    let mut store = sim::sim_store(4 << 20, 256 << 10, 6, SimConfig::default());
     let mut pg = Pg::new(spgid(), pool(), PgConfig::default());
     let seq = pg.create(&mut store, EPOCH).unwrap();
     store.wait_durable(seq).unwrap();
@@ -1691,12 +1569,8 @@ mod random_meta {
 
     fn restart(h: &mut H) {
         h.drain();
-        let dev = std::mem::replace(&mut h.store, new_store()).umount().unwrap();
-        let mut store = Store::mount(dev, 0, StoreConfig::default()).unwrap();
-        let mut pg = Pg::new(spgid(), pool(), PgConfig::default());
-        pg.load(&mut store).unwrap();
-        h.store = store;
-        h.pg = pg;
+        sim::remount(&mut h.store);
+        h.pg = sim::loaded_pg(&mut h.store, pool(), PgConfig::default());
     }
 
     proptest! {

@@ -5,17 +5,19 @@
 //! replies wait for every replica's commit; peering's store writes survive a restart; pushes (one chunk or many)
 //! copy objects exactly; scan, remove, split and PG removal.
 
+mod common;
+
 use std::collections::BTreeMap;
 
 use bytes::Bytes;
-use ceph_msgs::osd_op::{MOSDOp, MOSDOpReply, OSDOp, XattrArgs, flag, op};
+use ceph_msgs::osd_op::{MOSDOp, MOSDOpReply, OSDOp, flag, op};
+use common::osdop::*;
+use common::sim::{self, dump};
 use denc::{
-    Decode, Encode, Encoder, EntityAddr, EntityNameT, Eversion, HObject, ObjectLocator, ObjectName, PgId,
-    ShardId, SnapId, SpgId, Utime,
+    Decode, Encode, Encoder, EntityAddr, EntityNameT, Eversion, HObject, ObjectLocator, ObjectName, ShardId,
+    SnapId, SpgId, Utime,
 };
-use ferrostore::{
-    CollectionId, Event, MkfsOptions, ObjectKey, SimConfig, SimDevice, Store, StoreConfig, mkfs,
-};
+use ferrostore::{Event, ObjectKey, SimDevice, Store, StoreConfig};
 use osd_types::past_intervals::PastIntervals;
 use osd_types::pg_missing::PgMissing;
 use osd_types::recovery::ObjectRecoveryProgress;
@@ -25,51 +27,20 @@ use pg::{ConnId, OpContext, OsdCap, Outputs, Pg, PgConfig, PoolInfo, RepOp};
 const EPOCH: u32 = 7;
 
 fn pool(pg_num: u32) -> PoolInfo {
-    PoolInfo {
-        id: 3,
-        name: "data".into(),
-        pg_num,
-        erasure: false,
-        applications: vec![],
-    }
+    sim::pool(3, "data", pg_num)
 }
 
 fn spgid() -> SpgId {
-    SpgId::new(PgId::new(3, 0), ShardId::NO_SHARD)
+    sim::spgid(3)
 }
 
 fn new_store(seed: u64) -> Store<SimDevice> {
-    let dev = SimDevice::new(
-        32 << 20,
-        SimConfig {
-            seed,
-            reorder: true,
-            max_completions_per_poll: 3,
-            durable_writes: false,
-        },
-    );
-    let dev = mkfs(
-        dev,
-        &MkfsOptions {
-            shards: 1,
-            log_bytes: 1 << 20,
-            uuid: 5,
-        },
-    )
-    .unwrap();
-    Store::mount(dev, 0, StoreConfig::default()).unwrap()
-}
-
-fn name_hash(name: &str) -> u32 {
-    ceph_crc::ceph_crc32c(0, name.as_bytes()).wrapping_mul(2_654_435_761)
+    sim::sim_store(32 << 20, 1 << 20, 5, sim::sim(seed, true, 3, false))
 }
 
 fn new_pg(store: &mut Store<SimDevice>, primary: bool) -> Pg {
-    let mut pg = Pg::new(spgid(), pool(1), PgConfig::default());
+    let mut pg = sim::created_pg(store, pool(1), PgConfig::default(), EPOCH);
     pg.set_primary(primary);
-    let seq = pg.create(store, EPOCH).unwrap();
-    store.wait_durable(seq).unwrap();
-    pg.on_commit(seq);
     pg
 }
 
@@ -190,30 +161,6 @@ impl Cluster {
 
 /// Everything a PG collection holds, per object: (size, data, xattrs, omap header, omap); the pgmeta object
 /// contributes only its log entries and dups.
-type Dump = BTreeMap<Bytes, (u64, Bytes, Vec<(Bytes, Bytes)>, Bytes, Vec<(Bytes, Bytes)>)>;
-
-fn dump(store: &mut Store<SimDevice>, cid: &CollectionId) -> Dump {
-    let mut out = Dump::new();
-    for k in store.list_objects(cid, &[], None, 100_000).unwrap() {
-        let g = denc::GHObject::from_sort_key(&k.name).unwrap();
-        let omap: Vec<(Bytes, Bytes)> = store.omap_iterate(cid, &k, &[], 1_000_000).unwrap();
-        if g.is_pgmeta() {
-            let log: Vec<(Bytes, Bytes)> = omap
-                .into_iter()
-                .filter(|(k, _)| k[0].is_ascii_digit() || k.starts_with(b"dup_"))
-                .collect();
-            out.insert(k.name.clone(), (0, Bytes::new(), vec![], Bytes::new(), log));
-            continue;
-        }
-        let size = store.stat(cid, &k).unwrap().size;
-        let data = store.read(cid, &k, 0, size).unwrap();
-        let attrs = store.getattrs(cid, &k).unwrap();
-        let hdr = store.omap_get_header(cid, &k).unwrap();
-        out.insert(k.name.clone(), (size, data, attrs, hdr, omap));
-    }
-    out
-}
-
 fn assert_same(c: &mut Cluster) {
     let cid = c.pg.collection().clone();
     let a = dump(&mut c.store, &cid);
@@ -238,48 +185,6 @@ fn assert_same(c: &mut Cluster) {
         );
         assert_eq!(r.info().last_update, c.pg.info().last_update);
     }
-}
-
-fn write(off: u64, data: &[u8]) -> OSDOp {
-    OSDOp::new(op::WRITE)
-        .with_extent(off, data.len() as u64)
-        .with_indata(Bytes::copy_from_slice(data))
-}
-fn xattr_op(code: u16, name: &str, val: &[u8]) -> OSDOp {
-    let mut d = name.as_bytes().to_vec();
-    d.extend_from_slice(val);
-    let mut o = OSDOp::new(code).with_indata(d);
-    o.set_xattr(XattrArgs {
-        name_len: name.len() as u32,
-        value_len: val.len() as u32,
-        ..Default::default()
-    });
-    o
-}
-fn omap_set(kv: &[(&str, &str)]) -> OSDOp {
-    let m: BTreeMap<Bytes, Bytes> = kv
-        .iter()
-        .map(|(k, v)| {
-            (
-                Bytes::copy_from_slice(k.as_bytes()),
-                Bytes::copy_from_slice(v.as_bytes()),
-            )
-        })
-        .collect();
-    OSDOp::new(op::OMAPSETVALS).with_indata(m.to_bytes(0))
-}
-fn call(class: &str, method: &str, input: Bytes) -> OSDOp {
-    let mut d = class.as_bytes().to_vec();
-    d.extend_from_slice(method.as_bytes());
-    d.extend_from_slice(&input);
-    let mut o = OSDOp::new(op::CALL).with_indata(d);
-    o.set_cls(ceph_msgs::osd_op::ClsArgs {
-        class_len: class.len() as u8,
-        method_len: method.len() as u8,
-        argc: 0,
-        indata_len: input.len() as u32,
-    });
-    o
 }
 
 #[test]

@@ -5,16 +5,19 @@
 //! omap, clones, renames), each applied atomically or refused as a whole, leave the store exactly as the model
 //! says; nothing panics.
 
+mod common;
+
 use std::collections::BTreeMap;
 
 use bytes::Bytes;
-use denc::{Coll, GHObject, HObject, NO_GEN, PgId, ShardId, SnapId, SpgId};
-use ferrostore::{MkfsOptions, SimConfig, SimDevice, Store, StoreConfig, mkfs};
+use common::sim;
+use denc::{Coll, GHObject, HObject, NO_GEN, ShardId, SnapId, SpgId};
+use ferrostore::{SimDevice, Store};
 use osd_types::transaction::Transaction;
 use proptest::prelude::*;
 
 fn spgid() -> SpgId {
-    SpgId::new(PgId::new(3, 0), ShardId::NO_SHARD)
+    sim::spgid(3)
 }
 
 fn obj(i: u8) -> GHObject {
@@ -242,9 +245,7 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
     #[test]
     fn translation_matches_bluestore_semantics(txns in proptest::collection::vec(proptest::collection::vec(mop(), 1..6), 1..8)) {
-        let dev = SimDevice::new(8 << 20, SimConfig { seed: 3, reorder: false, max_completions_per_poll: 16, durable_writes: false });
-        let dev = mkfs(dev, &MkfsOptions { shards: 1, log_bytes: 1 << 20, uuid: 3 }).unwrap();
-        let mut store = Store::mount(dev, 0, StoreConfig::default()).unwrap();
+        let mut store = sim::sim_store(8 << 20, 1 << 20, 3, sim::sim(3, false, 16, false));
         let mut mk = Transaction::new();
         mk.create_collection(Coll::pg(spgid()), 0);
         pg::apply_ceph_transaction(&mut store, &mk).unwrap();

@@ -56,3 +56,5 @@ pub fn messages(s: &Stream) -> Vec<ceph_msgs::Message> {
         .map(|(_, f)| to_message(f))
         .collect()
 }
+pub mod osdop;
+pub mod sim;
