@@ -438,6 +438,41 @@ fn prefill(s: &mut Store<UringDevice>, n: u64, obj_size: u64) -> Res<()> {
     s.checkpoint().map_err(|e| e.to_string())
 }
 
+fn prefill_fragmented(s: &mut Store<UringDevice>, n: u64, obj_size: u64) -> Res<()> {
+    let data = aligned_random(4096, &mut Rng::new(1));
+    let blocks = obj_size / 4096;
+    let mut pending = Vec::new();
+    for i in 0..n {
+        for parity in [0, 1] {
+            let mut t = Transaction::new();
+            for b in (parity..blocks).step_by(2) {
+                t.push(Op::Write {
+                    cid: coll(),
+                    oid: obj(i),
+                    offset: b * 4096,
+                    data: data.clone(),
+                });
+                if t.ops.len() == 64 {
+                    pending.push(s.queue_transaction(&t).map_err(|e| e.to_string())?);
+                    t = Transaction::new();
+                }
+            }
+            if !t.ops.is_empty() {
+                pending.push(s.queue_transaction(&t).map_err(|e| e.to_string())?);
+            }
+            if pending.len() >= 8 {
+                for p in pending.drain(..) {
+                    s.wait_durable(p).map_err(|e| e.to_string())?;
+                }
+            }
+        }
+    }
+    for p in pending.drain(..) {
+        s.wait_durable(p).map_err(|e| e.to_string())?;
+    }
+    s.checkpoint().map_err(|e| e.to_string())
+}
+
 type Runner = Box<dyn Fn(&Args) -> Res<Result1>>;
 
 struct Test {
@@ -507,10 +542,20 @@ fn read(bs: u64, qd: usize) -> Runner {
 }
 
 fn read_with(bs: u64, qd: usize, mode: ReadMode) -> Runner {
+    read_opts(bs, qd, mode, false)
+}
+
+/// `fragmented`: the objects are written 4 KiB at a time, even blocks first, so every block is its own extent
+/// (as after random 4K overwrites: the layout RBD images get, and what extent lookups cost most on).
+fn read_opts(bs: u64, qd: usize, mode: ReadMode, fragmented: bool) -> Runner {
     Box::new(move |a: &Args| {
         let mut s = fresh_store(a)?;
         let n = objects(a);
-        prefill(&mut s, n, OBJ)?;
+        if fragmented {
+            prefill_fragmented(&mut s, n, OBJ)?;
+        } else {
+            prefill(&mut s, n, OBJ)?;
+        }
         drive(&mut s, a, qd, &mut |r| {
             let (o, off) = (obj(r.below(n)), r.below(OBJ / bs) * bs);
             match mode {
@@ -755,6 +800,19 @@ fn tests() -> Vec<Test> {
                 run: read_with(bs, qd, ReadMode::Prefetch),
             });
         }
+    }
+    // The same on objects whose every block is its own extent (after random 4K writes).
+    for (bs, qd, mode, what) in [
+        (4096u64, 1usize, ReadMode::Queue, "randread"),
+        (4096, 16, ReadMode::Queue, "randread"),
+        (65536, 16, ReadMode::Queue, "randread"),
+        (4096, 16, ReadMode::Prefetch, "read prefetch"),
+    ] {
+        v.push(Test {
+            name: format!("{}K {what} QD{qd} fragmented", bs / 1024),
+            fio: None,
+            run: read_opts(bs, qd, mode, true),
+        });
     }
     v.push(Test {
         name: "4M write new objects QD4".into(),
