@@ -118,15 +118,17 @@ pub struct OsdOptions {
     pub device: Option<PathBuf>,
     /// `ferro_osd_device_size` (bytes) for a block file created by --mkfs.
     pub device_size: u64,
+    /// `ferro_osd_device_zero_fill` (default false): `--mkfs` writes zeros over the whole block file, so that
+    /// later writes land in allocated blocks (see [`crate::mkfs::zero_fill`]).
+    pub device_zero_fill: bool,
     /// `ferro_osd_shards` (0 = one per core, capped by the shard count mkfs chose).
     pub shards: u32,
     /// `ferro_osd_pin_cores`: pin each core's thread to a CPU (default true; pinning pays when the OSD owns its
     /// CPUs, see docs/reactor.md).
     pub pin_cores: bool,
-    /// `ferro_osd_device_spin_polls` (20) busy turns polling the device ring while writes are in flight, then
-    /// polls every `ferro_osd_device_poll_us` (100) microseconds.
-    pub device_spin_polls: u32,
-    pub device_poll_us: u64,
+    /// `ferro_osd_busy_poll` (default false): while device IO is in flight, poll the ferrostore device ring on
+    /// every loop turn instead of sleeping until it has completions (for CPUs dedicated to the OSD).
+    pub busy_poll: bool,
     pub beacon_interval_s: u64,
     /// `osd_heartbeat_interval`, `osd_heartbeat_grace`, `osd_heartbeat_min_peers`, `osd_heartbeat_min_size`.
     pub heartbeat_interval_s: u64,
@@ -264,10 +266,10 @@ pub fn load(args: &Args) -> Result<(OsdOptions, ceph_config::Config), String> {
         device_size: get("ferro_osd_device_size")
             .and_then(|s| parse_size(&s))
             .unwrap_or(10 << 30),
+        device_zero_fill: get("ferro_osd_device_zero_fill").is_some_and(|v| parse_bool(&v)),
         shards: num("ferro_osd_shards", 1) as u32,
         pin_cores: get("ferro_osd_pin_cores").is_none_or(|v| parse_bool(&v)),
-        device_spin_polls: num("ferro_osd_device_spin_polls", 20) as u32,
-        device_poll_us: num("ferro_osd_device_poll_us", 100),
+        busy_poll: get("ferro_osd_busy_poll").is_some_and(|v| parse_bool(&v)),
         beacon_interval_s: num("osd_beacon_report_interval", 300),
         heartbeat_interval_s: num("osd_heartbeat_interval", 6),
         heartbeat_grace_s: num("osd_heartbeat_grace", 20),

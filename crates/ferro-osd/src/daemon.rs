@@ -65,8 +65,6 @@ const PENDING_MAX: usize = 65536;
 /// Timer tokens.
 const T_CORE: u64 = 1;
 const T_CONTROL: u64 = 2;
-/// Poll the ferrostore device again (writes in flight, no completion for a while).
-const T_DEVICE: u64 = 3;
 const CORE_TICK: Duration = Duration::from_millis(100);
 const CONTROL_TICK: Duration = Duration::from_millis(50);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -211,10 +209,8 @@ pub struct Common {
     auth: Arc<Mutex<MonAuthClient>>,
     /// Origin of our monotonic heartbeat stamps.
     mono_base: Instant,
-    /// `ferro_osd_device_spin_polls`, `ferro_osd_device_poll_us`: how the device ring is polled while writes
-    /// are in flight (busy turns, then timed polls).
-    device_spin_polls: u32,
-    device_poll_interval: Duration,
+    /// `ferro_osd_busy_poll`: spin on the device ring while IO is in flight instead of sleeping on its fd.
+    busy_poll: bool,
 }
 
 impl Common {
@@ -268,9 +264,8 @@ pub struct Core {
     ticks: u64,
     messages_received: u64,
     out: Delivery,
-    /// Turns in a row whose device poll found nothing while writes were in flight, and the armed sleep.
-    idle_polls: u32,
-    poll_timer: Option<TimerId>,
+    /// The ferrostore device ring's fd, watched on this core's ring: the core sleeps until it has completions.
+    device_watch: Option<reactor::WatchId>,
     /// Our cluster connections to other OSDs owned by this core ([`osd_conn_core`]).
     osds: HashMap<i32, OsdConn>,
     osd_by_conn: HashMap<RConn, i32>,
@@ -641,6 +636,11 @@ impl Service for Core {
             }
         }
         ctx.set_timer(CORE_TICK, T_CORE);
+        if let Some(sh) = self.shard.as_mut() {
+            // A multishot poll on the device ring: every completion it posts wakes this core (on_fd_ready), and
+            // on_poll reaps it in the same turn.
+            self.device_watch = Some(ctx.watch_fd(sh.ring_fd()));
+        }
         if let Some(c) = self.control.as_mut() {
             c.start(ctx);
             ctx.set_timer(CONTROL_TICK, T_CONTROL);
@@ -792,10 +792,6 @@ impl Service for Core {
                 }
                 self.flush(ctx);
             }
-            T_DEVICE => {
-                // on_poll runs this turn and re-arms the timer if writes are still in flight.
-                self.poll_timer = None;
-            }
             T_CONTROL => {
                 ctx.set_timer(CONTROL_TICK, T_CONTROL);
                 if let Some(c) = self.control.as_mut() {
@@ -917,23 +913,16 @@ impl Service for Core {
     fn on_poll(&mut self, ctx: &mut CoreCtx<Msg>) {
         let Some(sh) = self.shard.as_mut() else { return };
         match sh.poll(&mut self.out) {
-            Ok(got) => {
-                if got {
-                    self.idle_polls = 0;
-                }
-                if sh.busy() {
-                    // ferrostore's device ring has no fd to wake us. Poll it every turn while completions keep
-                    // coming; after `device_spin_polls` empty turns, sleep `device_poll_interval` between polls
-                    // (a timer, so the core's ring wait still wakes for sockets): spinning cores on a shared or
-                    // oversubscribed machine take the CPU from the OSDs and clients that would complete the IO.
-                    self.idle_polls += 1;
-                    if self.idle_polls <= self.common.device_spin_polls {
-                        ctx.keep_polling();
-                    } else if self.poll_timer.is_none() {
-                        self.poll_timer = Some(ctx.set_timer(self.common.device_poll_interval, T_DEVICE));
-                    }
-                } else {
-                    self.idle_polls = 0;
+            Ok(_) => {
+                sh.submit_pending();
+                // IO in flight completes on the device ring, whose fd this core watches: the core sleeps until
+                // then (a spinning core on a shared machine takes the CPU from whoever would complete the IO).
+                // Busy polling only when asked (dedicated CPUs), or when the store has work in progress without
+                // IO in flight (a background checkpoint step that the next poll submits).
+                if sh.busy()
+                    && (self.common.busy_poll || self.device_watch.is_none() || sh.device_in_flight() == 0)
+                {
+                    ctx.keep_polling();
                 }
             }
             Err(e) => {
@@ -2184,8 +2173,7 @@ impl Daemon {
             keys: Arc::new(RwLock::new(ServiceKeys::default())),
             auth: auth.clone(),
             mono_base: Instant::now(),
-            device_spin_polls: opts.device_spin_polls,
-            device_poll_interval: Duration::from_micros(opts.device_poll_us.max(1)),
+            busy_poll: opts.busy_poll,
         });
         let mons: Vec<MonTarget> = opts
             .mon_hosts
@@ -2304,8 +2292,7 @@ impl Daemon {
                 out: Delivery::default(),
                 osds: HashMap::new(),
                 osd_by_conn: HashMap::new(),
-                idle_polls: 0,
-                poll_timer: None,
+                device_watch: None,
             }
         };
         let rt = Arc::new(Runtime::start(cfg, factory).map_err(|e| format!("starting the cores: {e}"))?);

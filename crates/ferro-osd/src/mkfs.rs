@@ -76,6 +76,19 @@ pub fn mkfs(opts: &OsdOptions, osd_uuid: Option<&str>) -> Result<DataDir, String
     } else {
         Some(opts.device_size)
     };
+    if let Some(sz) = size
+        && opts.device_zero_fill
+    {
+        zero_fill(&device, sz, &mut |done, total| {
+            eprintln!(
+                "ferro-osd: zero-filling {}: {} of {} MiB ({}%)",
+                device.display(),
+                done >> 20,
+                total >> 20,
+                done * 100 / total.max(1)
+            );
+        })?;
+    }
     let dev = UringDevice::open(&device, size, UringOptions::default())
         .map_err(|e| format!("opening {}: {e}", device.display()))?;
     let uuid = u64::from_le_bytes(osd_fsid[..8].try_into().unwrap_or([0; 8]));
@@ -105,6 +118,65 @@ pub fn mkfs(opts: &OsdOptions, osd_uuid: Option<&str>) -> Result<DataDir, String
         device,
         shards,
     })
+}
+
+/// Bytes written per zero-fill request.
+const ZERO_CHUNK: usize = 4 << 20;
+
+/// Create (or extend) the regular file `path` to `size` bytes and write zeros over all of it, with `O_DIRECT`
+/// (no page cache), then `fdatasync`. A sparse file — and a `fallocate`d one, whose extents stay "unwritten" —
+/// makes the file system allocate or convert blocks on the first write to each place, and every such write
+/// costs a journal commit when it is made durable; ferrostore writes new places all the time (log-structured),
+/// so on ext4 a sparse device file made commits several times slower (docs/benchmarks.md, "QD1 write latency").
+/// `progress(done, total)` is called about every 10 %.
+pub fn zero_fill(path: &Path, size: u64, progress: &mut dyn FnMut(u64, u64)) -> Result<(), String> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let err = |e: std::io::Error| format!("zero-filling {}: {e}", path.display());
+    let mut f = fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .custom_flags(libc::O_DIRECT)
+        .open(path)
+        .map_err(err)?;
+    if !f.metadata().map_err(err)?.is_file() {
+        return Err(format!("zero-filling {}: not a regular file", path.display()));
+    }
+    if !size.is_multiple_of(4096) {
+        return Err(format!(
+            "zero-filling {}: size {size} is not a multiple of 4096",
+            path.display()
+        ));
+    }
+    // O_DIRECT needs an aligned buffer: a 4 MiB zeroed allocation aligned to 4 KiB.
+    let layout = std::alloc::Layout::from_size_align(ZERO_CHUNK, 4096).map_err(|e| e.to_string())?;
+    // SAFETY: the layout has a non-zero size; the pointer is checked for null and freed below with the same
+    // layout.
+    let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
+    if ptr.is_null() {
+        return Err("zero-filling: out of memory".into());
+    }
+    // SAFETY: ptr points to ZERO_CHUNK initialized (zeroed) bytes owned by this function until dealloc.
+    let buf = unsafe { std::slice::from_raw_parts(ptr, ZERO_CHUNK) };
+    let step = (size / 10).max(1);
+    let mut next_report = step;
+    let mut done = 0u64;
+    let res = (|| -> Result<(), String> {
+        while done < size {
+            let n = (size - done).min(ZERO_CHUNK as u64) as usize;
+            f.write_all(&buf[..n]).map_err(err)?;
+            done += n as u64;
+            if done >= next_report || done == size {
+                progress(done, size);
+                next_report = done + step;
+            }
+        }
+        f.sync_data().map_err(err)
+    })();
+    // SAFETY: allocated above with this layout and not freed elsewhere; `buf` is not used after this.
+    unsafe { std::alloc::dealloc(ptr, layout) };
+    res
 }
 
 /// Read the data directory written by [`mkfs`], checking it belongs to `opts.id` and is a ferrostore OSD.
@@ -141,4 +213,42 @@ pub fn open(opts: &OsdOptions) -> Result<DataDir, String> {
             .parse()
             .map_err(|_| "bad ferro_shards")?,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn zero_fill_allocates_every_block() {
+        use std::os::unix::fs::MetadataExt;
+        let p = std::env::temp_dir().join(format!("ferro-osd-zero-fill-{}", std::process::id()));
+        let _ = fs::remove_file(&p);
+        // A sparse start: the fill must allocate all of it, not just extend the length.
+        fs::File::create(&p).unwrap().set_len(1 << 20).unwrap();
+        let size = 12 << 20;
+        let mut calls = Vec::new();
+        let r = zero_fill(&p, size, &mut |d, t| calls.push((d, t)));
+        if let Err(e) = &r
+            && e.contains("Invalid argument")
+        {
+            // A file system without O_DIRECT (tmpfs): nothing to check here.
+            eprintln!("skipping: {e}");
+            let _ = fs::remove_file(&p);
+            return;
+        }
+        r.unwrap();
+        let md = fs::metadata(&p).unwrap();
+        assert_eq!(md.len(), size);
+        assert!(
+            md.blocks() * 512 >= size,
+            "{} blocks of 512 for {size} bytes",
+            md.blocks()
+        );
+        assert!(fs::read(&p).unwrap().iter().all(|&b| b == 0));
+        assert_eq!(calls.last(), Some(&(size, size)));
+        assert!(calls.len() >= 3 && calls.len() <= 11, "{calls:?}");
+        assert!(zero_fill(&p, 4097, &mut |_, _| {}).is_err());
+        let _ = fs::remove_file(&p);
+    }
 }

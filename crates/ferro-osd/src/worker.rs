@@ -142,6 +142,22 @@ impl Shard {
         store.unacked() > 0 || store.has_background_work()
     }
 
+    /// IO submitted to (or completed by and not yet reaped from) the device ring.
+    pub fn device_in_flight(&mut self) -> usize {
+        self.core.store_mut().device().in_flight()
+    }
+
+    /// Submit device IO queued since the last poll (the store queues its commit flush while it polls): the core
+    /// is about to sleep until the device ring has completions.
+    pub fn submit_pending(&mut self) {
+        self.core.store_mut().device_mut().submit_pending();
+    }
+
+    /// The device ring's fd: readable while its completion queue holds an entry (the core sleeps on it).
+    pub fn ring_fd(&mut self) -> std::os::fd::RawFd {
+        self.core.store_mut().device().ring_fd()
+    }
+
     fn log(&self, msg: &str) {
         eprintln!("{} osd.{} shard {} {msg}", now_utime(), self.osd_id, self.index);
     }
