@@ -24,12 +24,31 @@ pub mod log_op {
 
 /// `eversion_t::get_key_name()`: `%010u.%020llu`, the pgmeta omap key of a log entry.
 pub fn eversion_key(v: Eversion) -> String {
-    format!("{:010}.{:020}", v.epoch, v.version)
+    key_with_prefix("", v)
 }
 
 /// The pgmeta omap key of a dup entry (`dup_` + the version's key name).
 pub fn dup_key(v: Eversion) -> String {
-    format!("dup_{}", eversion_key(v))
+    key_with_prefix("dup_", v)
+}
+
+/// `prefix` + `%010u.%020llu` (every write makes a few of these keys: digits by hand, not through `format!`).
+fn key_with_prefix(prefix: &str, v: Eversion) -> String {
+    fn digits(out: &mut [u8], mut n: u64) {
+        for d in out.iter_mut().rev() {
+            *d = b'0' + (n % 10) as u8;
+            n /= 10;
+        }
+    }
+    let mut k = [0u8; 31];
+    digits(&mut k[..10], u64::from(v.epoch));
+    k[10] = b'.';
+    digits(&mut k[11..], v.version);
+    let mut s = String::with_capacity(prefix.len() + k.len());
+    s.push_str(prefix);
+    // only ASCII digits and a dot were written
+    s.extend(k.iter().map(|&b| char::from(b)));
+    s
 }
 
 /// `pg_log_op_return_item_t`: one op's return value and output, kept for dup replies.
@@ -356,6 +375,15 @@ impl Decode for PgLogDup {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    #[test]
+    fn keys_are_printf_formatted() {
+        for (e, v) in [(0, 0), (7, 42), (u32::MAX, u64::MAX), (123_456, 9_876_543_210)] {
+            let ev = Eversion::new(e, v);
+            assert_eq!(eversion_key(ev), format!("{e:010}.{v:020}"));
+            assert_eq!(dup_key(ev), format!("dup_{e:010}.{v:020}"));
+        }
+    }
 
     /// A header written with version 5 and compat 2 (found by the ceph-msgs fuzzer through
     /// MOSDPGUpdateLogMissing) decodes, and must re-encode into bytes that decode again, unchanged.

@@ -275,7 +275,12 @@ pub(crate) fn handle_op<D: Device>(pg: &mut Pg, store: &mut Store<D>, ctx: OpCon
     };
     let Some((exists, oi, snapset)) = (match loaded {
         Some((oi, ss)) => Some((true, oi, ss)),
-        None if may_write => Some((false, ObjectInfo::new(soid.clone()), SnapSet::default())),
+        // (with its own copy of the name: the info may stay in the object context cache)
+        None if may_write => Some((
+            false,
+            ObjectInfo::new(crate::repl::owned_hobject(&soid)),
+            SnapSet::default(),
+        )),
         None => None,
     }) else {
         send_now(

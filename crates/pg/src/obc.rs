@@ -9,20 +9,57 @@
 //! written. Changes made to the PG's objects by anyone else must call `Pg::refresh_stats` (which clears the
 //! cache). A role change (replica → primary) clears it too.
 //!
-//! Bounded by entries and by (estimated) bytes, least recently used out first; entries own their bytes (see
-//! `osd_types::owned`), so the cache never keeps a message or store buffer alive.
+//! Bounded by entries and by (estimated) bytes, least recently used out first. Callers put values that keep no
+//! message buffer alive: what the store returns is an exact copy of the xattr, and a new object's info is made
+//! from an owned name (see `osd_types::owned`).
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 
 use bytes::Bytes;
 use ferrostore::{CollectionId, Op, Transaction};
-use osd_types::owned::Owned;
 use osd_types::{ObjectInfo, SnapSet};
 
 /// What the store holds for an object: its info and snapset, or nothing (`None`: the object does not exist).
 pub(crate) type Context = Option<(ObjectInfo, SnapSet)>;
 
 const NIL: u32 = u32::MAX;
+
+/// A multiply-rotate hash over 8-byte words (the FxHash scheme): store keys are 50–150 bytes and each write
+/// hashes one several times, where SipHash's cost shows. Not DoS-resistant; a client that crafts colliding
+/// names slows only lookups among the few hundred entries of its own PG's cache.
+#[derive(Default, Clone, Copy)]
+pub(crate) struct KeyHasher(u64);
+
+impl KeyHasher {
+    const K: u64 = 0x517c_c1b7_2722_0a95;
+    fn add(&mut self, w: u64) {
+        self.0 = (self.0.rotate_left(5) ^ w).wrapping_mul(Self::K);
+    }
+}
+
+impl Hasher for KeyHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        let mut words = bytes.chunks_exact(8);
+        for w in &mut words {
+            let mut b = [0u8; 8];
+            b.copy_from_slice(w);
+            self.add(u64::from_le_bytes(b));
+        }
+        let rest = words.remainder();
+        if !rest.is_empty() {
+            let mut b = [0u8; 8];
+            b[..rest.len()].copy_from_slice(rest);
+            self.add(u64::from_le_bytes(b));
+        }
+    }
+    fn write_usize(&mut self, n: usize) {
+        self.add(n as u64);
+    }
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
 
 struct Node {
     key: Bytes,
@@ -45,7 +82,7 @@ pub struct ObcStats {
 /// An LRU over a slab: `map` finds a node, `prev`/`next` link the nodes from most (`head`) to least (`tail`)
 /// recently used.
 pub(crate) struct ObcCache {
-    map: HashMap<Bytes, u32>,
+    map: HashMap<Bytes, u32, BuildHasherDefault<KeyHasher>>,
     nodes: Vec<Node>,
     free: Vec<u32>,
     head: u32,
@@ -81,7 +118,7 @@ impl ObcCache {
     /// A cache of at most `max_entries` objects and about `max_bytes`; 0 entries disables it.
     pub fn new(max_entries: usize, max_bytes: usize) -> Self {
         ObcCache {
-            map: HashMap::new(),
+            map: HashMap::default(),
             nodes: Vec::new(),
             free: Vec::new(),
             head: NIL,
@@ -159,15 +196,12 @@ impl ObcCache {
     }
 
     /// Remember `val` for `key` (replacing what was there); evicts the least recently used beyond the bounds.
-    pub fn put(&mut self, key: &Bytes, mut val: Context) {
+    pub fn put(&mut self, key: &Bytes, val: Context) {
         if !self.enabled() {
             return;
         }
         self.remove(key);
-        if let Some((oi, _)) = val.as_mut() {
-            oi.own_buffers();
-        }
-        let key = osd_types::owned::own(key);
+        let key = key.clone();
         let bytes = entry_bytes(&key, &val);
         if bytes > self.max_bytes {
             return;

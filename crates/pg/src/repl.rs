@@ -176,30 +176,31 @@ impl Pg {
         self.log.write_ops(&last, &self.cid, &meta, &mut t, Trim::Policy);
         let luv = self.log.last_user_version.max(last.user_version);
         let fast = self.fastinfo_kv(last.version, luv);
-        t.push(Op::OmapSetKeys {
-            cid: self.cid.clone(),
-            oid: meta,
-            kvs: vec![fast],
-        });
+        add_meta_kv(&mut t, &self.cid, &meta, fast);
         match self.queue(store, &t) {
             Ok(seq) => {
                 if provisional {
                     self.log.fix_pending(u64::MAX, seq);
                 }
-                all.push(last.clone());
-                self.log.record(last.clone(), seq, Trim::Policy);
+                let (soid, reqid, version) = (last.soid.clone(), last.reqid, last.version);
+                if self.replicas.is_empty() {
+                    self.log.record(last, seq, Trim::Policy);
+                } else {
+                    all.push(last.clone());
+                    self.log.record(last, seq, Trim::Policy);
+                }
                 let rep = if self.replicas.is_empty() {
                     None
                 } else {
                     // The seeded bug (`PgConfig::fault_ack_before_replicas`) skips the wait for replicas.
                     if !self.cfg.fault_ack_before_replicas {
                         self.waiting
-                            .insert(last.version, self.replicas.iter().copied().collect());
+                            .insert(version, self.replicas.iter().copied().collect());
                     }
                     Some(RepOp {
-                        soid: last.soid.clone(),
-                        reqid: last.reqid,
-                        at_version: last.version,
+                        soid,
+                        reqid,
+                        at_version: version,
                         trim_to: self.log.tail,
                         log_entries: all,
                         txn_data: ceph.encode_rope(),
@@ -284,11 +285,7 @@ impl Pg {
             });
         }
         let fast = self.fastinfo_kv(self.log.head, self.log.last_user_version);
-        t.push(Op::OmapSetKeys {
-            cid: self.cid.clone(),
-            oid: meta,
-            kvs: vec![fast],
-        });
+        add_meta_kv(&mut t, &self.cid, &meta, fast);
         let seq = match self.queue(store, &t) {
             Ok(seq) => seq,
             Err(e) => {
@@ -360,6 +357,30 @@ impl Pg {
 }
 
 use denc::Decode as _;
+
+/// Add one pgmeta omap key to the transaction's last pgmeta `OmapSetKeys` (every write sets the log entry and
+/// `_fastinfo`: one store op, one onode lookup, instead of two), or as an op of its own.
+fn add_meta_kv(
+    t: &mut ferrostore::Transaction,
+    cid: &ferrostore::CollectionId,
+    meta: &ferrostore::ObjectKey,
+    kv: (Bytes, Bytes),
+) {
+    for op in t.ops.iter_mut().rev() {
+        if let Op::OmapSetKeys { cid: c, oid, kvs } = op
+            && c == cid
+            && oid == meta
+        {
+            kvs.push(kv);
+            return;
+        }
+    }
+    t.push(Op::OmapSetKeys {
+        cid: cid.clone(),
+        oid: meta.clone(),
+        kvs: vec![kv],
+    });
+}
 
 /// A copy of `o` that shares no buffer (see `osd_types::owned`).
 pub(crate) fn owned_hobject(o: &HObject) -> HObject {
