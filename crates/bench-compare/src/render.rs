@@ -39,9 +39,14 @@ pub fn markdown_table(r: &Report) -> String {
     let _ = writeln!(s);
     let _ = writeln!(
         s,
-        "{} OSD(s) per kind on {} GiB files, pool size {}, {} objects of 4 MiB per pool, {} s per test and kind{}.",
+        "{} OSD(s) per kind on {} GiB {}files, pool size {}, {} objects of 4 MiB per pool, {} s per test and kind{}.",
         m.osds_per_group,
         m.device_size_bytes >> 30,
+        if m.device_files.is_empty() {
+            String::new()
+        } else {
+            format!("{} ", m.device_files)
+        },
         m.pool_size,
         m.objects,
         m.runtime_s,

@@ -149,6 +149,8 @@ pub struct Meta {
     pub osds_per_group: u32,
     /// Size of each OSD's device file.
     pub device_size_bytes: u64,
+    /// How the device files were prepared: `zero-filled` or `sparse`.
+    pub device_files: String,
     /// 4 MiB objects per pool.
     pub objects: u32,
     /// Seconds per test and group.
@@ -252,7 +254,7 @@ impl Report {
                 "date_utc": m.date_utc, "commit": m.commit, "machine": m.machine, "kernel": m.kernel,
                 "ceph_version": m.ceph_version, "fio_version": m.fio_version, "pool_size": m.pool_size,
                 "osds_per_group": m.osds_per_group, "device_size_bytes": m.device_size_bytes,
-                "objects": m.objects, "object_size_bytes": crate::fio::OBJECT_SIZE_BYTES,
+                "device_files": m.device_files, "objects": m.objects, "object_size_bytes": crate::fio::OBJECT_SIZE_BYTES,
                 "runtime_s": m.runtime_s, "quick": m.quick,
                 "load_average_start": m.load_start, "load_average_end": m.load_end,
             },

@@ -73,6 +73,8 @@ pub struct RunOptions {
     pub pool_size: u32,
     /// Size of every OSD's device file.
     pub device_size_bytes: u64,
+    /// Zero-fill every OSD's device file (both kinds alike) before its mkfs instead of leaving it sparse.
+    pub zero_fill_devices: bool,
     /// Placement groups per pool.
     pub pg_num: u32,
     /// 4 MiB objects per pool.
@@ -165,6 +167,12 @@ pub fn run(o: &RunOptions) -> Result<Report> {
         pool_size: o.pool_size,
         osds_per_group: o.osds_per_group,
         device_size_bytes: o.device_size_bytes,
+        device_files: if o.zero_fill_devices {
+            "zero-filled"
+        } else {
+            "sparse"
+        }
+        .into(),
         objects: o.objects,
         runtime_s: o.runtime_s,
         quick: o.quick,
@@ -302,6 +310,47 @@ pub fn run(o: &RunOptions) -> Result<Report> {
     })
 }
 
+/// Any kind of OSD whose device file (`<data dir>/block`, where both ceph-osd's BlueStore and ferro-osd put it)
+/// is written full of zeros before the kind's own mkfs: both keep an existing file of the right size. On ext4 a
+/// write into a never-written (sparse or fallocated) part of a file costs a journal commit when made durable, and
+/// ferro-osd's log-structured store writes new places all the time: sparse files made its QD1 writes 2–5× slower
+/// (docs/benchmarks.md). Both kinds get the same treatment.
+struct ZeroFilled {
+    inner: Box<dyn OsdLauncher>,
+    bytes: u64,
+}
+
+impl OsdLauncher for ZeroFilled {
+    fn kind(&self) -> &str {
+        self.inner.kind()
+    }
+
+    fn prepare(&self, ctx: &testcluster::OsdContext) -> testcluster::Result<()> {
+        let path = ctx.data_dir.join("block");
+        let t = Instant::now();
+        util::zero_fill(&path, self.bytes).map_err(|source| testcluster::ClusterError::Io {
+            context: format!("zero-filling {}", path.display()),
+            source,
+        })?;
+        eprintln!(
+            "bench compare: osd.{} device file {} zero-filled ({} MiB in {:.1} s)",
+            ctx.id,
+            path.display(),
+            self.bytes >> 20,
+            t.elapsed().as_secs_f64()
+        );
+        self.inner.prepare(ctx)
+    }
+
+    fn command(&self, ctx: &testcluster::OsdContext) -> std::process::Command {
+        self.inner.command(ctx)
+    }
+
+    fn up_timeout(&self) -> Duration {
+        self.inner.up_timeout()
+    }
+}
+
 fn start_group(c: &Cluster, o: &RunOptions, g: &GroupSpec) -> LiveGroup {
     let mut report = GroupReport {
         label: g.label.clone(),
@@ -335,6 +384,14 @@ fn start_group(c: &Cluster, o: &RunOptions, g: &GroupSpec) -> LiveGroup {
             f.device_class = g.label.clone();
             Box::new(f)
         }
+    };
+    let launcher: Box<dyn OsdLauncher> = if o.zero_fill_devices {
+        Box::new(ZeroFilled {
+            inner: launcher,
+            bytes: o.device_size_bytes,
+        })
+    } else {
+        launcher
     };
     let t = Instant::now();
     let res = (|| -> Result<()> {
@@ -600,6 +657,7 @@ mod tests {
             osds_per_group: 1,
             pool_size: 1,
             device_size_bytes: 1 << 30,
+            zero_fill_devices: false,
             pg_num: 8,
             objects: 4,
             omap_keys: 16,

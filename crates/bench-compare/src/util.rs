@@ -174,6 +174,38 @@ pub(crate) fn commit(workspace: &std::path::Path) -> String {
     format!("{}{}", head.stdout.trim(), if dirty { "-dirty" } else { "" })
 }
 
+/// Writes zeros over all of `path` (created or extended to `bytes`), bypassing the page cache (`O_DIRECT`), then
+/// `fdatasync`: every block of the file is allocated and written once, as on a device.
+pub(crate) fn zero_fill(path: &std::path::Path, bytes: u64) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    const CHUNK: usize = 4 << 20;
+    const ALIGN: usize = 4096;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .custom_flags(libc::O_DIRECT)
+        .open(path)?;
+    // O_DIRECT wants an aligned buffer: over-allocate and write from the first aligned byte.
+    let buf = vec![0u8; CHUNK + ALIGN];
+    let off = buf.as_ptr().align_offset(ALIGN).min(ALIGN);
+    let chunk = &buf[off..off + CHUNK];
+    let mut done = 0u64;
+    while done < bytes {
+        let n = (bytes - done).min(CHUNK as u64) as usize;
+        // The tail of an unaligned size cannot be written with O_DIRECT; the length is set below.
+        let n_aligned = n / ALIGN * ALIGN;
+        if n_aligned == 0 {
+            break;
+        }
+        f.write_all(&chunk[..n_aligned])?;
+        done += n_aligned as u64;
+    }
+    f.set_len(bytes)?;
+    f.sync_data()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -204,5 +236,24 @@ mod tests {
         let e = run(Command::new("sleep").arg("10"), Duration::from_millis(200)).unwrap_err();
         assert!(e.to_string().contains("killed"));
         assert!(t0.elapsed() < Duration::from_secs(5));
+    }
+
+    #[test]
+    fn zero_fill_writes_every_block() {
+        use std::os::unix::fs::MetadataExt;
+        let p = std::env::temp_dir().join(format!("bench-compare-zero-{}", std::process::id()));
+        let _ = std::fs::remove_file(&p);
+        match zero_fill(&p, (9 << 20) + 4096) {
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
+                eprintln!("skipping: no O_DIRECT here ({e})");
+            }
+            r => {
+                r.unwrap();
+                let md = std::fs::metadata(&p).unwrap();
+                assert_eq!(md.len(), (9 << 20) + 4096);
+                assert!(md.blocks() * 512 >= md.len(), "sparse: {} blocks", md.blocks());
+            }
+        }
+        let _ = std::fs::remove_file(&p);
     }
 }

@@ -56,6 +56,8 @@ fn quick_mode_reports_every_test() {
         osds_per_group: 1,
         pool_size: 1,
         device_size_bytes: 2 << 30,
+        // The zero-filled device files of a real run (the wrapped launcher's path), at 2 GiB per OSD.
+        zero_fill_devices: true,
         pg_num: 8,
         objects: 4,
         omap_keys: 32,
