@@ -17,7 +17,8 @@
 //! same outputs, which is what lets the simulator replay a whole cluster from a seed.
 //!
 //! What a PG does (Ceph's semantics): it is created (or loaded after a restart) when a map places it on this
-//! OSD and this shard ([`shard_of`]); `peering` decides primary/replica, activation, recovery and backfill;
+//! OSD and this shard ([`PgRouter`]: a PG lives on one shard for its whole life, split children with their
+//! parent); `peering` decides primary/replica, activation, recovery and backfill;
 //! client ops wait (never fail) while the PG is not active or below `min_size`; the primary executes an op
 //! (`pg` crate), applies the transaction locally and sends it as `MOSDRepOp` to every acting replica; the
 //! client reply leaves only when the local transaction is durable and every acting replica answered
@@ -28,6 +29,7 @@ mod glue;
 mod pgstate;
 mod recovery;
 mod repl;
+mod route;
 mod shard;
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -42,6 +44,7 @@ use pg::{ConnId, OsdCap, PgStats};
 
 pub use backfill::Backfill;
 pub use recovery::Recovery;
+pub use route::{PgRouter, RouteConflict, RouteDelta};
 
 use crate::pgstate::PgState;
 
@@ -119,11 +122,16 @@ pub enum Input {
     /// An OSDMap epoch. Feed every epoch in order; the driver may skip epochs it never had (the core then sees
     /// a jump, as a restarted ceph-osd does for maps older than its oldest).
     Map(Arc<OsdMap>),
-    /// A client op (MOSDOp) for a PG of this shard ([`shard_of`]).
+    /// The route table for the next [`Input::Map`] (its epoch): which shard of this OSD holds each PG. A driver
+    /// with more than one shard per OSD computes one [`PgRouter`] per OSD and feeds it before every map;
+    /// without it (one shard) the shard keeps its own.
+    Routes(Arc<PgRouter>),
+    /// A client op (MOSDOp) for a PG of this shard ([`PgRouter::route`]).
     ClientOp(Box<ClientOp>),
     /// A client connection closed (its watches start timing out).
     ClientReset(ConnId),
-    /// A message from `osd.<from>` on the cluster network for a PG of this shard ([`route_peer_message`]).
+    /// A message from `osd.<from>` on the cluster network for a PG of this shard ([`route_peer_message`],
+    /// [`PgRouter::route`]).
     Peer { from: i32, msg: ceph_msgs::Message },
     /// The cluster connection to `osd.<osd>` broke: messages not acknowledged by it are resent (peering
     /// re-queries as Ceph does; replicated writes waiting on it are resent on the new connection).
@@ -216,18 +224,33 @@ pub struct ShardStatus {
     pub backfills_max_seen: usize,
 }
 
-/// Which shard owns a PG: fixed by the shard count chosen at mkfs (a PG's data lives in its shard). The driver
-/// routes every client op and every peer message for a PG to that shard's core.
+/// The fixed hash shard of a PG ([`PgRouter::fallback_shard`]). Only right for one shard per OSD; drivers
+/// with more route with a [`PgRouter`] (kept for ferro-osd until it does).
 pub fn shard_of(spgid: &SpgId, shards: u32) -> usize {
-    let h = spgid.pgid.pool.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ u64::from(spgid.pgid.seed);
-    (h % u64::from(shards.max(1))) as usize
+    PgRouter::fallback_shard(spgid.pgid, shards) as usize
 }
 
 /// The PG a peer message is about (MOSDRepOp(Reply), peering, push/pull/scan/backfill, trim, ...), for routing
-/// with [`shard_of`]. `None` for messages that are not about one PG or that do not decode (the driver drops
+/// with [`PgRouter::route`]. `None` for messages that are not about one PG or that do not decode (the driver drops
 /// those; a message that decodes here may still be rejected by the core).
 pub fn route_peer_message(msg: &ceph_msgs::Message) -> Option<SpgId> {
     repl::route(msg)
+}
+
+/// The map epoch a peer message was sent at, for the messages that can open a PG here (MOSDRepOp and the
+/// peering messages): a driver whose route table is older waits for the newer table before routing it. `None`
+/// for the other messages (they belong to an interval the PG is already routed in).
+pub fn peer_message_epoch(msg: &ceph_msgs::Message) -> Option<u32> {
+    if msg.msg_type == ceph_msgs::osd_rep::rep_msg::REPOP {
+        return repl::epoch_prefix(msg);
+    }
+    if repl::kind(msg.msg_type) == repl::Kind::Peering {
+        return peering::PeerMsg::from_message(msg)
+            .ok()
+            .flatten()
+            .map(|p| repl::peer_msg_epoch(&p));
+    }
+    None
 }
 
 /// Failures inside the core (logged as [`Output::Log`] and counted; never a panic, never shown to clients).
@@ -292,6 +315,10 @@ pub struct OsdShard<D: Device> {
     pgs: BTreeMap<SpgId, PgState>,
     /// PG collections found on the store at start that no map has placed yet (loaded when one does).
     on_disk: BTreeSet<SpgId>,
+    /// Which shard holds each PG ([`Input::Routes`], or kept here when the driver gives none); `own_routes`:
+    /// this shard computes it itself from the maps.
+    routes: Arc<PgRouter>,
+    own_routes: bool,
     /// Each PG of this shard's last mapping with an acting set, from the maps this shard has seen (the history
     /// a PG newly placed here starts from: see `shard::OsdShard::open_pg`).
     last_placed: BTreeMap<SpgId, peering::MapView>,
@@ -318,13 +345,11 @@ impl<D: Device> OsdShard<D> {
         let mut on_disk = BTreeSet::new();
         let mut outputs = VecDeque::new();
         let mut errors = 0;
-        match store.list_collections() {
-            Ok(cs) => {
-                for c in cs {
-                    if let Some(s) = glue::parse_collection(&c) {
-                        on_disk.insert(s);
-                    }
-                }
+        let mut routes = PgRouter::new(cfg.whoami, cfg.shards);
+        match stored_pgs(&mut store) {
+            Ok(pgs) => {
+                routes.add_stored(cfg.shard, pgs.iter().map(|(s, bits)| (s.pgid, *bits)));
+                on_disk.extend(pgs.into_iter().map(|(s, _)| s));
             }
             Err(e) => {
                 errors += 1;
@@ -336,6 +361,8 @@ impl<D: Device> OsdShard<D> {
             map: None,
             pgs: BTreeMap::new(),
             on_disk,
+            routes: Arc::new(routes),
+            own_routes: true,
             last_placed: BTreeMap::new(),
             waiting_for_map: VecDeque::new(),
             peer_waiting_for_map: VecDeque::new(),
@@ -367,6 +394,7 @@ impl<D: Device> OsdShard<D> {
         self.now = self.now.max(now);
         self.wall = wall;
         match input {
+            Input::Routes(r) => self.handle_routes(r),
             Input::Map(m) => self.handle_map(m),
             Input::ClientOp(op) => self.handle_client_op(op),
             Input::ClientReset(conn) => self.handle_client_reset(conn),
@@ -406,6 +434,11 @@ impl<D: Device> OsdShard<D> {
         self.pgs.values().map(|p| p.report(self.cfg.whoami)).collect()
     }
 
+    /// The route table this shard places PGs by.
+    pub fn routes(&self) -> &Arc<PgRouter> {
+        &self.routes
+    }
+
     /// The PGs this shard holds.
     pub fn pgs(&self) -> Vec<SpgId> {
         self.pgs.keys().copied().collect()
@@ -443,6 +476,18 @@ impl<D: Device> OsdShard<D> {
         self.errors += 1;
         self.log(msg);
     }
+}
+
+/// The PG collections on a shard's store and their split bits (what [`PgRouter::add_stored`] takes): a driver
+/// lists every shard's before the shards start serving.
+pub fn stored_pgs<D: Device>(store: &mut Store<D>) -> Result<Vec<(SpgId, u32)>, ferrostore::StoreError> {
+    let mut out = Vec::new();
+    for c in store.list_collections()? {
+        if let Some(s) = glue::parse_collection(&c) {
+            out.push((s, store.collection_bits(&c)?));
+        }
+    }
+    Ok(out)
 }
 
 /// Ceph's `pg_state_string` for the flags peering sets (`active+clean`, `peering`, `undersized+degraded+peered`...).

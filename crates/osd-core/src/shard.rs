@@ -11,7 +11,7 @@ use osdmap::OsdMap;
 use peering::{MapView, PoolView};
 
 use crate::pgstate::{Cx, PgState};
-use crate::{ClientOp, MAX_WAITING_FOR_MAP, OsdShard, Output, glue, repl, shard_of};
+use crate::{ClientOp, MAX_WAITING_FOR_MAP, OsdShard, Output, PgRouter, glue, repl};
 
 /// The map-wide part of every PG's [`MapView`] (computed once per epoch).
 struct Base {
@@ -104,9 +104,39 @@ fn unknown_history_view(m: &OsdMap, pool: &osdmap::PgPool, b: &Base) -> MapView 
 }
 
 impl<D: Device> OsdShard<D> {
+    /// The driver's route table for the next map (every shard of the OSD gets the same one).
+    pub(crate) fn handle_routes(&mut self, r: Arc<PgRouter>) {
+        if r.shards() != self.cfg.shards {
+            self.error(format!(
+                "route table for {} shards given to shard {} of {}: ignored",
+                r.shards(),
+                self.cfg.shard,
+                self.cfg.shards
+            ));
+            return;
+        }
+        self.routes = r;
+        self.own_routes = false;
+    }
+
+    /// Whether this shard holds (or is to hold) `spgid`.
+    fn owns(&self, spgid: &SpgId) -> bool {
+        self.routes.shard_of(spgid.pgid) == Some(self.cfg.shard)
+    }
+
     pub(crate) fn handle_map(&mut self, m: Arc<OsdMap>) {
         if m.epoch <= self.epoch() {
             return; // a duplicate or an older epoch
+        }
+        if self.own_routes {
+            Arc::make_mut(&mut self.routes).advance(&m);
+        } else if self.routes.epoch() < m.epoch {
+            // The driver feeds the table before its map; PGs new in this epoch are placed with the next table.
+            self.error(format!(
+                "map epoch {} arrived before its route table (table at epoch {})",
+                m.epoch,
+                self.routes.epoch()
+            ));
         }
         let first_map = self.map.replace(m.clone()).is_none();
         let b = base(&m);
@@ -155,6 +185,17 @@ impl<D: Device> OsdShard<D> {
                 continue; // erasure-coded pools are not served (no EC backend)
             }
             let info = glue::pool_info(&m, pid, pool);
+            // PGs found on the store are loaded first: after a restart that jumped over a pg_num change they
+            // still have the old split, and must split before any child is created (empty) below.
+            let stored: Vec<SpgId> = self
+                .on_disk
+                .iter()
+                .filter(|s| s.pgid.pool as i64 == pid && s.pgid.seed < pool.pg_num && self.owns(s))
+                .copied()
+                .collect();
+            for s in stored {
+                self.load_stored(s, &info, m.epoch);
+            }
             // pg_num grew: every OSD splits its own copies at this epoch (children start a new interval)
             let parents: Vec<SpgId> = self
                 .pgs
@@ -167,7 +208,13 @@ impl<D: Device> OsdShard<D> {
             }
             for seed in 0..pool.pg_num {
                 let spgid = glue::spgid(pid, seed);
-                if shard_of(&spgid, self.cfg.shards) != self.cfg.shard as usize {
+                // Another shard's PG. A PG without an entry is not on this OSD yet: every shard remembers its
+                // placement (`last_placed`), for whichever shard the table gives it when a map places it here.
+                if self
+                    .routes
+                    .shard_of(spgid.pgid)
+                    .is_some_and(|s| s != self.cfg.shard)
+                {
                     continue;
                 }
                 let held = self.pgs.contains_key(&spgid);
@@ -187,6 +234,9 @@ impl<D: Device> OsdShard<D> {
                         spgid,
                         placed_view(&m, pool, &ua.up, &ua.acting, &b, ua.up_primary, ua.acting_primary),
                     );
+                }
+                if !self.owns(&spgid) {
+                    continue;
                 }
                 let placed = ua.up.contains(&me) || ua.acting.contains(&me);
                 // a PG on disk is loaded even if the map does not place it here (a stray that may hold the only
@@ -231,6 +281,36 @@ impl<D: Device> OsdShard<D> {
                 break;
             };
             self.handle_peer(from, msg);
+        }
+    }
+
+    /// Load a PG found on the store at start. Its collection's split bits say which `pg_num` it was last split
+    /// for: older than the map's (the OSD was down across a split), the PG is marked with the smallest
+    /// `pg_num` of those bits (`2^bits`: its children at the new `pg_num` are exactly the seeds that match its
+    /// bits), and the split below makes its children before anything else touches them.
+    fn load_stored(&mut self, spgid: SpgId, info: &pg::PoolInfo, epoch: u32) {
+        if self.pgs.contains_key(&spgid) || !self.open_pg(spgid, info, epoch, false, None) {
+            return;
+        }
+        let want = spgid.pgid.get_split_bits(info.pg_num);
+        let Some(p) = self.pgs.get_mut(&spgid) else {
+            return;
+        };
+        let bits = match self.store.collection_bits(p.pg.collection()) {
+            Ok(b) => b,
+            Err(e) => {
+                self.error(format!("pg {spgid}: reading its split bits: {e}"));
+                return;
+            }
+        };
+        if bits < want && bits < 32 {
+            let mut old = info.clone();
+            old.pg_num = 1 << bits;
+            p.pg.set_pool(old);
+            self.log(format!(
+                "pg {spgid}: stored with {bits} split bits, pg_num is now {}: splitting at epoch {epoch}",
+                info.pg_num
+            ));
         }
     }
 
@@ -329,24 +409,30 @@ impl<D: Device> OsdShard<D> {
         }
     }
 
-    /// Split a held PG for its pool's new `pg_num`.
+    /// Split a held PG for its pool's new `pg_num`. Always on this shard: the route table puts split children
+    /// with their parent.
     fn split_pg(&mut self, parent: SpgId, new_pg_num: u32, epoch: u32) {
-        let (shard, shards) = (self.cfg.shard as usize, self.cfg.shards);
-        let Some(p) = self.pgs.get_mut(&parent) else {
+        let Some(p) = self.pgs.get(&parent) else {
             return;
         };
         let children = pg::split_children(parent.pgid, p.pg.pool().pg_num, new_pg_num);
-        if children
+        let elsewhere: Vec<String> = children
             .iter()
-            .any(|c| shard_of(&SpgId::new(*c, parent.shard), shards) != shard)
-        {
-            // A child's data would have to move to another ferrostore shard: not supported yet. The parent
-            // keeps its objects; those that now map to the child are not served until it is.
+            .filter(|c| self.routes.shard_of(**c) != Some(self.cfg.shard))
+            .map(|c| c.to_string())
+            .collect();
+        if !elsewhere.is_empty() {
+            // Cannot happen with a consistent table. The split still happens here (the objects stay on this
+            // shard); the children are only reachable once the table agrees.
             self.error(format!(
-                "pg {parent}: pg_num {new_pg_num} needs a split across shards, which is not supported; not split"
+                "pg {parent}: split children {} are not routed to shard {}",
+                elsewhere.join(","),
+                self.cfg.shard
             ));
-            return;
         }
+        let Some(p) = self.pgs.get_mut(&parent) else {
+            return;
+        };
         match p.pg.split(&mut self.store, new_pg_num, epoch) {
             Ok((kids, seq)) => {
                 if let Some(seq) = seq {

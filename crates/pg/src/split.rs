@@ -35,7 +35,9 @@ pub fn split_children(parent: PgId, old_pg_num: u32, new_pg_num: u32) -> Vec<PgI
             break;
         }
         let s = s as u32;
-        if ceph_stable_mod(s, old_pg_num, old_mask) == parent.seed {
+        // `n << (old_bits - 1) | seed` repeats a value when the seed has that bit set: Ceph collects into a
+        // set, so a child is listed once (a repeat made the split transaction create its collection twice)
+        if ceph_stable_mod(s, old_pg_num, old_mask) == parent.seed && !out.iter().any(|c| c.seed == s) {
             out.push(PgId::new(parent.pool, s));
         }
     }
@@ -236,5 +238,17 @@ mod tests {
             .map(|c| c.seed)
             .collect();
         assert_eq!(all, (8..32).collect());
+        // a seed with the bit `n << (old_bits - 1)` would set already set: 1.5 from 6 to 16 PGs has one child
+        assert_eq!(split_children(p(5), 6, 16), vec![p(13)]);
+        // every child once, over uneven pg_num steps
+        for (old, new) in [(3, 16), (6, 16), (12, 23), (23, 64), (5, 100)] {
+            let kids: Vec<u32> = (0..old)
+                .flat_map(|s| split_children(p(s), old, new))
+                .map(|c| c.seed)
+                .collect();
+            let set: BTreeSet<u32> = kids.iter().copied().collect();
+            assert_eq!(kids.len(), set.len(), "{old} -> {new}: {kids:?}");
+            assert_eq!(set, (old..new).collect(), "{old} -> {new}");
+        }
     }
 }

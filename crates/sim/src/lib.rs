@@ -32,7 +32,7 @@ pub struct Faults {
     pub out_in: bool,
     /// Create and delete a scratch pool.
     pub pool_changes: bool,
-    /// Double pool 1's pg_num (PG split).
+    /// Grow pool 1's pg_num (PG split) by one up to double, below 64 (pgp_num stays: children split in place).
     pub pg_split: bool,
 }
 
@@ -58,9 +58,9 @@ impl Faults {
     };
 
     /// What the OSD core survives today for a pool of `size` (see docs/simulation.md, "Fault menu"): data
-    /// movement (out/in) needs a second copy, so it stays off for size-1 pools; PG splits across restarts and
-    /// pools created while their primary is down are open findings (tests/replicated.rs), so `split` and
-    /// `pools` are off by default.
+    /// movement (out/in) needs a second copy, so it stays off for size-1 pools; pools created while their
+    /// primary is down are an open finding, so `pools` is off by default. `split` is off by default too (its
+    /// CI seeds are in tests/split.rs, with several shards per OSD).
     pub fn supported(size: u8) -> Faults {
         Faults {
             out_in: size > 1,

@@ -18,7 +18,7 @@ use denc::Decode as _;
 use denc::{EntityAddr, EntityNameT, ObjectLocator, ObjectName, PgShard, ShardId, SnapId, SpgId, Utime};
 use ferrostore::rng::Rng;
 use ferrostore::{Store, StoreConfig};
-use osd_core::{ClientOp, Input, OsdShard, Output, ShardConfig};
+use osd_core::{ClientOp, Input, OsdShard, Output, PgRouter, ShardConfig};
 use osdmap::build::{FailureDomain, MapBuilder, PoolSpec};
 use osdmap::{Incremental, OsdMap, PgId};
 
@@ -120,6 +120,12 @@ struct Link {
 struct Osd {
     disk: Disk,
     shards: Vec<OsdShard<ShardDev>>,
+    /// Which shard holds each PG (built from the stores at start, advanced with every map, given to every shard
+    /// before the map), as ferro-osd's core 0 does.
+    router: PgRouter,
+    /// Messages about a PG the table does not know yet, from an epoch newer than the table: routed again after
+    /// the next map (routing them now could pick the wrong shard for good).
+    unrouted: Vec<(Node, ceph_msgs::Message)>,
     running: bool,
     /// Instance number (the nonce in its addresses); bumped at every start.
     inc: u32,
@@ -280,6 +286,8 @@ impl World {
             w.osds.push(Osd {
                 disk,
                 shards: Vec::new(),
+                router: PgRouter::new(o, shards),
+                unrouted: Vec::new(),
                 running: false,
                 inc: o as u32 + 1,
                 map: None,
@@ -460,13 +468,23 @@ impl World {
         let osd = &mut self.osds[o as usize];
         let nshards = self.report.shards;
         let mut shards = Vec::new();
+        let mut router = PgRouter::new(o, nshards);
         for s in 0..nshards {
             let store_cfg = StoreConfig {
                 fault_replay_order: self.cfg.bug == Bug::ReplayOrder,
                 ..StoreConfig::default()
             };
-            let store = Store::mount(osd.disk.shard(s), s, store_cfg)
+            let mut store = Store::mount(osd.disk.shard(s), s, store_cfg)
                 .map_err(|e| format!("osd.{o} shard {s}: mount after restart failed: {e}"))?;
+            let stored = osd_core::stored_pgs(&mut store)
+                .map_err(|e| format!("osd.{o} shard {s}: listing PGs: {e}"))?;
+            let conflicts = router.add_stored(s, stored.iter().map(|(p, bits)| (p.pgid, *bits)));
+            if let Some(c) = conflicts.first() {
+                return Err(format!(
+                    "osd.{o}: pg {} stored on shards {} and {}",
+                    c.pgid, c.kept, c.ignored
+                ));
+            }
             let mut cfg = ShardConfig::new(o, s, nshards);
             cfg.pg.fault_ack_before_replicas = self.cfg.bug == Bug::AckBeforeReplicas;
             cfg.peering.fault_pick_worst_log = self.cfg.bug == Bug::WorstLog;
@@ -476,6 +494,8 @@ impl World {
             osd.inc += 100;
         }
         osd.shards = shards;
+        osd.router = router;
+        osd.unrouted.clear();
         osd.running = true;
         osd.next_tick = vec![None; nshards as usize];
         osd.poll_scheduled = false;
@@ -742,9 +762,16 @@ impl World {
     fn osd_new_map(&mut self, o: i32, map: OsdMap) -> Result<(), String> {
         let arc = Arc::new(map.clone());
         let me_up_nonce = map.is_up(o).then(|| map_nonce(&map, o));
-        self.osds[o as usize].map = Some(map);
+        let osd = &mut self.osds[o as usize];
+        osd.router.advance(&map);
+        let routes = Arc::new(osd.router.clone());
+        osd.map = Some(map);
         for s in 0..self.osds[o as usize].shards.len() {
+            self.osd_input(o, s, Input::Routes(routes.clone()))?;
             self.osd_input(o, s, Input::Map(arc.clone()))?;
+        }
+        for (from, msg) in std::mem::take(&mut self.osds[o as usize].unrouted) {
+            self.osd_route(o, from, msg)?;
         }
         // "Wrongly marked me down": a running instance that the map shows down (or as an older instance)
         // boots again.
@@ -775,6 +802,24 @@ impl World {
                     self.osd_new_map(o, next)?;
                 }
             }
+            Node::Osd(_) | Node::Client(_) => self.osd_route(o, from, msg)?,
+        }
+        Ok(())
+    }
+
+    /// Bounded like osd-core's waiting_for_map: past it the oldest is dropped (clients and peers resend).
+    fn hold_unrouted(&mut self, o: i32, from: Node, msg: ceph_msgs::Message) {
+        let q = &mut self.osds[o as usize].unrouted;
+        if q.len() >= osd_core::MAX_WAITING_FOR_MAP {
+            q.remove(0);
+        }
+        q.push((from, msg));
+    }
+
+    /// Deliver a peer message or client op to the shard of its PG, or hold it until the route table knows the PG.
+    fn osd_route(&mut self, o: i32, from: Node, msg: ceph_msgs::Message) -> Result<(), String> {
+        match from {
+            Node::Mon => {}
             Node::Osd(p) => {
                 let Some(spgid) = osd_core::route_peer_message(&msg) else {
                     self.report.unroutable += 1;
@@ -784,12 +829,20 @@ impl World {
                     ));
                     return Ok(());
                 };
-                let s = osd_core::shard_of(&spgid, self.report.shards);
-                self.osd_input(o, s, Input::Peer { from: p, msg })?;
+                let epoch = osd_core::peer_message_epoch(&msg).unwrap_or(0);
+                let Some(s) = self.osds[o as usize].router.route_at(&spgid, epoch) else {
+                    self.hold_unrouted(o, from, msg);
+                    return Ok(());
+                };
+                self.osd_input(o, s as usize, Input::Peer { from: p, msg })?;
             }
             Node::Client(c) => {
                 let op = MOSDOp::decode_message(&msg).map_err(|e| format!("MOSDOp at osd.{o}: {e}"))?;
-                let s = osd_core::shard_of(&op.pgid, self.report.shards);
+                let Some(s) = self.osds[o as usize].router.route_at(&op.pgid, op.osdmap_epoch) else {
+                    self.hold_unrouted(o, from, msg);
+                    return Ok(());
+                };
+                let s = s as usize;
                 let cop = ClientOp {
                     conn: self.conn_id(c, o),
                     msg: op,
@@ -1102,7 +1155,8 @@ impl World {
                 if let Some(p) = self.mon.map.pools.get(&1)
                     && p.pg_num < 64
                 {
-                    let n = p.pg_num * 2;
+                    // Uneven steps as well as doublings (Ceph's mgr walks pg_num up towards its target).
+                    let n = p.pg_num + 1 + self.rng.below(u64::from(p.pg_num)) as u32;
                     self.trace(format!("chaos: pool 1 pg_num -> {n}"));
                     self.mon.request(MonReq::PgNum { pool: 1, pg_num: n });
                 }
@@ -1331,10 +1385,16 @@ impl World {
                 let pg = PgId::new(pool as u64, seed);
                 let ua = map.pg_to_up_acting_osds(pg).map_err(|e| e.to_string())?;
                 let spgid = SpgId::new(pg, ShardId::NO_SHARD);
-                let shard = osd_core::shard_of(&spgid, self.report.shards);
                 let Some(x) = self.osds.get(ua.acting_primary.max(0) as usize) else {
                     return Err(format!("pg {pg} has no primary"));
                 };
+                let Some(shard) = x.router.shard_of(pg) else {
+                    return Err(format!(
+                        "pg {pg}: primary osd.{} does not route it",
+                        ua.acting_primary
+                    ));
+                };
+                let shard = shard as usize;
                 let rep = x
                     .shards
                     .get(shard)
@@ -1427,15 +1487,14 @@ impl World {
                 let pg = PgId::new(pool as u64, seed);
                 let ua = map.pg_to_up_acting_osds(pg).map_err(|e| e.to_string())?;
                 let spgid = SpgId::new(pg, ShardId::NO_SHARD);
-                let shard = osd_core::shard_of(&spgid, self.report.shards);
                 let cid = ferrostore::CollectionId(Bytes::from(format!("{pg}_head")));
                 let mut first: Option<(i32, BTreeMap<Bytes, ObjDump>)> = None;
                 for &o in &ua.acting {
-                    let Some(s) = self
-                        .osds
-                        .get_mut(o as usize)
-                        .and_then(|x| x.shards.get_mut(shard))
-                    else {
+                    let Some(x) = self.osds.get_mut(o as usize) else {
+                        continue;
+                    };
+                    let shard = x.router.route(&spgid) as usize;
+                    let Some(s) = x.shards.get_mut(shard) else {
                         continue;
                     };
                     let dump = dump_collection(s.store_mut(), &cid)

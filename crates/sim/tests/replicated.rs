@@ -76,22 +76,3 @@ fn finding_recovery_never_converges_size2_seed5() {
         ..replicated(2, 3, 3000)
     });
 }
-
-/// An acknowledged object vanishes after a restart across a PG split (size 1): osd.1 crashes with pg 1.3
-/// durable, pool 1 goes from 8 to 16 PGs (split in place, pgp_num unchanged) while it is down, and the
-/// restarted OSD gets the current map (a jump from its PGs' epoch over the split). The object now maps to the
-/// child 1.b, which was never split off the loaded 1.3: the read answers ENOENT.
-/// `cargo xtask sim --seed 1 --steps 3000 --osds 3 --faults crash,split` (also seeds 0, 9, 12, 13, 18, 20)
-#[test]
-#[ignore]
-fn finding_split_across_restart_loses_objects_seed1() {
-    one(Config {
-        seed: 1,
-        faults: Faults {
-            crash: true,
-            pg_split: true,
-            ..Faults::NONE
-        },
-        ..Config::new(1)
-    });
-}
