@@ -36,33 +36,14 @@ use ceph_msgs::osd_rep::{
 use denc::{Encode, Encoder, Eversion, HObject, PgShard, ShardId, SpgId};
 use ferrostore::Device;
 use osd_types::pg_stat::PgStat;
-use osd_types::recovery::ObjectRecoveryProgress;
 
-use crate::recovery::{self, Progress, PushState, Replies};
+use crate::recovery::{self, Progress, PushState, Replies, Reservations, ReserveKind, Retry, earliest};
 use crate::{CoreError, RecoveryCtx, RecoveryEvent};
 
 /// `osd_backfill_scan_max` (512): objects per scan digest.
 pub const BACKFILL_SCAN_MAX: usize = 512;
 /// `osd_backfill_retry_interval` (30 s): how long a rejected backfill reservation waits before asking again.
 pub const BACKFILL_RETRY_INTERVAL: Duration = Duration::from_secs(30);
-/// Ceph's `OSD_BACKFILL_PRIORITY_BASE`.
-const BACKFILL_PRIORITY: u32 = 100;
-
-fn send_backfill_reserve<D: Device>(ctx: &mut RecoveryCtx<'_, D>, to: i32, reserve_type: i32) {
-    let bytes = i64::try_from(ctx.pg.stats().num_bytes).unwrap_or(i64::MAX);
-    let m = MBackfillReserve {
-        pgid: SpgId::new(ctx.spgid.pgid, ShardId::NO_SHARD),
-        query_epoch: ctx.epoch,
-        reserve_type,
-        priority: BACKFILL_PRIORITY,
-        primary_num_bytes: bytes,
-        shard_num_bytes: bytes,
-    };
-    ctx.out.push(RecoveryEvent::Send {
-        to,
-        msg: m.to_message(ctx.cfg.peer_features),
-    });
-}
 
 /// What the primary knows of one target.
 #[derive(Debug, Clone)]
@@ -71,16 +52,13 @@ struct Target {
     interval: BTreeMap<HObject, Eversion>,
     /// Where the next scan starts (`max_value`: the target has been listed to the end).
     end: HObject,
-    scanning: bool,
+    /// A scan from `end` is outstanding (sent again while unanswered).
+    scanning: Option<Retry>,
     /// The last `last_backfill` sent.
     reported: HObject,
-    finish_sent: bool,
+    /// FINISH was sent; sent again while the target has not acknowledged it.
+    finish: Option<Retry>,
     done: bool,
-    /// The target granted a backfill slot (MBackfillReserve); nothing is scanned or copied before every target
-    /// has.
-    granted: bool,
-    /// A rejected or revoked reservation is asked for again at this time.
-    retry_at: Option<Duration>,
     /// Objects removed with MOSDPGBackfillRemove, not sent yet.
     to_remove: Vec<(HObject, Eversion)>,
 }
@@ -102,6 +80,9 @@ pub struct Backfill {
     total_objects: u64,
     passed_objects: u64,
     replies: Replies,
+    /// Backfill slots on the targets (MBackfillReserve); nothing is scanned or copied before every target
+    /// granted one.
+    reservations: Reservations,
     progress: Progress,
 }
 
@@ -118,6 +99,7 @@ impl Backfill {
             total_objects: 0,
             passed_objects: 0,
             replies: Replies::default(),
+            reservations: Reservations::default(),
             progress: Progress::default(),
         }
     }
@@ -141,20 +123,16 @@ impl Backfill {
                 Target {
                     interval: BTreeMap::new(),
                     end: HObject::default(),
-                    scanning: false,
+                    scanning: None,
                     reported: HObject::default(),
-                    finish_sent: false,
+                    finish: None,
                     done: false,
-                    granted: false,
-                    retry_at: None,
                     to_remove: Vec::new(),
                 },
             );
         }
         let targets: Vec<i32> = self.targets.keys().copied().collect();
-        for t in targets {
-            send_backfill_reserve(ctx, t, backfill_reserve::REQUEST);
-        }
+        self.reservations.request(ctx, ReserveKind::Backfill, targets);
         self.total_objects = match recovery::count_objects(ctx.store, &ctx.spgid) {
             Ok(n) => n,
             Err(e) => {
@@ -194,10 +172,12 @@ impl Backfill {
                             err: e.to_string(),
                         })?;
                         let cursor = self.cursor.clone();
+                        // only the answer to the outstanding scan (a repeated one is dropped)
                         if let Some(t) = self.targets.get_mut(&from)
-                            && t.scanning
+                            && t.scanning.is_some()
+                            && m.begin == t.end
                         {
-                            t.scanning = false;
+                            t.scanning = None;
                             t.interval = objects
                                 .into_iter()
                                 .filter(|(o, _)| cursor.as_ref().is_none_or(|c| o > c))
@@ -233,12 +213,13 @@ impl Backfill {
                     }
                     backfill_op::FINISH_ACK if current => {
                         if let Some(t) = self.targets.get_mut(&from)
-                            && t.finish_sent
+                            && t.finish.is_some()
                             && !t.done
                         {
                             t.done = true;
+                            t.finish = None;
                             ctx.out.push(RecoveryEvent::BackfillDone { osd: from });
-                            send_backfill_reserve(ctx, from, backfill_reserve::RELEASE);
+                            self.reservations.release(ctx, ReserveKind::Backfill, from);
                         }
                     }
                     _ => {}
@@ -292,25 +273,15 @@ impl Backfill {
                             msg: grant.to_message(ctx.cfg.peer_features),
                         });
                     }
-                    backfill_reserve::GRANT if current => {
-                        if let Some(t) = self.targets.get_mut(&from) {
-                            t.granted = true;
-                            t.retry_at = None;
-                        }
-                        self.kick(ctx);
-                    }
+                    backfill_reserve::GRANT if current && self.reservations.grant(from) => self.kick(ctx),
                     // too full, or the target wants its slot back: ask again later (`osd_backfill_retry_interval`)
                     backfill_reserve::REJECT_TOOFULL
                     | backfill_reserve::REVOKE_TOOFULL
                     | backfill_reserve::REVOKE
-                        if current =>
+                        if current && self.targets.get(&from).is_some_and(|t| !t.done) =>
                     {
-                        if let Some(t) = self.targets.get_mut(&from)
-                            && !t.done
-                        {
-                            t.granted = false;
-                            t.retry_at = Some(ctx.now + BACKFILL_RETRY_INTERVAL);
-                        }
+                        self.reservations
+                            .ask_again_at(from, ctx.now + BACKFILL_RETRY_INTERVAL);
                     }
                     _ => {}
                 }
@@ -325,33 +296,80 @@ impl Backfill {
         self.replies.on_durable(seq, ctx.out, ctx.whoami);
     }
 
-    /// Continue work (after inputs that may have freed throttle slots, and on ticks).
+    /// Continue work (after inputs that may have freed throttle slots, and on ticks): rejected reservations
+    /// are asked for again when due, unanswered requests sent again.
     pub fn tick<D: Device>(&mut self, ctx: &mut RecoveryCtx<'_, D>) {
-        if self.interval == ctx.same_interval_since {
-            let due: Vec<i32> = self
-                .targets
-                .iter()
-                .filter(|(_, t)| t.retry_at.is_some_and(|at| at <= ctx.now))
-                .map(|(o, _)| *o)
-                .collect();
-            for o in due {
-                if let Some(t) = self.targets.get_mut(&o) {
-                    t.retry_at = None;
-                }
-                send_backfill_reserve(ctx, o, backfill_reserve::REQUEST);
-            }
-        }
+        self.resend(ctx, None);
         self.kick(ctx);
     }
 
-    /// When a rejected or revoked backfill reservation is asked for again (none: nothing to retry).
+    /// The connection to `osd` was reset: what it has not answered goes again now.
+    pub fn peer_reset<D: Device>(&mut self, ctx: &mut RecoveryCtx<'_, D>, osd: i32) {
+        self.resend(ctx, Some(osd));
+    }
+
+    /// When a reservation is asked for again or an unanswered request is sent again (none: nothing waits).
     pub fn poll_timeout(&self) -> Option<Duration> {
-        self.targets.values().filter_map(|t| t.retry_at).min()
+        let targets = self
+            .targets
+            .values()
+            .flat_map(|t| [t.scanning.and_then(|r| r.due()), t.finish.and_then(|r| r.due())]);
+        let pushes = self
+            .in_flight
+            .values()
+            .flat_map(|p| p.values().map(|p| p.retry.due()));
+        earliest(
+            std::iter::once(self.reservations.poll_timeout())
+                .chain(targets)
+                .chain(pushes),
+        )
+    }
+
+    /// Send again reservation requests, scans, pushes (the last chunk) and FINISH that are overdue (all of
+    /// `reset`'s: its connection broke).
+    fn resend<D: Device>(&mut self, ctx: &mut RecoveryCtx<'_, D>, reset: Option<i32>) {
+        if self.interval != ctx.same_interval_since || self.targets.is_empty() {
+            return;
+        }
+        self.reservations.resend(ctx, ReserveKind::Backfill, reset);
+        let now = ctx.now;
+        let mut scans = Vec::new();
+        let mut finishes = Vec::new();
+        for (&osd, t) in self.targets.iter_mut() {
+            if let Some(r) = t.scanning.as_mut()
+                && r.fire(now, reset == Some(osd))
+            {
+                scans.push((osd, t.end.clone()));
+            }
+            if let Some(r) = t.finish.as_mut()
+                && r.fire(now, reset == Some(osd))
+            {
+                finishes.push(osd);
+            }
+        }
+        for (osd, begin) in scans {
+            send_scan(ctx, osd, begin);
+        }
+        for osd in finishes {
+            self.send_backfill(ctx, osd, backfill_op::FINISH, HObject::max_value());
+        }
+        let mut failed = Vec::new();
+        for (oid, pushes) in self.in_flight.iter_mut() {
+            for (&to, ps) in pushes.iter_mut() {
+                if let Err(e) = ps.maybe_resend(ctx, to, reset == Some(to)) {
+                    failed.push(format!("resending {oid} to osd.{to}: {e}"));
+                }
+            }
+        }
+        for f in failed {
+            self.log(ctx, f);
+        }
     }
 
     /// A new interval (or the PG stops): drop everything in flight.
     pub fn reset(&mut self) {
         self.targets.clear();
+        self.reservations.clear();
         self.cursor = None;
         self.exhausted = false;
         self.in_flight.clear();
@@ -387,7 +405,7 @@ impl Backfill {
         let pending = self
             .targets
             .values()
-            .filter(|t| !t.done && !t.finish_sent)
+            .filter(|t| !t.done && t.finish.is_none())
             .count() as u64;
         p.objects_misplaced = pending * self.total_objects.saturating_sub(self.passed_objects);
         p.ops_in_flight = self.in_flight.len() as u64;
@@ -443,7 +461,7 @@ impl Backfill {
 
     /// Compare and start work until the throttle is full, a scan is outstanding, or everything is compared.
     fn step<D: Device>(&mut self, ctx: &mut RecoveryCtx<'_, D>) -> Result<(), CoreError> {
-        if self.targets.values().any(|t| !t.done && !t.granted) {
+        if !self.reservations.all_granted() {
             return Ok(());
         }
         let max = (ctx.cfg.osd_recovery_max_active as usize).max(1);
@@ -451,30 +469,21 @@ impl Backfill {
             // every target needs objects listed past the cursor (or to be listed to the end)
             let mut waiting = false;
             let mut scans = Vec::new();
-            for (&osd, t) in self.targets.iter_mut().filter(|(_, t)| !t.done && !t.finish_sent) {
+            for (&osd, t) in self
+                .targets
+                .iter_mut()
+                .filter(|(_, t)| !t.done && t.finish.is_none())
+            {
                 if t.interval.is_empty() && !t.end.is_max() {
-                    if !t.scanning {
-                        t.scanning = true;
+                    if t.scanning.is_none() {
+                        t.scanning = Some(Retry::new(ctx.now));
                         scans.push((osd, t.end.clone()));
                     }
                     waiting = true;
                 }
             }
             for (osd, begin) in scans {
-                let m = MOSDPGScan {
-                    op: scan_op::GET_DIGEST,
-                    map_epoch: ctx.epoch,
-                    query_epoch: ctx.same_interval_since,
-                    from: PgShard::new(ctx.whoami, ctx.spgid.shard),
-                    pgid: SpgId::new(ctx.spgid.pgid, ShardId::NO_SHARD),
-                    begin,
-                    end: HObject::default(),
-                    data: bytes::Bytes::new(),
-                };
-                ctx.out.push(RecoveryEvent::Send {
-                    to: osd,
-                    msg: m.to_message(ctx.cfg.peer_features),
-                });
+                send_scan(ctx, osd, begin);
             }
             if waiting {
                 return Ok(());
@@ -482,7 +491,7 @@ impl Backfill {
             let peer_first: Option<HObject> = self
                 .targets
                 .values()
-                .filter(|t| !t.done && !t.finish_sent)
+                .filter(|t| !t.done && t.finish.is_none())
                 .filter_map(|t| t.interval.keys().next().cloned())
                 .min();
             let local = recovery::next_object(ctx, self.cursor.as_ref())?;
@@ -513,7 +522,11 @@ impl Backfill {
                 // as a partial object carrying the new version. Older versions were written before the target
                 // became a backfill target and compare exactly.
                 let recent = version.epoch >= ctx.same_interval_since;
-                for (&osd, t) in self.targets.iter_mut().filter(|(_, t)| !t.done && !t.finish_sent) {
+                for (&osd, t) in self
+                    .targets
+                    .iter_mut()
+                    .filter(|(_, t)| !t.done && t.finish.is_none())
+                {
                     match t.interval.keys().next() {
                         Some(first) if *first == obj => {
                             let theirs = t.interval.remove(&obj);
@@ -544,17 +557,7 @@ impl Backfill {
         let info = recovery::local_push_info(ctx, obj)?;
         let mut pushes = BTreeMap::new();
         for &t in targets {
-            let pop = recovery::build_push_op(ctx, &info, &ObjectRecoveryProgress::default())?;
-            self.progress.bytes_recovered += pop.data.len() as u64;
-            self.progress.keys_recovered += pop.omap_entries.len() as u64;
-            pushes.insert(
-                t,
-                PushState {
-                    info: pop.recovery_info.clone(),
-                    progress: pop.after_progress.clone(),
-                },
-            );
-            recovery::send_pushes(ctx, t, vec![pop]);
+            pushes.insert(t, PushState::start(ctx, &info, t, &mut self.progress)?);
         }
         self.in_flight.insert(obj.clone(), pushes);
         Ok(())
@@ -572,19 +575,13 @@ impl Backfill {
         let Some(ps) = pushes.get_mut(&from) else {
             return Ok(());
         };
-        if ps.progress.data_complete {
+        if ps.on_reply(ctx, from, &mut self.progress)? {
             pushes.remove(&from);
             self.progress.objects_recovered += 1;
             if pushes.is_empty() {
                 self.in_flight.remove(oid);
             }
-            return Ok(());
         }
-        let pop = recovery::build_push_op(ctx, &ps.info, &ps.progress)?;
-        self.progress.bytes_recovered += pop.data.len() as u64;
-        self.progress.keys_recovered += pop.omap_entries.len() as u64;
-        ps.progress = pop.after_progress.clone();
-        recovery::send_pushes(ctx, from, vec![pop]);
         Ok(())
     }
 
@@ -625,9 +622,13 @@ impl Backfill {
         };
         let Some(new_lb) = new_lb else { return };
         let mut msgs = VecDeque::new();
-        for (&osd, t) in self.targets.iter_mut().filter(|(_, t)| !t.done && !t.finish_sent) {
+        for (&osd, t) in self
+            .targets
+            .iter_mut()
+            .filter(|(_, t)| !t.done && t.finish.is_none())
+        {
             if new_lb.is_max() {
-                t.finish_sent = true;
+                t.finish = Some(Retry::new(ctx.now));
                 t.reported = new_lb.clone();
                 msgs.push_back((osd, backfill_op::FINISH, new_lb.clone()));
             } else if t.reported < new_lb {
@@ -636,21 +637,44 @@ impl Backfill {
             }
         }
         for (osd, op, lb) in msgs {
-            let m = MOSDPGBackfill {
-                op,
-                map_epoch: ctx.epoch,
-                query_epoch: ctx.same_interval_since,
-                pgid: SpgId::new(ctx.spgid.pgid, ShardId::NO_SHARD),
-                last_backfill: lb,
-                // a classic target adopts these as its pg_stat (keeping its own byte count until FINISH)
-                stats: ctx.peering.info().stats.clone(),
-            };
-            ctx.out.push(RecoveryEvent::Send {
-                to: osd,
-                msg: m.to_message(ctx.cfg.peer_features),
-            });
+            self.send_backfill(ctx, osd, op, lb);
         }
     }
+
+    /// MOSDPGBackfill PROGRESS or FINISH to a target.
+    fn send_backfill<D: Device>(&self, ctx: &mut RecoveryCtx<'_, D>, to: i32, op: u32, lb: HObject) {
+        let m = MOSDPGBackfill {
+            op,
+            map_epoch: ctx.epoch,
+            query_epoch: ctx.same_interval_since,
+            pgid: SpgId::new(ctx.spgid.pgid, ShardId::NO_SHARD),
+            last_backfill: lb,
+            // a classic target adopts these as its pg_stat (keeping its own byte count until FINISH)
+            stats: ctx.peering.info().stats.clone(),
+        };
+        ctx.out.push(RecoveryEvent::Send {
+            to,
+            msg: m.to_message(ctx.cfg.peer_features),
+        });
+    }
+}
+
+/// MOSDPGScan GET_DIGEST from `begin`.
+fn send_scan<D: Device>(ctx: &mut RecoveryCtx<'_, D>, to: i32, begin: HObject) {
+    let m = MOSDPGScan {
+        op: scan_op::GET_DIGEST,
+        map_epoch: ctx.epoch,
+        query_epoch: ctx.same_interval_since,
+        from: PgShard::new(ctx.whoami, ctx.spgid.shard),
+        pgid: SpgId::new(ctx.spgid.pgid, ShardId::NO_SHARD),
+        begin,
+        end: HObject::default(),
+        data: bytes::Bytes::new(),
+    };
+    ctx.out.push(RecoveryEvent::Send {
+        to,
+        msg: m.to_message(ctx.cfg.peer_features),
+    });
 }
 
 /// Shard-wide `osd_max_backfills` slots (Ceph's local reservation): the core asks for a slot before calling

@@ -23,12 +23,13 @@
 //! order), wrapped at the end of this file with the checks a peer's message needs; backfill uses them too.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::time::Duration;
 
 use bytes::Bytes;
 use ceph_msgs::CephMessage;
 use ceph_msgs::osd_rep::{
-    MOSDPGPull, MOSDPGPush, MOSDPGPushReply, MOSDPGRecoveryDelete, MOSDPGRecoveryDeleteReply,
-    MRecoveryReserve, recovery_reserve, rep_msg,
+    MBackfillReserve, MOSDPGPull, MOSDPGPush, MOSDPGPushReply, MOSDPGRecoveryDelete,
+    MOSDPGRecoveryDeleteReply, MRecoveryReserve, backfill_reserve, recovery_reserve, rep_msg,
 };
 use denc::{Decode, Decoder, Eversion, HObject, PgShard, ShardId, SpgId};
 use ferrostore::{Device, Op, Store, StoreError, Transaction};
@@ -75,12 +76,276 @@ impl Progress {
     }
 }
 
+/// The first resend of a request a peer has not answered (Ceph relies on lossless sessions; a message lost
+/// with a connection would otherwise hold its object until the next interval).
+pub(crate) const RETRY_BASE: Duration = Duration::from_secs(5);
+/// Resends back off, doubling up to this interval.
+pub(crate) const RETRY_MAX: Duration = Duration::from_secs(60);
+/// At most this many resends of one request (about 6 minutes in all); then it waits for the next interval.
+pub(crate) const RETRY_ATTEMPTS: u32 = 8;
+
+/// When a request waiting for a peer's answer is sent again (bounded, with exponential backoff).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Retry {
+    due: Duration,
+    attempts: u32,
+}
+
+impl Retry {
+    /// A request sent at `now`.
+    pub(crate) fn new(now: Duration) -> Self {
+        Retry {
+            due: now + RETRY_BASE,
+            attempts: 0,
+        }
+    }
+
+    /// Ask again at `at` (a peer's rejection: not a lost message, so the resend budget starts over).
+    pub(crate) fn at(at: Duration) -> Self {
+        Retry { due: at, attempts: 0 }
+    }
+
+    /// When the next resend is due (`None` once the budget is spent).
+    pub(crate) fn due(&self) -> Option<Duration> {
+        (self.attempts < RETRY_ATTEMPTS).then_some(self.due)
+    }
+
+    /// Whether to resend now: the time has come, or `force` (the connection to the peer was reset). Schedules
+    /// the next resend.
+    pub(crate) fn fire(&mut self, now: Duration, force: bool) -> bool {
+        if self.attempts >= RETRY_ATTEMPTS || (!force && now < self.due) {
+            return false;
+        }
+        self.attempts += 1;
+        let backoff = RETRY_BASE.saturating_mul(1 << self.attempts.min(8));
+        self.due = now + backoff.min(RETRY_MAX);
+        true
+    }
+}
+
+/// The earliest of some optional deadlines.
+pub(crate) fn earliest(ts: impl IntoIterator<Item = Option<Duration>>) -> Option<Duration> {
+    ts.into_iter().flatten().min()
+}
+
+/// Which reservation message a [`Reservations`] speaks: MRecoveryReserve (log recovery) or MBackfillReserve.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ReserveKind {
+    Recovery,
+    Backfill,
+}
+
+/// Ceph's `OSD_RECOVERY_PRIORITY_BASE` and `OSD_BACKFILL_PRIORITY_BASE`.
+const RECOVERY_PRIORITY: u32 = 180;
+const BACKFILL_PRIORITY: u32 = 100;
+
+impl ReserveKind {
+    fn send<D: Device>(self, ctx: &mut RecoveryCtx<'_, D>, to: i32, request: bool) {
+        let pgid = SpgId::new(ctx.spgid.pgid, ShardId::NO_SHARD);
+        let msg = match self {
+            ReserveKind::Recovery => MRecoveryReserve {
+                pgid,
+                query_epoch: ctx.epoch,
+                reserve_type: if request {
+                    recovery_reserve::REQUEST
+                } else {
+                    recovery_reserve::RELEASE
+                },
+                priority: RECOVERY_PRIORITY,
+            }
+            .to_message(ctx.cfg.peer_features),
+            ReserveKind::Backfill => {
+                let bytes = i64::try_from(ctx.pg.stats().num_bytes).unwrap_or(i64::MAX);
+                MBackfillReserve {
+                    pgid,
+                    query_epoch: ctx.epoch,
+                    reserve_type: if request {
+                        backfill_reserve::REQUEST
+                    } else {
+                        backfill_reserve::RELEASE
+                    },
+                    priority: BACKFILL_PRIORITY,
+                    primary_num_bytes: bytes,
+                    shard_num_bytes: bytes,
+                }
+                .to_message(ctx.cfg.peer_features)
+            }
+        };
+        ctx.out.push(RecoveryEvent::Send { to, msg });
+    }
+}
+
+/// The remote reservations of one recovery or backfill (Ceph's remote reserver handshake): every peer grants
+/// a slot before anything is copied, unanswered requests are resent ([`Retry`]), a rejection is asked again
+/// later, and granted slots are released at the end.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Reservations {
+    /// Peers asked and not granted yet, with when to ask again.
+    asking: BTreeMap<i32, Retry>,
+    granted: BTreeSet<i32>,
+}
+
+impl Reservations {
+    /// Ask every peer of `peers` for a slot.
+    pub(crate) fn request<D: Device>(
+        &mut self,
+        ctx: &mut RecoveryCtx<'_, D>,
+        kind: ReserveKind,
+        peers: impl IntoIterator<Item = i32>,
+    ) {
+        for o in peers {
+            self.granted.remove(&o);
+            self.asking.insert(o, Retry::new(ctx.now));
+            kind.send(ctx, o, true);
+        }
+    }
+
+    /// `from` granted; true if it was being asked.
+    pub(crate) fn grant(&mut self, from: i32) -> bool {
+        if self.asking.remove(&from).is_none() {
+            return false;
+        }
+        self.granted.insert(from);
+        true
+    }
+
+    /// `from` refused or took its slot back: ask again at `at`. False if it is not one of ours.
+    pub(crate) fn ask_again_at(&mut self, from: i32, at: Duration) -> bool {
+        if !self.granted.remove(&from) && !self.asking.contains_key(&from) {
+            return false;
+        }
+        self.asking.insert(from, Retry::at(at));
+        true
+    }
+
+    pub(crate) fn all_granted(&self) -> bool {
+        self.asking.is_empty()
+    }
+
+    /// Release `o`'s slot if it granted one.
+    pub(crate) fn release<D: Device>(&mut self, ctx: &mut RecoveryCtx<'_, D>, kind: ReserveKind, o: i32) {
+        if self.granted.remove(&o) {
+            kind.send(ctx, o, false);
+        }
+    }
+
+    pub(crate) fn release_all<D: Device>(&mut self, ctx: &mut RecoveryCtx<'_, D>, kind: ReserveKind) {
+        for o in std::mem::take(&mut self.granted) {
+            kind.send(ctx, o, false);
+        }
+    }
+
+    /// Send the requests that are due again (all of `reset`'s at once: its connection was reset).
+    pub(crate) fn resend<D: Device>(
+        &mut self,
+        ctx: &mut RecoveryCtx<'_, D>,
+        kind: ReserveKind,
+        reset: Option<i32>,
+    ) {
+        let now = ctx.now;
+        let due: Vec<i32> = self
+            .asking
+            .iter_mut()
+            .filter_map(|(&o, r)| r.fire(now, reset == Some(o)).then_some(o))
+            .collect();
+        for o in due {
+            kind.send(ctx, o, true);
+        }
+    }
+
+    pub(crate) fn poll_timeout(&self) -> Option<Duration> {
+        earliest(self.asking.values().map(Retry::due))
+    }
+
+    /// Forget everything (a new interval: peers drop reservations of an ended interval themselves).
+    pub(crate) fn clear(&mut self) {
+        self.asking.clear();
+        self.granted.clear();
+    }
+}
+
 /// One push to one peer: what is being sent and how far the last sent chunk got.
 #[derive(Debug, Clone)]
 pub(crate) struct PushState {
     pub(crate) info: ObjectRecoveryInfo,
+    /// `before_progress` of the last chunk sent (what a resend rebuilds).
+    pub(crate) sent_from: ObjectRecoveryProgress,
     /// `after_progress` of the last chunk sent (`data_complete` once the last chunk is out).
     pub(crate) progress: ObjectRecoveryProgress,
+    pub(crate) retry: Retry,
+}
+
+impl PushState {
+    /// Send the first chunk of the local copy described by `info` to `to` (recovery and backfill alike).
+    pub(crate) fn start<D: Device>(
+        ctx: &mut RecoveryCtx<'_, D>,
+        info: &ObjectRecoveryInfo,
+        to: i32,
+        progress: &mut Progress,
+    ) -> Result<PushState, CoreError> {
+        let mut ps = PushState {
+            info: info.clone(),
+            sent_from: ObjectRecoveryProgress::default(),
+            progress: ObjectRecoveryProgress::default(),
+            retry: Retry::new(ctx.now),
+        };
+        ps.send_chunk(ctx, to, ObjectRecoveryProgress::default(), progress)?;
+        Ok(ps)
+    }
+
+    fn send_chunk<D: Device>(
+        &mut self,
+        ctx: &mut RecoveryCtx<'_, D>,
+        to: i32,
+        from: ObjectRecoveryProgress,
+        progress: &mut Progress,
+    ) -> Result<(), CoreError> {
+        let pop = build_push_op(ctx, &self.info, &from)?;
+        progress.bytes_recovered += pop.data.len() as u64;
+        progress.keys_recovered += pop.omap_entries.len() as u64;
+        if from.first {
+            // the source fills in what it learned (size, object_info, snapset) with the first chunk
+            self.info = pop.recovery_info.clone();
+        }
+        self.sent_from = from;
+        self.progress = pop.after_progress.clone();
+        self.retry = Retry::new(ctx.now);
+        send_pushes(ctx, to, vec![pop]);
+        Ok(())
+    }
+
+    /// `to` acknowledged the last chunk sent: true when that was the last one (the object is complete there),
+    /// else the next chunk is sent.
+    pub(crate) fn on_reply<D: Device>(
+        &mut self,
+        ctx: &mut RecoveryCtx<'_, D>,
+        to: i32,
+        progress: &mut Progress,
+    ) -> Result<bool, CoreError> {
+        if self.progress.data_complete {
+            return Ok(true);
+        }
+        let next = self.progress.clone();
+        self.send_chunk(ctx, to, next, progress)?;
+        Ok(false)
+    }
+
+    /// Send the last chunk again if its answer is overdue (or `force`: the connection was reset). Chunks go
+    /// out in order on one session, so a repeat only ever follows the chunk it repeats; the target applies a
+    /// repeated chunk idempotently and answers it again.
+    pub(crate) fn maybe_resend<D: Device>(
+        &mut self,
+        ctx: &mut RecoveryCtx<'_, D>,
+        to: i32,
+        force: bool,
+    ) -> Result<bool, CoreError> {
+        if !self.retry.fire(ctx.now, force) {
+            return Ok(false);
+        }
+        let pop = build_push_op(ctx, &self.info, &self.sent_from)?;
+        send_pushes(ctx, to, vec![pop]);
+        Ok(true)
+    }
 }
 
 /// A pull from one source.
@@ -88,6 +353,9 @@ pub(crate) struct PushState {
 struct PullState {
     from: i32,
     info: ObjectRecoveryInfo,
+    /// The progress the outstanding MOSDPGPull asked from (an answer to anything else is a repeat).
+    requested: ObjectRecoveryProgress,
+    retry: Retry,
 }
 
 /// One object being recovered.
@@ -107,7 +375,8 @@ struct Obj {
     /// The local transaction that completes the primary's copy (pull or delete), until durable.
     local_seq: Option<u64>,
     pushes: BTreeMap<i32, PushState>,
-    deletes: BTreeSet<i32>,
+    /// Replicas sent MOSDPGRecoveryDelete and not answered yet.
+    deletes: BTreeMap<i32, Retry>,
 }
 
 /// A message to send once a local transaction is durable (replica answers), and what it recovered.
@@ -163,11 +432,8 @@ pub struct Recovery {
     /// Objects whose local copy completes with a store transaction, by its sequence number.
     local_waits: BTreeMap<u64, HObject>,
     replies: Replies,
-    /// Replicas asked for a recovery slot (MRecoveryReserve REQUEST) that have not granted it yet; nothing is
-    /// started while this is not empty.
-    reserving: BTreeSet<i32>,
-    /// Replicas that granted a slot (released with RELEASE when recovery is done).
-    reserved: BTreeSet<i32>,
+    /// Recovery slots on the other OSDs (MRecoveryReserve); nothing is started before every one is granted.
+    reservations: Reservations,
     /// The interval whose leftover temp objects were removed (see [`clear_temp_objects`]).
     temp_cleared: Option<u32>,
     progress: Progress,
@@ -185,8 +451,7 @@ impl Recovery {
             missing: BTreeMap::new(),
             unfound: BTreeSet::new(),
             local_waits: BTreeMap::new(),
-            reserving: BTreeSet::new(),
-            reserved: BTreeSet::new(),
+            reservations: Reservations::default(),
             replies: Replies::default(),
             temp_cleared: None,
             progress: Progress::default(),
@@ -216,7 +481,7 @@ impl Recovery {
                     tried: BTreeSet::new(),
                     local_seq: None,
                     pushes: BTreeMap::new(),
-                    deletes: BTreeSet::new(),
+                    deletes: BTreeMap::new(),
                 });
                 if item.need > o.need {
                     o.need = item.need;
@@ -238,16 +503,14 @@ impl Recovery {
             && let Some(map) = ctx.peering.last_map()
         {
             let backfill = ctx.peering.backfill_targets();
-            self.reserving = map
+            let peers: BTreeSet<i32> = map
                 .acting
                 .iter()
                 .copied()
                 .chain(missing.keys().copied())
                 .filter(|&o| o != ctx.whoami && o >= 0 && map.is_up(o) && !backfill.contains(&o))
                 .collect();
-            for &o in &self.reserving {
-                send_recovery_reserve(ctx, o, recovery_reserve::REQUEST);
-            }
+            self.reservations.request(ctx, ReserveKind::Recovery, peers);
         }
         self.missing = missing;
         self.kick(ctx);
@@ -274,16 +537,18 @@ impl Recovery {
                     return Ok(());
                 }
                 self.clear_temp(ctx);
+                let current = self.interval == ctx.same_interval_since;
                 for pop in m.pushes {
-                    let is_pull_reply = self
+                    let pulling = self
                         .objs
                         .get(&pop.soid)
-                        .and_then(|o| o.pull.as_ref())
-                        .is_some_and(|p| p.from == from);
-                    if is_pull_reply && self.interval == ctx.same_interval_since {
-                        self.pull_response(ctx, from, pop)?;
-                    } else {
-                        handle_replica_push(ctx, &mut self.replies, from, &pop)?;
+                        .filter(|o| current && o.primary_missing)
+                        .map(|o| o.pull.as_ref().is_some_and(|p| p.from == from));
+                    match pulling {
+                        Some(true) => self.pull_response(ctx, from, pop)?,
+                        // a repeated answer of a source given up on: never applied as a replica push
+                        Some(false) => {}
+                        None => handle_replica_push(ctx, &mut self.replies, from, &pop)?,
                     }
                 }
             }
@@ -298,7 +563,9 @@ impl Recovery {
             }
             rep_msg::PG_PULL => {
                 let m = MOSDPGPull::from_message(msg).map_err(dec_err)?;
-                if m.min_epoch < ctx.same_interval_since {
+                // Ceph's old_peering_msg: the sender's map epoch against our last peering reset (a stray source
+                // may have reset later than the primary's interval began; answering is a read either way)
+                if m.map_epoch < ctx.same_interval_since {
                     return Ok(());
                 }
                 let mut pushes = Vec::new();
@@ -350,7 +617,7 @@ impl Recovery {
                 }
                 for (oid, _) in &m.objects {
                     let Some(o) = self.objs.get_mut(oid) else { continue };
-                    if o.deletes.remove(&from) {
+                    if o.deletes.remove(&from).is_some() {
                         o.peers.remove(&from);
                         ctx.out.push(RecoveryEvent::Recovered {
                             osd: from,
@@ -381,14 +648,12 @@ impl Recovery {
                             msg: grant.to_message(ctx.cfg.peer_features),
                         });
                     }
-                    recovery_reserve::GRANT if current && self.reserving.remove(&from) => {
-                        self.reserved.insert(from);
+                    recovery_reserve::GRANT if current && self.reservations.grant(from) => {
                         self.kick(ctx);
                     }
                     // the replica wants its slot back: stop starting objects until it grants again
-                    recovery_reserve::REVOKE if current && self.reserved.remove(&from) => {
-                        self.reserving.insert(from);
-                        send_recovery_reserve(ctx, from, recovery_reserve::REQUEST);
+                    recovery_reserve::REVOKE if current && self.reservations.ask_again_at(from, ctx.now) => {
+                        self.reservations.resend(ctx, ReserveKind::Recovery, None);
                     }
                     _ => {}
                 }
@@ -422,8 +687,82 @@ impl Recovery {
         self.kick(ctx);
     }
 
-    /// Continue work (called after every input that may have freed throttle slots, and on ticks).
+    /// Continue work (called after every input that may have freed throttle slots, and on ticks): requests
+    /// whose answer is overdue are sent again.
     pub fn tick<D: Device>(&mut self, ctx: &mut RecoveryCtx<'_, D>) {
+        self.resend(ctx, None);
+        self.kick(ctx);
+    }
+
+    /// The connection to `osd` was reset: what it has not answered goes again now.
+    pub fn peer_reset<D: Device>(&mut self, ctx: &mut RecoveryCtx<'_, D>, osd: i32) {
+        self.resend(ctx, Some(osd));
+    }
+
+    /// When the next overdue request is to be sent again ([`Recovery::tick`] then).
+    pub fn poll_timeout(&self) -> Option<Duration> {
+        let objs = self.active.iter().filter_map(|oid| self.objs.get(oid));
+        let per_object = objs.flat_map(|o| {
+            let pull = o.pull.as_ref().and_then(|p| p.retry.due());
+            let pushes = o.pushes.values().map(|p| p.retry.due());
+            let deletes = o.deletes.values().map(Retry::due);
+            std::iter::once(pull).chain(pushes).chain(deletes)
+        });
+        earliest(std::iter::once(self.reservations.poll_timeout()).chain(per_object))
+    }
+
+    /// Send again what peers have not answered in time (or everything `reset` has not: its connection broke):
+    /// reservation requests, pulls (a repeated answer is recognised by its progress), pushes (the last chunk)
+    /// and recovery deletes.
+    fn resend<D: Device>(&mut self, ctx: &mut RecoveryCtx<'_, D>, reset: Option<i32>) {
+        if self.interval != ctx.same_interval_since || self.objs.is_empty() {
+            return;
+        }
+        self.reservations.resend(ctx, ReserveKind::Recovery, reset);
+        let now = ctx.now;
+        let mut failed = Vec::new();
+        for oid in &self.active {
+            let Some(o) = self.objs.get_mut(oid) else { continue };
+            if let Some(p) = o.pull.as_mut()
+                && p.retry.fire(now, reset == Some(p.from))
+            {
+                let pull = PullOp {
+                    soid: oid.clone(),
+                    recovery_info: p.info.clone(),
+                    recovery_progress: p.requested.clone(),
+                };
+                send_pulls(ctx, p.from, vec![pull]);
+            }
+            for (&to, r) in o.deletes.iter_mut() {
+                if r.fire(now, reset == Some(to)) {
+                    send_recovery_delete(ctx, to, oid, o.need);
+                }
+            }
+            for (&to, ps) in o.pushes.iter_mut() {
+                if let Err(e) = ps.maybe_resend(ctx, to, reset == Some(to)) {
+                    failed.push(format!("pg {}: resending {oid} to osd.{to}: {e}", self.spgid));
+                }
+            }
+        }
+        for f in failed {
+            ctx.out.push(RecoveryEvent::Log(f));
+        }
+    }
+
+    /// Peering learnt a new source (`peering::Output::NewRecoverySource`: a stray's or a returning OSD's missing
+    /// set): the objects no up OSD had are tried again, every candidate included.
+    pub fn retry_unfound<D: Device>(&mut self, ctx: &mut RecoveryCtx<'_, D>) {
+        if self.interval != ctx.same_interval_since || self.unfound.is_empty() {
+            return;
+        }
+        for oid in std::mem::take(&mut self.unfound) {
+            if let Some(o) = self.objs.get_mut(&oid) {
+                o.started = false;
+                o.tried.clear();
+                self.active.remove(&oid);
+                self.queue.insert((o.need, oid));
+            }
+        }
         self.kick(ctx);
     }
 
@@ -445,8 +784,7 @@ impl Recovery {
         self.unfound.clear();
         self.local_waits.clear();
         // replicas drop reservations of an ended interval themselves
-        self.reserving.clear();
-        self.reserved.clear();
+        self.reservations.clear();
         self.progress.ops_in_flight = 0;
     }
 
@@ -502,7 +840,7 @@ impl Recovery {
         if self.interval != ctx.same_interval_since {
             return;
         }
-        if !self.reserving.is_empty() {
+        if !self.reservations.all_granted() {
             return;
         }
         let max = (ctx.cfg.osd_recovery_max_active as usize).max(1);
@@ -539,9 +877,7 @@ impl Recovery {
         }
         self.progress.max_ops_in_flight = self.progress.max_ops_in_flight.max(self.active.len() as u64);
         if self.objs.is_empty() {
-            for o in std::mem::take(&mut self.reserved) {
-                send_recovery_reserve(ctx, o, recovery_reserve::RELEASE);
-            }
+            self.reservations.release_all(ctx, ReserveKind::Recovery);
         }
     }
 
@@ -609,6 +945,8 @@ impl Recovery {
         o.pull = Some(PullState {
             from,
             info: info.clone(),
+            requested: ObjectRecoveryProgress::default(),
+            retry: Retry::new(ctx.now),
         });
         let pull = PullOp {
             soid: oid.clone(),
@@ -639,6 +977,10 @@ impl Recovery {
         let Some(pull) = o.pull.as_mut() else {
             return Ok(());
         };
+        if pop.before_progress != pull.requested {
+            // a repeated answer (the pull was sent again): the first one was applied
+            return Ok(());
+        }
         if pull.info.size == u64::MAX {
             pull.info.size = pop.recovery_info.size;
             pull.info.copy_subset = pop.recovery_info.copy_subset.clone();
@@ -654,6 +996,8 @@ impl Recovery {
             self.local_waits.insert(seq, oid.clone());
             ctx.out.push(RecoveryEvent::WaitDurable(seq));
         } else {
+            pull.requested = pop.after_progress.clone();
+            pull.retry = Retry::new(ctx.now);
             let next = PullOp {
                 soid: oid,
                 recovery_info: pull.info.clone(),
@@ -695,19 +1039,8 @@ impl Recovery {
         let peers: Vec<i32> = o.peers.iter().copied().collect();
         if o.delete {
             for p in peers {
-                o.deletes.insert(p);
-                let m = MOSDPGRecoveryDelete {
-                    from: PgShard::new(ctx.whoami, ctx.spgid.shard),
-                    pgid: SpgId::new(ctx.spgid.pgid, ShardId::NO_SHARD),
-                    map_epoch: ctx.epoch,
-                    min_epoch: ctx.same_interval_since,
-                    cost: PUSH_PER_OBJECT_COST,
-                    objects: vec![(oid.clone(), o.need)],
-                };
-                ctx.out.push(RecoveryEvent::Send {
-                    to: p,
-                    msg: m.to_message(ctx.cfg.peer_features),
-                });
+                o.deletes.insert(p, Retry::new(ctx.now));
+                send_recovery_delete(ctx, p, oid, o.need);
             }
         } else if !peers.is_empty() {
             let info = local_push_info(ctx, oid)?;
@@ -718,17 +1051,8 @@ impl Recovery {
                 )));
             }
             for p in peers {
-                let pop = build_push_op(ctx, &info, &ObjectRecoveryProgress::default())?;
-                self.progress.bytes_recovered += pop.data.len() as u64;
-                self.progress.keys_recovered += pop.omap_entries.len() as u64;
-                o.pushes.insert(
-                    p,
-                    PushState {
-                        info: pop.recovery_info.clone(),
-                        progress: pop.after_progress.clone(),
-                    },
-                );
-                send_pushes(ctx, p, vec![pop]);
+                let ps = PushState::start(ctx, &info, p, &mut self.progress)?;
+                o.pushes.insert(p, ps);
             }
         }
         self.maybe_finish(oid);
@@ -747,7 +1071,7 @@ impl Recovery {
         let Some(ps) = o.pushes.get_mut(&from) else {
             return Ok(());
         };
-        if ps.progress.data_complete {
+        if ps.on_reply(ctx, from, &mut self.progress)? {
             o.pushes.remove(&from);
             o.peers.remove(&from);
             ctx.out.push(RecoveryEvent::Recovered {
@@ -758,13 +1082,7 @@ impl Recovery {
             self.progress.objects_recovered += 1;
             self.maybe_finish(oid);
             self.kick(ctx);
-            return Ok(());
         }
-        let pop = build_push_op(ctx, &ps.info, &ps.progress)?;
-        self.progress.bytes_recovered += pop.data.len() as u64;
-        self.progress.keys_recovered += pop.omap_entries.len() as u64;
-        ps.progress = pop.after_progress.clone();
-        send_pushes(ctx, from, vec![pop]);
         Ok(())
     }
 
@@ -808,15 +1126,14 @@ pub(crate) fn send_pushes<D: Device>(ctx: &mut RecoveryCtx<'_, D>, to: i32, push
     });
 }
 
-/// Ceph's `OSD_RECOVERY_PRIORITY_BASE`.
-const RECOVERY_PRIORITY: u32 = 180;
-
-fn send_recovery_reserve<D: Device>(ctx: &mut RecoveryCtx<'_, D>, to: i32, reserve_type: i32) {
-    let m = MRecoveryReserve {
+fn send_recovery_delete<D: Device>(ctx: &mut RecoveryCtx<'_, D>, to: i32, oid: &HObject, need: Eversion) {
+    let m = MOSDPGRecoveryDelete {
+        from: PgShard::new(ctx.whoami, ctx.spgid.shard),
         pgid: SpgId::new(ctx.spgid.pgid, ShardId::NO_SHARD),
-        query_epoch: ctx.epoch,
-        reserve_type,
-        priority: RECOVERY_PRIORITY,
+        map_epoch: ctx.epoch,
+        min_epoch: ctx.same_interval_since,
+        cost: PUSH_PER_OBJECT_COST,
+        objects: vec![(oid.clone(), need)],
     };
     ctx.out.push(RecoveryEvent::Send {
         to,

@@ -29,15 +29,7 @@ fn assert_monotonic(lbs: &[denc::HObject]) {
 fn empty_target_ends_identical() {
     let mut net = Net::new(&[0, 1], 3, 64 << 10);
     // more objects than one scan digest holds (osd_backfill_scan_max = 512), two of them large
-    for i in 0..700u64 {
-        put(
-            &mut net.node(0).store,
-            &format!("obj{i:04}"),
-            &Spec::small(1 + i, i),
-        );
-    }
-    put(&mut net.node(0).store, "big-a", &Spec::big(900, 1));
-    put(&mut net.node(0).store, "big-b", &Spec::big(901, 2));
+    fill(&mut net.node(0).store, 700);
     net.with(0, |_, bf, ctx| bf.start(ctx, vec![1]));
     assert!(net.node(0).bf.is_active());
     assert_eq!(net.node(0).bf.progress().objects_misplaced, 702);

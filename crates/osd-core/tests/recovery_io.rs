@@ -50,6 +50,26 @@ struct Moved {
     steps_moving: usize,
 }
 
+impl Moved {
+    /// At least `min_issued` writes were issued during the move, 80 % of them were answered before it ended,
+    /// and none waited for a quarter of it.
+    fn assert_flowed(&self, min_issued: usize) {
+        eprintln!("{self:?}");
+        assert!(
+            self.issued >= min_issued,
+            "too few writes during the move: {self:?}"
+        );
+        assert!(
+            self.answered_while_moving * 10 >= self.issued * 8,
+            "writes stalled while the PG moved: {self:?}"
+        );
+        assert!(
+            self.max_wait < self.steps_moving / 4,
+            "a write waited for most of the move: {self:?}"
+        );
+    }
+}
+
 /// Drive the cluster after a change that moves `spgid`: a write every `every` steps (to `name(i)`, with
 /// `payload(i)`) until the PG is clean again; returns the statistics and the names written.
 fn write_through_move(
@@ -151,16 +171,7 @@ fn writes_flow_while_an_out_osd_is_backfilled() {
         b.mark_out(victim).unwrap();
     });
     let (m, names) = write_through_move(&mut c, spgid, |i| format!("new{i}"), 40);
-    eprintln!("{m:?}");
-    assert!(m.issued >= 20, "too few writes during the move: {m:?}");
-    assert!(
-        m.answered_while_moving * 10 >= m.issued * 8,
-        "writes stalled during the backfill: {m:?}"
-    );
-    assert!(
-        m.max_wait < m.steps_moving / 4,
-        "a write waited for most of the backfill: {m:?}"
-    );
+    m.assert_flowed(20);
     check(&mut c, spgid, &names);
 }
 
@@ -195,16 +206,7 @@ fn writes_flow_while_a_returning_osd_is_recovered() {
         },
         40,
     );
-    eprintln!("{m:?}");
-    assert!(m.issued >= 10, "too few writes during the move: {m:?}");
-    assert!(
-        m.answered_while_moving * 10 >= m.issued * 8,
-        "writes stalled during the recovery: {m:?}"
-    );
-    assert!(
-        m.max_wait < m.steps_moving / 4,
-        "a write waited for most of the recovery: {m:?}"
-    );
+    m.assert_flowed(10);
     check(&mut c, spgid, &names);
 }
 

@@ -202,6 +202,15 @@ pub fn put(store: &mut Store<SimDevice>, name: &str, spec: &Spec) {
     store.commit(&t).unwrap();
 }
 
+/// `n` small objects `obj0000`.. (versions 1..) and two large ones, `big-a` and `big-b` (several chunks).
+pub fn fill(store: &mut Store<SimDevice>, n: u64) {
+    for i in 0..n {
+        put(store, &format!("obj{i:04}"), &Spec::small(1 + i, i));
+    }
+    put(store, "big-a", &Spec::big(900, 1));
+    put(store, "big-b", &Spec::big(901, 2));
+}
+
 pub fn remove(store: &mut Store<SimDevice>, name: &str) {
     let sp = spgid();
     let cid = pg::keys::collection_id(&sp);
