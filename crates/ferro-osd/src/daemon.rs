@@ -35,6 +35,7 @@ use ferrostore::{Store, StoreConfig};
 use monclient::{Event as MonEvent, MonClient, MonTarget, Output as MonOutput};
 use msgr2::connection::{Config as MsgrConfig, Connection, PACIFIC_FEATURES};
 use msgr2::types::{ENTITY_TYPE_MGR, ENTITY_TYPE_MON, ENTITY_TYPE_OSD};
+use osd_core::PgRouter;
 use osdmap::OsdMap;
 use pg::{ConnId, OsdCap};
 use reactor::{
@@ -145,11 +146,12 @@ fn from_m2(m: msgr2::Message) -> ceph_msgs::Message {
 
 /// What cores say to each other (and what outside threads post to core 0).
 pub enum Msg {
-    /// Core 0 → every core: a new osdmap epoch (pools ferro-osd does not serve removed) and our up_from
-    /// (0: not up).
+    /// Core 0 → every core: a new osdmap epoch (pools ferro-osd does not serve removed), our up_from (0: not
+    /// up) and the PG → core table at that epoch (on the same ring as the map, so both arrive in order).
     Map {
         map: Arc<OsdMap>,
         up_epoch: u32,
+        routes: Arc<PgRouter>,
     },
     /// Connection core → PG core: a message from `osd.<from>` about a PG of that core.
     Peer {
@@ -191,6 +193,9 @@ pub enum Msg {
     Admin(String, mpsc::Sender<(i32, String)>),
 }
 
+/// A shard's PGs on its store and their collections' split bits.
+type StoredPgs = Vec<(PgId, u32)>;
+
 /// What every core knows and never changes (rotating keys change behind their lock, read only at handshakes).
 pub struct Common {
     pub whoami: i32,
@@ -211,6 +216,9 @@ pub struct Common {
     mono_base: Instant,
     /// `ferro_osd_busy_poll`: spin on the device ring while IO is in flight instead of sleeping on its fd.
     busy_poll: bool,
+    /// The PGs each core found on its ferrostore shard at mount, with their split bits (set by the core factory
+    /// before the core serves; core 0 builds the route table once every core has reported).
+    stored_pgs: Mutex<Vec<Option<StoredPgs>>>,
 }
 
 impl Common {
@@ -269,6 +277,17 @@ pub struct Core {
     /// Our cluster connections to other OSDs owned by this core ([`osd_conn_core`]).
     osds: HashMap<i32, OsdConn>,
     osd_by_conn: HashMap<RConn, i32>,
+    /// The PG → core table as of the newest map this core got from core 0 ([`Msg::Map`]).
+    routes: Arc<PgRouter>,
+    /// Ops and peer messages about a PG that table does not know, from a newer epoch: routed again with the
+    /// next table (a guess could send them to the wrong core for good).
+    unrouted: VecDeque<Unrouted>,
+}
+
+/// A message waiting for a newer route table.
+enum Unrouted {
+    Op(Box<ClientOp>),
+    Peer(i32, ceph_msgs::Message),
 }
 
 /// A cluster connection to another OSD (lossless in Ceph's OSD policy: a broken one is reopened and osd-core
@@ -518,11 +537,25 @@ impl Core {
         }
     }
 
+    /// Park a message until the route table reaches its epoch (bounded like osd-core's waiting_for_map: the
+    /// oldest goes, its sender resends).
+    fn hold_unrouted(&mut self, u: Unrouted) {
+        if self.unrouted.len() >= osd_core::MAX_WAITING_FOR_MAP {
+            self.unrouted.pop_front();
+        }
+        self.unrouted.push_back(u);
+    }
+
     fn route_peer(&mut self, ctx: &mut CoreCtx<Msg>, from: i32, m: ceph_msgs::Message) {
         let Some(spgid) = osd_core::route_peer_message(&m) else {
             return;
         };
-        let owner = worker::shard_of(&spgid, self.common.shards);
+        let epoch = osd_core::peer_message_epoch(&m).unwrap_or(0);
+        let Some(owner) = self.routes.route_at(&spgid, epoch) else {
+            self.hold_unrouted(Unrouted::Peer(from, m));
+            return;
+        };
+        let owner = owner as usize;
         if owner == self.id {
             if let Some(sh) = self.shard.as_mut() {
                 sh.peer(from, m, &mut self.out);
@@ -534,7 +567,11 @@ impl Core {
     }
 
     fn route_op(&mut self, ctx: &mut CoreCtx<Msg>, op: ClientOp) {
-        let owner = worker::shard_of(&op.msg.pgid, self.common.shards);
+        let Some(owner) = self.routes.route_at(&op.msg.pgid, op.msg.osdmap_epoch) else {
+            self.hold_unrouted(Unrouted::Op(Box::new(op)));
+            return;
+        };
+        let owner = owner as usize;
         if owner == self.id {
             if let Some(sh) = self.shard.as_mut() {
                 sh.client_op(op, &mut self.out);
@@ -805,7 +842,11 @@ impl Service for Core {
 
     fn on_cross_core(&mut self, ctx: &mut CoreCtx<Msg>, from: CoreId, msg: Msg) {
         match msg {
-            Msg::Map { map, up_epoch } => {
+            Msg::Map {
+                map,
+                up_epoch,
+                routes,
+            } => {
                 // Peers that went down: drop their connections (a restarted one gets a new address).
                 let down: Vec<i32> = self.osds.keys().filter(|&&o| !map.is_up(o)).copied().collect();
                 for o in down {
@@ -818,10 +859,17 @@ impl Service for Core {
                 }
                 self.map = Some(map.clone());
                 self.up_epoch = up_epoch;
+                self.routes = routes.clone();
                 if let Some(sh) = self.shard.as_mut() {
-                    sh.set_map(map, &mut self.out);
+                    sh.set_map(map, routes, &mut self.out);
                 }
                 self.flush(ctx);
+                for u in std::mem::take(&mut self.unrouted) {
+                    match u {
+                        Unrouted::Op(op) => self.route_op(ctx, *op),
+                        Unrouted::Peer(from, m) => self.route_peer(ctx, from, m),
+                    }
+                }
             }
             Msg::Peer { from, msg } => {
                 if let Some(sh) = self.shard.as_mut() {
@@ -901,7 +949,7 @@ impl Service for Core {
             Msg::Admin(cmd, tx) => {
                 // `ferro object-digest <pgid>` runs on the PG's core; everything else here.
                 if let Some(spgid) = digest_request(&cmd) {
-                    let owner = worker::shard_of(&spgid, self.common.shards);
+                    let owner = self.routes.route(&spgid) as usize;
                     let _ = ctx.post(owner, Msg::Digest(spgid, tx));
                 } else if let Some(c) = self.control.as_mut() {
                     let _ = tx.send(c.admin(&cmd, 0));
@@ -966,6 +1014,8 @@ pub struct Control {
     map_received_at: Option<Instant>,
     /// Last epoch sent to the cores.
     map_sent: u32,
+    /// The PG → core table (built once every core listed its stored PGs; advanced with every map sent).
+    router: Option<PgRouter>,
     // mgr
     mgr_conn: Option<RConn>,
     mgr_ready: bool,
@@ -1055,6 +1105,10 @@ impl Control {
         }
         self.monc.handle_timeout(now);
         self.pump_monc(ctx);
+        if self.router.is_none() {
+            // a map that came before every core listed its stored PGs
+            self.send_map_to_cores(ctx);
+        }
         if now >= self.next_auth_check {
             self.next_auth_check = now + Duration::from_secs(5);
             self.send_auth_requests(ctx);
@@ -1531,6 +1585,100 @@ impl Control {
             .unwrap_or(self.opts.device_size)
     }
 
+    /// The route table, built from every core's stored PGs once all have reported (their stores mount on their
+    /// own threads). `None` until then: maps wait, so no core places a PG before the table knows what is stored.
+    fn router_ready(&mut self) -> Option<&mut PgRouter> {
+        if self.router.is_none() {
+            let stored = self
+                .common
+                .stored_pgs
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            if stored.iter().all(Option::is_some) {
+                let mut r = PgRouter::new(self.whoami, self.common.shards);
+                for (shard, pgs) in stored.iter().enumerate() {
+                    let pgs = pgs.as_deref().unwrap_or_default();
+                    for c in r.add_stored(shard as u32, pgs.iter().copied()) {
+                        eprintln!(
+                            "{} osd.{} pg {} is stored on shards {} and {}: shard {} serves it",
+                            now_utime(),
+                            self.whoami,
+                            c.pgid,
+                            c.kept,
+                            c.ignored,
+                            c.kept
+                        );
+                    }
+                }
+                drop(stored);
+                self.log(&format!(
+                    "route table: {} stored PGs, per core {:?}",
+                    r.len(),
+                    r.per_shard()
+                ));
+                self.router = Some(r);
+            }
+        }
+        self.router.as_mut()
+    }
+
+    /// Every core places its own PGs from the map: send it with the route table of its epoch.
+    fn send_map_to_cores(&mut self, ctx: &mut CoreCtx<Msg>) {
+        let Some(epoch) = self.monc.osdmap().map(|m| m.epoch) else {
+            return;
+        };
+        if epoch == self.map_sent || self.router_ready().is_none() {
+            return;
+        }
+        let Some(map) = self.monc.osdmap() else { return };
+        self.map_sent = map.epoch;
+        // Pools whose rule reaches OSDs of another device class are not ours: their PGs may hold data on
+        // classic OSDs that ferro-osd cannot peer with yet. The cores never see them.
+        let mut m = map.clone();
+        let class = self.opts.device_class.clone();
+        let drop: Vec<i64> = m
+            .pools
+            .iter()
+            .filter(|(_, p)| !pool_is_ferro_only(map, p.crush_rule, &class))
+            .map(|(k, _)| *k)
+            .collect();
+        for pid in drop {
+            if self.warned_pools.insert(pid) {
+                eprintln!(
+                    "{} osd.{} pool {pid} is not served: its CRUSH rule also maps to OSDs without device class {class}",
+                    now_utime(),
+                    self.whoami
+                );
+            }
+            m.pools.remove(&pid);
+        }
+        let Some(router) = self.router.as_mut() else {
+            return;
+        };
+        let delta = router.advance(&m);
+        let routes = Arc::new(router.clone());
+        if !delta.added.is_empty() || !delta.removed_pools.is_empty() {
+            self.log(&format!(
+                "route table at epoch {}: {} PGs new, pools {:?} gone; per core {:?}",
+                delta.epoch,
+                delta.added.len(),
+                delta.removed_pools,
+                routes.per_shard()
+            ));
+        }
+        let shared = Arc::new(m);
+        for core in 0..ctx.num_cores() {
+            let _ = ctx.post(
+                core,
+                Msg::Map {
+                    map: shared.clone(),
+                    up_epoch: self.up_epoch,
+                    routes: routes.clone(),
+                },
+            );
+        }
+    }
+
     fn handle_osdmap(&mut self, ctx: &mut CoreCtx<Msg>, epoch: u32) {
         let Some(map) = self.monc.osdmap() else { return };
         let me = self.whoami;
@@ -1553,43 +1701,7 @@ impl Control {
             self.up_epoch = 0;
             self.boot_sent = None;
         }
-        // Every core places its own PGs from the map.
-        if let Some(map) = self.monc.osdmap()
-            && map.epoch != self.map_sent
-        {
-            self.map_sent = map.epoch;
-            // Pools whose rule reaches OSDs of another device class are not ours: their PGs may hold data on
-            // classic OSDs that ferro-osd cannot peer with yet. The cores never see them.
-            let mut m = map.clone();
-            let class = self.opts.device_class.clone();
-            let drop: Vec<i64> = m
-                .pools
-                .iter()
-                .filter(|(_, p)| !pool_is_ferro_only(map, p.crush_rule, &class))
-                .map(|(k, _)| *k)
-                .collect();
-            for pid in drop {
-                if self.warned_pools.insert(pid) {
-                    eprintln!(
-                        "{} osd.{} pool {pid} is not served: its CRUSH rule also maps to OSDs without device class {class}",
-                        now_utime(),
-                        self.whoami
-                    );
-                }
-                m.pools.remove(&pid);
-            }
-            let shared = Arc::new(m);
-
-            for core in 0..ctx.num_cores() {
-                let _ = ctx.post(
-                    core,
-                    Msg::Map {
-                        map: shared.clone(),
-                        up_epoch: self.up_epoch,
-                    },
-                );
-            }
-        }
+        self.send_map_to_cores(ctx);
         let mut acts = Vec::new();
         if self.is_up() && self.stopping_since.is_none() {
             if let Some(map) = self.monc.osdmap() {
@@ -2174,6 +2286,7 @@ impl Daemon {
             auth: auth.clone(),
             mono_base: Instant::now(),
             busy_poll: opts.busy_poll,
+            stored_pgs: Mutex::new(vec![None; dd.shards.max(1) as usize]),
         });
         let mons: Vec<MonTarget> = opts
             .mon_hosts
@@ -2206,6 +2319,7 @@ impl Daemon {
             alive_sent_for: 0,
             map_received_at: None,
             map_sent: 0,
+            router: None,
             mgr_conn: None,
             mgr_ready: false,
             mgr_declared: false,
@@ -2256,6 +2370,16 @@ impl Daemon {
                     Store::mount(dev, core as u32, StoreConfig::default())
                         .map_err(|e| format!("mounting ferrostore shard {core}: {e}"))
                 })
+                .and_then(|mut store| {
+                    // Core 0 routes PGs from what every shard holds: list them before this core serves.
+                    let pgs = osd_core::stored_pgs(&mut store)
+                        .map_err(|e| format!("listing the PGs of ferrostore shard {core}: {e}"))?;
+                    let mut stored = common2.stored_pgs.lock().unwrap_or_else(PoisonError::into_inner);
+                    if let Some(slot) = stored.get_mut(core) {
+                        *slot = Some(pgs.into_iter().map(|(s, bits)| (s.pgid, bits)).collect());
+                    }
+                    Ok(store)
+                })
                 .map(|store| Shard::new(core as u32, shards, whoami, store, common2.mono_base));
             let shard = match shard {
                 Ok(s) => Some(s),
@@ -2293,6 +2417,8 @@ impl Daemon {
                 osds: HashMap::new(),
                 osd_by_conn: HashMap::new(),
                 device_watch: None,
+                routes: Arc::new(PgRouter::new(whoami, shards)),
+                unrouted: VecDeque::new(),
             }
         };
         let rt = Arc::new(Runtime::start(cfg, factory).map_err(|e| format!("starting the cores: {e}"))?);

@@ -12,7 +12,7 @@ use ceph_msgs::osd_op::{MOSDOpReply, MWatchNotify};
 use denc::{PgId, SpgId, Utime};
 use ferrostore::uring::UringDevice;
 use ferrostore::{CollectionId, Device, ObjectKey, Store};
-use osd_core::{Input, OsdShard, Output, PgReport, ShardConfig, ShardStatus};
+use osd_core::{Input, OsdShard, Output, PgReport, PgRouter, ShardConfig, ShardStatus};
 use osdmap::OsdMap;
 use pg::ConnId;
 
@@ -48,11 +48,6 @@ pub struct ShardStats {
     pub misdirected: u64,
     /// Messages received on this core's client and peer connections.
     pub messages_received: u64,
-}
-
-/// Which shard (core) owns a PG (osd-core's rule; fixed by the shard count chosen at mkfs).
-pub fn shard_of(spgid: &SpgId, shards: u32) -> usize {
-    osd_core::shard_of(spgid, shards)
 }
 
 /// Bits of a daemon-wide connection id below the core number.
@@ -208,8 +203,9 @@ impl Shard {
         }
     }
 
-    /// A new map epoch.
-    pub fn set_map(&mut self, map: Arc<OsdMap>, out: &mut Delivery) {
+    /// A new map epoch and the PG → core table at that epoch (core 0 computes it for every core).
+    pub fn set_map(&mut self, map: Arc<OsdMap>, routes: Arc<PgRouter>, out: &mut Delivery) {
+        self.feed(Input::Routes(routes), out);
         self.feed(Input::Map(map), out);
     }
 

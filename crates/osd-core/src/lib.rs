@@ -224,12 +224,6 @@ pub struct ShardStatus {
     pub backfills_max_seen: usize,
 }
 
-/// The fixed hash shard of a PG ([`PgRouter::fallback_shard`]). Only right for one shard per OSD; drivers
-/// with more route with a [`PgRouter`] (kept for ferro-osd until it does).
-pub fn shard_of(spgid: &SpgId, shards: u32) -> usize {
-    PgRouter::fallback_shard(spgid.pgid, shards) as usize
-}
-
 /// The PG a peer message is about (MOSDRepOp(Reply), peering, push/pull/scan/backfill, trim, ...), for routing
 /// with [`PgRouter::route`]. `None` for messages that are not about one PG or that do not decode (the driver drops
 /// those; a message that decodes here may still be rejected by the core).
