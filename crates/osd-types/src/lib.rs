@@ -23,6 +23,15 @@ pub mod transaction;
 pub mod watch_info;
 
 pub use object_info::{ObjectInfo, oi_flag};
+
+/// `v` encoded into a buffer of `cap` bytes to start with. `Encode::to_bytes` starts from an empty buffer and
+/// grows it 8, 16, 32, … bytes at a time: for the records every write encodes (object_info_t, log entries,
+/// `_fastinfo`, transaction indexes) that is six reallocations each.
+pub fn encode_sized<T: denc::Encode + ?Sized>(v: &T, features: u64, cap: usize) -> bytes::Bytes {
+    let mut e = denc::Encoder::with_capacity(features, cap);
+    v.encode(&mut e);
+    e.into_bytes()
+}
 pub use object_stat::ObjectStatSum;
 pub use pg_info::{PgHistory, PgInfo};
 pub use pg_log::{ObjectCleanRegions, ObjectModDesc, OpReturnItem, PgLogDup, PgLogEntry, log_op};

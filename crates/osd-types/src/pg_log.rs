@@ -208,7 +208,7 @@ impl PgLogEntry {
     }
     /// `encode_with_checksum`: the entry as a bufferlist followed by its crc32c (seed 0); the pgmeta omap value.
     pub fn encode_with_checksum(&self, e: &mut Encoder) {
-        let mut inner = Encoder::new(e.features());
+        let mut inner = Encoder::with_capacity(e.features(), 256);
         self.encode(&mut inner);
         let b = inner.into_bytes();
         e.bytes(&b);

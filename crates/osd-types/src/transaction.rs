@@ -136,7 +136,7 @@ pub struct Keyed<T> {
 
 impl<T: Encode> Keyed<T> {
     fn new(value: T) -> Self {
-        let raw = value.to_bytes(u64::MAX);
+        let raw = crate::encode_sized(&value, u64::MAX, 128);
         Keyed { value, raw }
     }
 }
@@ -657,7 +657,7 @@ impl Transaction {
         self.data.ops += 1;
     }
     fn append(&mut self, f: impl FnOnce(&mut Encoder)) {
-        let mut e = Encoder::new(u64::MAX);
+        let mut e = Encoder::with_capacity(u64::MAX, 256);
         f(&mut e);
         self.extend_data(e.as_slice());
     }

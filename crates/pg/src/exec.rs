@@ -512,8 +512,8 @@ pub(crate) fn handle_op<D: Device>(pg: &mut Pg, store: &mut Store<D>, ctx: OpCon
                 c.oi.mtime = m.mtime;
                 c.oi.local_mtime = ctx.now;
             }
-            let oi_bl = c.oi.to_bytes(denc::CEPH_FEATURES_ALL);
-            let ss_bl = c.snapset.to_bytes(0);
+            let oi_bl = osd_types::encode_sized(&c.oi, denc::CEPH_FEATURES_ALL, 320);
+            let ss_bl = osd_types::encode_sized(&c.snapset, 0, 64);
             // the object context cache keeps the decoded values: they must be what a load would decode
             debug_assert_eq!(ObjectInfo::decode_all(oi_bl.clone()).ok().as_ref(), Some(&c.oi));
             debug_assert_eq!(SnapSet::decode_all(ss_bl.clone()).ok().as_ref(), Some(&c.snapset));

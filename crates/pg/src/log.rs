@@ -287,7 +287,7 @@ impl PgLog {
         t: &mut Transaction,
         trim: Trim,
     ) {
-        let mut val = Encoder::new(denc::CEPH_FEATURES_ALL);
+        let mut val = Encoder::with_capacity(denc::CEPH_FEATURES_ALL, 320);
         e.encode_with_checksum(&mut val);
         let mut kvs = vec![(Bytes::from(eversion_key(e.version)), val.into_bytes())];
         let mut rm = Vec::new();

@@ -181,7 +181,7 @@ impl Pg {
             num_wr_kb: self.stats.num_wr_kb as i64,
             num_objects_dirty: st.stats.sum.num_objects_dirty,
         };
-        (k(FASTINFO_KEY), f.to_bytes(0))
+        (k(FASTINFO_KEY), osd_types::encode_sized(&f, 0, 256))
     }
 
     /// Apply peering's store writes, in order, as one store transaction (keys as Ceph's `write_if_dirty` writes

@@ -8,7 +8,7 @@ use std::collections::BTreeSet;
 
 use bytes::Bytes;
 use ceph_msgs::osd_rep::{CEPH_OSD_FLAG_ONDISK, MOSDRepOp, TraceInfo};
-use denc::{Encode, Eversion, HObject, OsdReqId, PgShard};
+use denc::{Eversion, HObject, OsdReqId, PgShard};
 use ferrostore::{Device, Op, Store};
 use osd_types::PgLogEntry;
 use osd_types::transaction::Transaction;
@@ -77,7 +77,11 @@ impl RepOp {
             poid: self.soid.clone(),
             acks_wanted: CEPH_OSD_FLAG_ONDISK,
             version: self.at_version,
-            logbl: self.log_entries.to_bytes(denc::CEPH_FEATURES_ALL),
+            logbl: osd_types::encode_sized(
+                &self.log_entries,
+                denc::CEPH_FEATURES_ALL,
+                16 + 320 * self.log_entries.len(),
+            ),
             pg_stats: pg.info().stats,
             pg_trim_to: self.trim_to,
             new_temp_oid: HObject::default(),

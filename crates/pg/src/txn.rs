@@ -10,8 +10,6 @@
 //! that is not there, is not an error (the op is dropped); setting attrs or omap on, or cloning from, a missing
 //! object is (BlueStore aborts there; we refuse the whole transaction).
 
-use std::collections::HashMap;
-
 use bytes::Bytes;
 use denc::{Coll, GHObject};
 use ferrostore::{CollectionId, Device, ObjectKey, Op, Store, StoreError};
@@ -163,37 +161,63 @@ enum AttrBase {
 struct ObjState {
     exists: bool,
     base: AttrBase,
-    attrs: HashMap<Bytes, bool>,
+    attrs: AttrSet,
+}
+
+/// Attr names a transaction has set (true) or removed (false) on an object: a few, so a list.
+#[derive(Clone, Default)]
+struct AttrSet(Vec<(Bytes, bool)>);
+
+impl AttrSet {
+    fn get(&self, name: &Bytes) -> Option<&bool> {
+        self.0.iter().find(|(k, _)| k == name).map(|(_, v)| v)
+    }
+    fn insert(&mut self, name: Bytes, v: bool) {
+        match self.0.iter_mut().find(|(k, _)| *k == name) {
+            Some(x) => x.1 = v,
+            None => self.0.push((name, v)),
+        }
+    }
+    fn clear(&mut self) {
+        self.0.clear();
+    }
 }
 
 /// Existence of objects and attrs as the transaction goes, read from the store once per object.
 struct Tracker<'a, D: Device> {
     store: &'a mut Store<D>,
-    objs: HashMap<(CollectionId, Bytes), ObjState>,
+    /// A transaction names a handful of objects: a list searched front to back beats hashing long keys.
+    objs: Vec<(CollectionId, Bytes, ObjState)>,
 }
 
 impl<D: Device> Tracker<'_, D> {
     fn state(&mut self, cid: &CollectionId, k: &ObjectKey) -> Result<&mut ObjState, PgError> {
-        let key = (cid.clone(), k.name.clone());
-        if !self.objs.contains_key(&key) {
-            let exists = match self.store.exists(cid, k) {
-                Ok(x) => x,
-                Err(StoreError::NotFound) => false,
-                Err(e) => return Err(e.into()),
-            };
-            self.objs.insert(
-                key.clone(),
-                ObjState {
-                    exists,
-                    base: if exists { AttrBase::Store } else { AttrBase::Empty },
-                    attrs: HashMap::new(),
-                },
-            );
-        }
+        let at = match self.objs.iter().position(|(c, n, _)| n == &k.name && c == cid) {
+            Some(i) => i,
+            None => {
+                let exists = match self.store.exists(cid, k) {
+                    Ok(x) => x,
+                    Err(StoreError::NotFound) => false,
+                    Err(e) => return Err(e.into()),
+                };
+                self.objs.push((
+                    cid.clone(),
+                    k.name.clone(),
+                    ObjState {
+                        exists,
+                        base: if exists { AttrBase::Store } else { AttrBase::Empty },
+                        attrs: AttrSet::default(),
+                    },
+                ));
+                self.objs.len() - 1
+            }
+        };
         self.objs
-            .get_mut(&key)
+            .get_mut(at)
+            .map(|(_, _, s)| s)
             .ok_or_else(|| PgError::Corrupt("tracker".into()))
     }
+
     fn exists(&mut self, cid: &CollectionId, k: &ObjectKey) -> Result<bool, PgError> {
         Ok(self.state(cid, k)?.exists)
     }
@@ -258,17 +282,18 @@ pub fn translate_known<D: Device>(
     let mut out = ferrostore::Transaction::new();
     let mut tr = Tracker {
         store,
-        objs: HashMap::new(),
+        objs: Vec::with_capacity(4),
     };
     for (c, k, e) in known {
-        tr.objs.insert(
-            (c.clone(), k.name.clone()),
+        tr.objs.push((
+            c.clone(),
+            k.name.clone(),
             ObjState {
                 exists: *e,
                 base: if *e { AttrBase::Store } else { AttrBase::Empty },
-                attrs: HashMap::new(),
+                attrs: AttrSet::default(),
             },
-        );
+        ));
     }
     // names repeat across ops: build each store name once
     let mut colls: Vec<(Coll, CollectionId)> = Vec::new();
