@@ -2759,6 +2759,12 @@ impl<D: Device> Store<D> {
         self.drop_prefetch(token);
     }
 
+    /// Reads (`queue_read`, `prefetch`) waiting for device completions: a driver that shares one device among
+    /// several stores must keep polling this store while it is not zero.
+    pub fn reads_in_flight(&self) -> usize {
+        self.reads.len()
+    }
+
     /// Prefetches started and not released (in flight or completed).
     pub fn prefetches_held(&self) -> usize {
         self.prefetches.len()
