@@ -26,6 +26,7 @@
 
 mod backfill;
 mod glue;
+mod history;
 mod pgstate;
 mod recovery;
 mod repl;
@@ -316,6 +317,8 @@ pub struct OsdShard<D: Device> {
     /// Each PG of this shard's last mapping with an acting set, from the maps this shard has seen (the history
     /// a PG newly placed here starts from: see `shard::OsdShard::open_pg`).
     last_placed: BTreeMap<SpgId, peering::MapView>,
+    /// `last_placed` is persisted (src/history.rs): whether its store object exists yet.
+    history_created: bool,
     /// Ops whose epoch is newer than our map (Ceph's waiting_for_map), in arrival order.
     waiting_for_map: VecDeque<Box<ClientOp>>,
     /// Replicated writes from an epoch newer than our map (their interval may not have started here).
@@ -350,6 +353,24 @@ impl<D: Device> OsdShard<D> {
                 outputs.push_back(Output::Log(format!("listing collections: {e}")));
             }
         }
+        // the placements remembered before a restart (a PG newly placed here starts from its real history)
+        let (last_placed, history_created) = match history::load(&mut store) {
+            Ok((h, bad)) => {
+                if bad > 0 {
+                    errors += 1;
+                    outputs.push_back(Output::Log(format!(
+                        "placement history: {bad} records unreadable"
+                    )));
+                }
+                let created = !h.is_empty();
+                (h, created)
+            }
+            Err(e) => {
+                errors += 1;
+                outputs.push_back(Output::Log(format!("loading the placement history: {e}")));
+                (BTreeMap::new(), false)
+            }
+        };
         OsdShard {
             store,
             map: None,
@@ -357,7 +378,8 @@ impl<D: Device> OsdShard<D> {
             on_disk,
             routes: Arc::new(routes),
             own_routes: true,
-            last_placed: BTreeMap::new(),
+            last_placed,
+            history_created,
             waiting_for_map: VecDeque::new(),
             peer_waiting_for_map: VecDeque::new(),
             outputs,

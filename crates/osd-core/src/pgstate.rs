@@ -770,6 +770,10 @@ impl PgState {
                         let mut rc = rctx!(self, cx, &mut evs);
                         self.recovery.start(&mut rc, missing);
                     }
+                    peering::Output::NewRecoverySource { .. } => {
+                        let mut rc = rctx!(self, cx, &mut evs);
+                        self.recovery.retry_unfound(&mut rc);
+                    }
                     peering::Output::StartBackfill { targets } => {
                         // one of the shard's osd_max_backfills slots first (Ceph's local reservation)
                         if cx.reserver.request(self.spgid) {

@@ -140,8 +140,17 @@ impl<D: Device> OsdShard<D> {
         }
         let first_map = self.map.replace(m.clone()).is_none();
         let b = base(&m);
-        self.last_placed
-            .retain(|s, _| m.pools.contains_key(&(s.pgid.pool as i64)));
+        let forgotten: Vec<SpgId> = self
+            .last_placed
+            .keys()
+            .filter(|s| !m.pools.contains_key(&(s.pgid.pool as i64)))
+            .copied()
+            .collect();
+        for s in &forgotten {
+            self.last_placed.remove(s);
+        }
+        // placements that changed in this map, persisted below (src/history.rs)
+        let mut placed_changed: Vec<(SpgId, MapView)> = Vec::new();
         let me = self.cfg.whoami;
         // PGs of deleted pools stop (their data stays on the store until PG removal exists)
         let gone: Vec<SpgId> = self
@@ -224,16 +233,21 @@ impl<D: Device> OsdShard<D> {
                 };
                 let mut last = self.last_placed.get(&spgid).cloned();
                 if first_map && last.is_none() && pool.last_change < m.epoch {
-                    // No earlier map here (a restart) and the pool is older than this map: the PG's history is
-                    // unknown, so peering probes every up OSD (those without it answer empty) rather than
-                    // activating as if the PG were new.
+                    // No earlier map here and no placement persisted before a restart (the pool was created
+                    // while this OSD was down): the PG's history is unknown, so peering probes every up OSD
+                    // (those without it answer empty) rather than activating as if the PG were new.
                     last = Some(unknown_history_view(&m, pool, &b));
                 }
                 if ua.acting.iter().any(|&o| o >= 0) {
-                    self.last_placed.insert(
-                        spgid,
-                        placed_view(&m, pool, &ua.up, &ua.acting, &b, ua.up_primary, ua.acting_primary),
-                    );
+                    let v = placed_view(&m, pool, &ua.up, &ua.acting, &b, ua.up_primary, ua.acting_primary);
+                    if !self
+                        .last_placed
+                        .get(&spgid)
+                        .is_some_and(|old| crate::history::same_placement(old, &v))
+                    {
+                        placed_changed.push((spgid, v.clone()));
+                    }
+                    self.last_placed.insert(spgid, v);
                 }
                 if !self.owns(&spgid) {
                     continue;
@@ -265,6 +279,15 @@ impl<D: Device> OsdShard<D> {
                     p.advance(&mut cx, view, info.clone(), pool.last_force_op_resend);
                 }
             }
+        }
+        match crate::history::save(
+            &mut self.store,
+            &mut self.history_created,
+            &placed_changed,
+            &forgotten,
+        ) {
+            Ok(_) => {}
+            Err(e) => self.error(format!("persisting the placement history: {e}")),
         }
         // ops that waited for this map
         let n = self.waiting_for_map.len();

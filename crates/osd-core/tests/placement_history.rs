@@ -55,3 +55,145 @@ fn pg_newly_placed_here_keeps_acknowledged_writes() {
         );
     }
 }
+
+/// Size 2 / min_size 1 on 5 OSDs. osd.0 stops; while it is down osd.3 stops too and is marked out, so PGs move
+/// and take writes on the OSDs left. osd.0 restarts into a map that makes it the primary of PGs it never held.
+/// Their history comes from the placement osd.0 persisted before it stopped (not "every up OSD"): it probes only
+/// the OSDs of that placement and of the current mapping, and every acknowledged write stays readable.
+#[test]
+fn restart_takes_newly_placed_pgs_history_from_the_persisted_placement() {
+    use std::collections::BTreeSet;
+
+    use ceph_msgs::osd_rep::rep_msg;
+    use ferrostore::{Store, StoreConfig};
+    use osd_core::{OsdShard, PgReport};
+
+    let mut c = Cluster::new(5, 2, 1, 64);
+    let mut tids = Vec::new();
+    for i in 0..40 {
+        tids.push(c.write_full(&format!("r{i}"), format!("before {i}").as_bytes()));
+    }
+    c.run();
+    let held_before: BTreeSet<_> = c.osds[&0].pgs().into_iter().collect();
+    let map_before = c.map.clone();
+    c.stop(0);
+    c.stop(3);
+    c.publish(|b| {
+        b.mark_out(3).unwrap();
+    });
+    c.run();
+    c.advance_time(Duration::from_secs(1));
+    // PGs whose two OSDs are both down wait for osd.0; the others take these writes now
+    for i in 0..40 {
+        tids.push(c.write_full(&format!("r{i}"), format!("after {i}").as_bytes()));
+    }
+    c.run();
+    // restart osd.0 by hand so the first map's peering messages can be looked at before they are delivered
+    let store = c.stopped.remove(&0).unwrap();
+    let dev = store.umount().unwrap();
+    let store = Store::mount(dev, 0, StoreConfig::default()).unwrap();
+    // osd.0 is marked up; a pg_temp then makes it the primary of every PG now mapped to it that it never held
+    // (as a primary's pg_temp request would), and the restarted shard starts with that map
+    c.publish(|b| {
+        b.mark_up(0, 100).unwrap();
+    });
+    let temps: Vec<(denc::PgId, Vec<i32>)> = (0..64)
+        .map(|seed| denc::PgId::new(1, seed))
+        .filter(|pg| !held_before.iter().any(|s| s.pgid == *pg))
+        .filter_map(|pg| {
+            let ua = c.map.pg_to_up_acting_osds(pg).ok()?;
+            let other = ua.up.iter().copied().find(|&o| o != 0)?;
+            ua.up.contains(&0).then(|| (pg, vec![0, other]))
+        })
+        .collect();
+    c.osds.insert(0, OsdShard::new(c.config(0), store));
+    c.publish(|b| {
+        for (pg, acting) in temps {
+            b.set_pg_temp(pg, acting);
+        }
+    });
+    // peering messages wait for the persisted PG state to be durable: let the stores catch up (nothing is
+    // delivered yet)
+    for _ in 0..10 {
+        c.drain_outputs();
+        c.pump_stores();
+    }
+    c.drain_outputs();
+    let reports: Vec<PgReport> = c.osds[&0].pg_stats();
+    let new_primary: Vec<&PgReport> = reports
+        .iter()
+        .filter(|r| r.primary && !held_before.contains(&r.spgid))
+        .collect();
+    assert!(
+        !new_primary.is_empty(),
+        "the scenario must make osd.0 the primary of a PG it never held"
+    );
+    let up_others = (1..5).filter(|&o| c.map.is_up(o)).count();
+    let mut narrower = 0;
+    for r in &new_primary {
+        let probed: BTreeSet<i32> = c
+            .bus
+            .iter()
+            .filter(|(f, _, m)| *f == 0 && m.msg_type == rep_msg::PG_QUERY2)
+            .filter(|(_, _, m)| osd_core::route_peer_message(m) == Some(r.spgid))
+            .map(|(_, t, _)| *t)
+            .collect();
+        let before = map_before.pg_to_up_acting_osds(r.spgid.pgid).unwrap();
+        let history: BTreeSet<i32> = before
+            .acting
+            .iter()
+            .chain(&before.up)
+            .chain(&r.acting)
+            .chain(&r.up)
+            .copied()
+            .filter(|&o| o != 0)
+            .collect();
+        assert!(!probed.is_empty(), "pg {} probes nobody", r.spgid);
+        assert!(
+            probed.is_subset(&history),
+            "pg {} probes {probed:?}, not only the OSDs of its history {history:?}",
+            r.spgid
+        );
+        if probed.len() < up_others {
+            narrower += 1;
+        }
+    }
+    assert!(narrower > 0, "every newly placed PG probed every up OSD");
+    c.run();
+    for _ in 0..20 {
+        c.advance_time(Duration::from_secs(1));
+    }
+    // writes sent to a primary that lost the PG since are resent, as the client does on a new map
+    for _ in 0..3 {
+        for t in tids.clone() {
+            if c.reply(t).is_none() {
+                c.resend(t);
+            }
+        }
+        c.run();
+        for _ in 0..5 {
+            c.advance_time(Duration::from_secs(1));
+        }
+    }
+    for t in &tids {
+        assert_eq!(
+            c.reply(*t).map(|r| r.result),
+            Some(0),
+            "write {t} not acknowledged"
+        );
+    }
+    for i in 0..40 {
+        let r = c.read(&format!("r{i}"));
+        c.run();
+        for _ in 0..5 {
+            if c.reply(r).is_some() {
+                break;
+            }
+            c.advance_time(Duration::from_secs(1));
+        }
+        assert_eq!(
+            c.read_data(r).expect("acknowledged object lost or unreadable"),
+            format!("after {i}").as_bytes()
+        );
+    }
+}

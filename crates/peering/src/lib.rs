@@ -205,6 +205,12 @@ pub enum Output {
     StartBackfill {
         targets: Vec<i32>,
     },
+    /// While active: `osd`'s log and missing set are now known (a stray or an OSD that came back), and it may
+    /// hold objects no other up OSD had; recovery retries the objects it could not find (Ceph's
+    /// `search_for_missing` followed by `DoRecovery`). Pull sources are [`Pg::peer_missing`]'s peers.
+    NewRecoverySource {
+        osd: i32,
+    },
 }
 
 /// Settings (Ceph's option names in the comments).
@@ -276,6 +282,11 @@ struct Peer {
     info: Option<PgInfo>,
     log: Option<PgLog>,
     missing: PgMissing,
+    /// `missing` was computed from the peer's log (Ceph's `peer_missing` has an entry): it is a known source
+    /// for every object it does not list.
+    missing_known: bool,
+    /// A FULLLOG query for its missing set is out (Ceph's `peer_missing_requested`).
+    missing_requested: bool,
     activated: bool,
     backfill: bool,
     lease_ack_ub: Option<Timespan>,
@@ -299,6 +310,9 @@ pub struct Pg {
     probing: BTreeSet<i32>,
     auth: Option<i32>,
     backfill_targets: BTreeSet<i32>,
+    /// OSDs that may hold objects nobody else has (Ceph's `might_have_unfound`): every member of a past
+    /// interval, and every peer that told us about itself.
+    might_have_unfound: BTreeSet<i32>,
     // leases (times are the primary's monotonic clock as a span since the OSD started)
     now: Duration,
     readable_until: Duration,
@@ -336,6 +350,7 @@ impl Pg {
             probing: BTreeSet::new(),
             auth: None,
             backfill_targets: BTreeSet::new(),
+            might_have_unfound: BTreeSet::new(),
             now: Duration::ZERO,
             readable_until: Duration::ZERO,
             next_lease: None,
@@ -419,7 +434,7 @@ impl Pg {
         let undersized = (map.acting.len() as u32) < map.pool.size;
         let remapped = map.acting != map.up;
         let degraded =
-            undersized || !self.missing.is_empty() || self.peers.values().any(|p| !p.missing.is_empty());
+            undersized || !self.missing.is_empty() || self.acting_peers().any(|(_, p)| !p.missing.is_empty());
         let base = match self.phase {
             Phase::Initial | Phase::Stray => 0,
             Phase::GetInfo
@@ -499,6 +514,7 @@ impl Pg {
     fn advance_map(&mut self, m: MapView) {
         // Ceph's `PriorSet::affected_by_map`: a down PG re-peers when some OSD came up (or went down)
         let up_changed = self.map.as_ref().is_some_and(|o| o.up_osds != m.up_osds);
+        let old_up = self.map.as_ref().map(|o| o.up_osds.clone()).unwrap_or_default();
         let new_interval = match self.map.take() {
             None => {
                 // No earlier map to compare with (a new PG, or a restart without `with_last_map`): the interval
@@ -530,7 +546,29 @@ impl Pg {
             self.check_up_thru();
         } else if self.phase == Phase::Down && up_changed {
             self.start_peering_interval();
+        } else if up_changed && self.is_primary() && self.in_active() {
+            // Ceph's Active ActMap: an OSD that came up may hold objects no other up OSD has
+            self.on_up_changed(&old_up);
         }
+    }
+
+    /// Some OSD came up (or went down) within the interval while we are the active primary: peers whose missing
+    /// set we know are sources again; others that may hold unfound objects are asked.
+    fn on_up_changed(&mut self, old_up: &BTreeSet<i32>) {
+        let Some(map) = self.map.clone() else { return };
+        if !self.have_unfound() {
+            return;
+        }
+        let back: Vec<i32> = self
+            .peers
+            .iter()
+            .filter(|(o, p)| p.missing_known && map.is_up(**o) && !old_up.contains(o))
+            .map(|(o, _)| *o)
+            .collect();
+        for osd in back {
+            self.outputs.push_back(Output::NewRecoverySource { osd });
+        }
+        self.discover_all_missing();
     }
 
     fn start_peering_interval(&mut self) {
@@ -539,6 +577,7 @@ impl Pg {
         self.probing.clear();
         self.auth = None;
         self.backfill_targets.clear();
+        self.might_have_unfound.clear();
         self.readable_until = Duration::ZERO;
         self.next_lease = None;
         self.persist_info();
@@ -832,6 +871,7 @@ impl Pg {
                 Ok(r) => {
                     if let Some(p) = self.peers.get_mut(&o) {
                         p.missing = r.missing;
+                        p.missing_known = true;
                     }
                 }
                 Err(NeedMore::Log) => {
@@ -915,6 +955,12 @@ impl Pg {
             }));
             self.send(o, msg);
         }
+        // objects the authoritative log needs that no acting shard has may be on a stray or an OSD of an
+        // earlier interval: ask them for their missing sets now (Ceph's activate)
+        self.build_might_have_unfound();
+        if self.have_unfound() {
+            self.discover_all_missing();
+        }
         self.maybe_all_activated();
     }
 
@@ -950,9 +996,9 @@ impl Pg {
         if !self.missing.is_empty() {
             missing.insert(self.whoami, self.missing.clone());
         }
-        for (o, p) in &self.peers {
+        for (o, p) in self.acting_peers() {
             if !p.missing.is_empty() && !p.backfill {
-                missing.insert(*o, p.missing.clone());
+                missing.insert(o, p.missing.clone());
             }
         }
         if !missing.is_empty() {
@@ -1014,7 +1060,9 @@ impl Pg {
         }
         if self.phase == Phase::Recovering
             && self.missing.is_empty()
-            && self.peers.values().all(|p| p.missing.is_empty() || p.backfill)
+            && self
+                .acting_peers()
+                .all(|(_, p)| p.missing.is_empty() || p.backfill)
         {
             self.info.last_complete = self.info.last_update;
             self.persist_info();
@@ -1096,7 +1144,18 @@ impl Pg {
                     return;
                 }
                 if self.phase != Phase::GetInfo {
-                    // a second notify (unsolicited + query answer) must not end a later phase's wait
+                    // Ceph's Primary/Active MNotifyRec (`proc_replica_info`): a stray that introduces itself
+                    // after GetInfo may hold objects nobody else has; remember it, and while active look for
+                    // unfound objects on it. A known peer's notify changes nothing (a second notify must not
+                    // end a later phase's wait).
+                    if self.peers.get(&from).is_some_and(|p| p.info.is_some()) {
+                        return;
+                    }
+                    self.peers.entry(from).or_default().info = Some(n.notify.info);
+                    self.might_have_unfound.insert(from);
+                    if self.in_active() && self.have_unfound() {
+                        self.discover_all_missing();
+                    }
                     return;
                 }
                 self.peers.entry(from).or_default().info = Some(n.notify.info);
@@ -1197,28 +1256,26 @@ impl Pg {
                     }
                 }
                 Phase::GetMissing => {
-                    // a replica's log: compute its missing set against ours (`proc_replica_log`)
-                    let r = reconcile(&self.log, l.info.last_update, Some(&l.log), &l.missing);
-                    let p = self.peers.entry(from).or_default();
-                    let mut info = l.info;
-                    if let Ok(r) = &r
-                        && !r.divergent.is_empty()
-                    {
-                        // as proc_replica_log: the peer's usable history ends where it diverged, so its
-                        // activation log starts there
-                        info.last_update = r.common;
-                        info.last_complete = info.last_complete.min(r.common);
-                    }
-                    p.info = Some(info);
-                    p.log = Some(l.log);
-                    match r {
-                        Ok(r) => p.missing = r.missing,
-                        Err(_) => {
-                            self.backfill_targets.insert(from);
-                        }
+                    if !self.proc_replica_log(from, l) {
+                        self.backfill_targets.insert(from);
                     }
                     self.probing.remove(&from);
                     self.maybe_missing_done();
+                }
+                Phase::Activating
+                | Phase::Recovering
+                | Phase::Backfilling
+                | Phase::Recovered
+                | Phase::Clean
+                    if self.peers.get(&from).is_some_and(|p| p.missing_requested) =>
+                {
+                    // Ceph's Active MLogRec: a peer we asked for its missing set (it may hold unfound objects)
+                    if let Some(p) = self.peers.get_mut(&from) {
+                        p.missing_requested = false;
+                    }
+                    if self.proc_replica_log(from, l) {
+                        self.outputs.push_back(Output::NewRecoverySource { osd: from });
+                    }
                 }
                 _ => {}
             }
@@ -1253,6 +1310,106 @@ impl Pg {
         self.info.last_epoch_started = l.info.last_epoch_started;
         self.info.last_interval_started = l.info.last_interval_started;
         self.replica_activated(from, l.lease);
+    }
+
+    /// `proc_replica_log`: a peer's log and missing set against our (authoritative) log give the objects it
+    /// lacks. False when its log cannot be reconciled with ours (it needs backfill and is no source).
+    fn proc_replica_log(&mut self, from: i32, l: MOSDPGLog) -> bool {
+        let r = reconcile(&self.log, l.info.last_update, Some(&l.log), &l.missing);
+        let p = self.peers.entry(from).or_default();
+        let mut info = l.info;
+        if let Ok(r) = &r
+            && !r.divergent.is_empty()
+        {
+            // the peer's usable history ends where it diverged, so its activation log starts there
+            info.last_update = r.common;
+            info.last_complete = info.last_complete.min(r.common);
+        }
+        p.info = Some(info);
+        p.log = Some(l.log);
+        match r {
+            Ok(r) => {
+                p.missing = r.missing;
+                p.missing_known = true;
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
+    // ---- unfound objects (primary, active) ----
+
+    /// The peers of the acting set (recovery targets; strays are only sources).
+    fn acting_peers(&self) -> impl Iterator<Item = (i32, &Peer)> {
+        let acting = self.map.as_ref().map(|m| m.acting.as_slice()).unwrap_or_default();
+        self.peers
+            .iter()
+            .filter(move |(o, _)| acting.contains(o))
+            .map(|(o, p)| (*o, p))
+    }
+
+    /// In Ceph's `Started/Primary/Active` (activating included).
+    fn in_active(&self) -> bool {
+        matches!(
+            self.phase,
+            Phase::Activating | Phase::Recovering | Phase::Backfilling | Phase::Recovered | Phase::Clean
+        )
+    }
+
+    /// Whether some object the primary misses has no known up source: no up peer whose missing set is known
+    /// holds it at the needed version (Ceph's `have_unfound` over `missing_loc`).
+    fn have_unfound(&self) -> bool {
+        let Some(map) = &self.map else { return false };
+        self.missing.missing.iter().any(|(oid, item)| {
+            !self.peers.iter().any(|(o, p)| {
+                map.is_up(*o)
+                    && p.missing_known
+                    && !self.backfill_targets.contains(o)
+                    && !p.missing.is_missing(oid)
+                    && p.info
+                        .as_ref()
+                        .is_some_and(|i| i.last_backfill.is_max() && i.last_update >= item.need)
+            })
+        })
+    }
+
+    /// `discover_all_missing`: ask every up OSD that may hold unfound objects, and whose missing set we do not
+    /// know yet, for its full log (the answer is handled in `handle_log`).
+    fn discover_all_missing(&mut self) {
+        let Some(map) = self.map.clone() else { return };
+        let targets: Vec<i32> = self
+            .might_have_unfound
+            .iter()
+            .copied()
+            .filter(|&o| o != self.whoami && map.is_up(o))
+            .filter(|o| {
+                self.peers.get(o).is_none_or(|p| {
+                    // an empty peer holds nothing
+                    let empty = p
+                        .info
+                        .as_ref()
+                        .is_some_and(|i| i.last_update == Eversion::default());
+                    !(p.missing_known || p.missing_requested || empty)
+                })
+            })
+            .collect();
+        for o in targets {
+            self.peers.entry(o).or_default().missing_requested = true;
+            self.query(o, query_type::FULLLOG, Eversion::default());
+        }
+    }
+
+    /// At activation (`build_might_have_unfound`): every OSD of a past interval and every peer heard from.
+    fn build_might_have_unfound(&mut self) {
+        let mut m: BTreeSet<i32> = self
+            .past_intervals
+            .all_participants()
+            .iter()
+            .map(|s| s.osd)
+            .collect();
+        m.extend(self.peers.keys().copied());
+        m.remove(&self.whoami);
+        self.might_have_unfound = m;
     }
 
     fn replica_activated(&mut self, primary: i32, lease: Option<PgLease>) {

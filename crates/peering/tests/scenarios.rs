@@ -260,6 +260,7 @@ impl Sim {
             Output::Persist(Persist::RemoveObject(oid)) => self.removed.entry(osd).or_default().push(oid),
             Output::Persist(_) => {}
             Output::State(s) => self.trace.push(format!("osd.{osd} {}", s.name)),
+            Output::NewRecoverySource { osd: src } => self.trace.push(format!("osd.{osd} source osd.{src}")),
         }
     }
 

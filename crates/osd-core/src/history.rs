@@ -1,0 +1,188 @@
+// SPDX-License-Identifier: LGPL-3.0-or-later
+//! Placement history that survives a restart.
+//!
+//! A PG that a map newly places on this OSD must start from its real history: the mapping it had before, so
+//! that peering probes the OSDs that hold it instead of activating empty. Ceph gets that history by replaying
+//! every OSDMap from the pool's creation (`OSD::build_initial_pg_history`) or from a peer's notify/log
+//! (`PGCreateInfo`). The shard keeps, per PG of every replicated pool, the last mapping with an acting set it saw
+//! (`OsdShard::last_placed`, only what the interval check needs). It is written to the store whenever it changes
+//! (a new interval or a new `up_thru` of an acting member), in the `meta` collection's
+//! `ferro_placement_history` omap (one key per PG), and loaded when the shard starts: after a restart a newly
+//! placed PG gets the placement it had before the crash, not a guess.
+
+use std::collections::BTreeMap;
+
+use bytes::Bytes;
+use denc::{Decoder, Encoder, PgId, ShardId, SpgId};
+use ferrostore::{CollectionId, Device, ObjectKey, Op, Store, StoreError, Transaction};
+use peering::{MapView, PoolView};
+
+/// The encoding version of one record.
+const VERSION: u8 = 1;
+
+fn coll() -> CollectionId {
+    CollectionId::new(Bytes::from_static(b"meta"))
+}
+
+fn oid() -> ObjectKey {
+    ObjectKey::new(0, Bytes::from_static(b"ferro_placement_history"))
+}
+
+/// Whether two records describe the same placement (the epoch they were seen at does not count).
+pub(crate) fn same_placement(a: &MapView, b: &MapView) -> bool {
+    a.pool == b.pool
+        && a.up == b.up
+        && a.up_primary == b.up_primary
+        && a.acting == b.acting
+        && a.acting_primary == b.acting_primary
+        && a.up_thru == b.up_thru
+        && a.up_osds == b.up_osds
+}
+
+/// The omap key of a PG: pool (u64 BE), seed (u32 BE), shard (i8), so keys sort by PG.
+fn key(s: &SpgId) -> Bytes {
+    let mut k = Vec::with_capacity(13);
+    k.extend_from_slice(&s.pgid.pool.to_be_bytes());
+    k.extend_from_slice(&s.pgid.seed.to_be_bytes());
+    k.push(s.shard.0 as u8);
+    Bytes::from(k)
+}
+
+fn parse_key(k: &[u8]) -> Option<SpgId> {
+    let pool = u64::from_be_bytes(k.get(0..8)?.try_into().ok()?);
+    let seed = u32::from_be_bytes(k.get(8..12)?.try_into().ok()?);
+    let shard = *k.get(12)? as i8;
+    if k.len() != 13 {
+        return None;
+    }
+    Some(SpgId::new(PgId::new(pool, seed), ShardId(shard)))
+}
+
+pub(crate) fn encode(v: &MapView) -> Bytes {
+    let mut e = Encoder::new(0);
+    e.versioned(VERSION, 1, |e| {
+        e.u32(v.epoch);
+        e.u32(v.pool.size);
+        e.u32(v.pool.min_size);
+        e.encode(&v.up);
+        e.i32(v.up_primary);
+        e.encode(&v.acting);
+        e.i32(v.acting_primary);
+        e.encode(&v.up_thru);
+        e.encode(&v.up_osds);
+    });
+    e.into_bytes()
+}
+
+pub(crate) fn decode(b: Bytes) -> Result<MapView, denc::DecodeError> {
+    let mut d = Decoder::new(b);
+    let (_, mut d) = d.start_struct("placement_history", VERSION)?;
+    Ok(MapView {
+        epoch: d.u32()?,
+        pool: PoolView {
+            size: d.u32()?,
+            min_size: d.u32()?,
+        },
+        up: d.decode()?,
+        up_primary: d.i32()?,
+        acting: d.decode()?,
+        acting_primary: d.i32()?,
+        up_thru: d.decode()?,
+        up_osds: d.decode()?,
+    })
+}
+
+/// Every record on the store (none on a new store). Records that do not decode are skipped and counted.
+pub(crate) fn load<D: Device>(store: &mut Store<D>) -> Result<(BTreeMap<SpgId, MapView>, usize), StoreError> {
+    let mut out = BTreeMap::new();
+    let mut bad = 0;
+    if !store.collection_exists(&coll())? || store.stat(&coll(), &oid()).is_err() {
+        return Ok((out, 0));
+    }
+    let mut start: Vec<u8> = Vec::new();
+    loop {
+        let page = store.omap_iterate(&coll(), &oid(), &start, 1024)?;
+        let Some(last) = page.last().map(|(k, _)| k.clone()) else {
+            break;
+        };
+        let n = page.len();
+        for (k, v) in page {
+            match (parse_key(&k), decode(v)) {
+                (Some(s), Ok(v)) => {
+                    out.insert(s, v);
+                }
+                _ => bad += 1,
+            }
+        }
+        if n < 1024 {
+            break;
+        }
+        start = last.to_vec();
+        start.push(0);
+    }
+    Ok((out, bad))
+}
+
+/// Queue one transaction with the changed records and the removed ones (pools deleted). Creates the collection
+/// and object the first time. Returns the transaction's sequence number, if anything was written.
+pub(crate) fn save<D: Device>(
+    store: &mut Store<D>,
+    created: &mut bool,
+    set: &[(SpgId, MapView)],
+    remove: &[SpgId],
+) -> Result<Option<u64>, StoreError> {
+    if set.is_empty() && remove.is_empty() {
+        return Ok(None);
+    }
+    let mut t = Transaction::new();
+    if !*created {
+        if !store.collection_exists(&coll())? {
+            t.push(Op::CreateCollection { cid: coll(), bits: 0 });
+        }
+        t.push(Op::Touch {
+            cid: coll(),
+            oid: oid(),
+        });
+    }
+    if !remove.is_empty() {
+        t.push(Op::OmapRmKeys {
+            cid: coll(),
+            oid: oid(),
+            keys: remove.iter().map(key).collect(),
+        });
+    }
+    if !set.is_empty() {
+        t.push(Op::OmapSetKeys {
+            cid: coll(),
+            oid: oid(),
+            kvs: set.iter().map(|(s, v)| (key(s), encode(v))).collect(),
+        });
+    }
+    let seq = store.queue_transaction(&t)?;
+    *created = true;
+    Ok(Some(seq))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn record_round_trips() {
+        let v = MapView {
+            epoch: 42,
+            pool: PoolView { size: 3, min_size: 2 },
+            up: vec![2, 0, 1],
+            up_primary: 2,
+            acting: vec![2, 0],
+            acting_primary: 2,
+            up_thru: [(0, 40), (2, 41)].into_iter().collect(),
+            up_osds: [0, 2].into_iter().collect(),
+        };
+        assert_eq!(decode(encode(&v)).unwrap(), v);
+        let s = SpgId::new(PgId::new(7, 0x1f), ShardId::NO_SHARD);
+        assert_eq!(parse_key(&key(&s)), Some(s));
+        assert!(decode(Bytes::from_static(b"\x01\x01\xff\xff\xff\xff")).is_err());
+        assert_eq!(parse_key(b"short"), None);
+    }
+}
