@@ -840,12 +840,17 @@ impl Recovery {
         if self.interval != ctx.same_interval_since {
             return;
         }
-        if !self.reservations.all_granted() {
-            return;
-        }
         let max = (ctx.cfg.osd_recovery_max_active as usize).max(1);
-        while self.active.len() < max {
+        // Objects a client op waits for start at once, before the reservations are granted and past the
+        // throttle by up to another `osd_recovery_max_active` (Ceph's maybe_kick_recovery recovers them
+        // directly); the rest waits for the reservations and a free slot.
+        let granted = self.reservations.all_granted();
+        loop {
+            let urgent = self.active.len() < 2 * max;
             let next = loop {
+                if !urgent {
+                    break None;
+                }
                 match self.front.pop_front() {
                     Some(oid) => {
                         if self.objs.get(&oid).is_some_and(|o| !o.started) {
@@ -856,6 +861,9 @@ impl Recovery {
                 }
             };
             let next = next.or_else(|| {
+                if !granted || self.active.len() >= max {
+                    return None;
+                }
                 self.queue
                     .iter()
                     .find(|(_, oid)| self.objs.get(oid).is_some_and(|o| !o.started))
