@@ -503,7 +503,11 @@ impl PgState {
     // ---- timers ----
 
     pub fn poll_timeout(&self, now: Duration, wall: Utime) -> Option<Duration> {
-        let a = self.peering.poll_timeout();
+        let a = crate::recovery::earliest([
+            self.peering.poll_timeout(),
+            self.recovery.poll_timeout(),
+            self.backfill.poll_timeout(),
+        ]);
         let b = self.pg.poll_timeout().map(|t| {
             let ahead = t.as_nanos().saturating_sub(wall.as_nanos());
             now + Duration::from_nanos(ahead)
@@ -700,6 +704,14 @@ impl PgState {
                 cx.out.push_back(Output::ToOsd { osd, msg });
             }
         }
+        // recovery and backfill requests it has not answered
+        let mut evs = Vec::new();
+        {
+            let mut rc = rctx!(self, cx, &mut evs);
+            self.recovery.peer_reset(&mut rc, osd);
+            self.backfill.peer_reset(&mut rc, osd);
+        }
+        self.recovery_events(cx, evs);
         // peering messages only while peering: once active, an old activation log resent would look
         // divergent to a replica that has applied newer writes since
         if self.peering.is_active() {
