@@ -126,6 +126,11 @@ pub struct OsdOptions {
     /// `ferro_osd_pin_cores`: pin each core's thread to a CPU (default true; pinning pays when the OSD owns its
     /// CPUs, see docs/reactor.md).
     pub pin_cores: bool,
+    /// `ferrostore_cache_bytes`: metadata cache budget of each ferrostore shard (tree nodes; see
+    /// `ferrostore::StoreConfig::cache_bytes`). Default [`default_cache_bytes`] of the shard count.
+    pub cache_bytes: Option<u64>,
+    /// `ferrostore_read_pool_bytes`: idle read buffers kept per shard (default 16 MiB).
+    pub read_pool_bytes: Option<u64>,
     /// `ferro_osd_busy_poll` (default false): while device IO is in flight, poll the ferrostore device ring on
     /// every loop turn instead of sleeping until it has completions (for CPUs dedicated to the OSD).
     pub busy_poll: bool,
@@ -143,6 +148,13 @@ pub struct OsdOptions {
     pub hostname: String,
     /// All options as seen (for `config show`).
     pub all: BTreeMap<String, String>,
+}
+
+/// The default `ferrostore_cache_bytes` per shard: 128 MiB for the whole OSD split over its shards, at least
+/// 16 MiB and at most ferrostore's own default (64 MiB) per shard.
+pub fn default_cache_bytes(shards: u32) -> u64 {
+    let per = (128u64 << 20) / u64::from(shards.max(1));
+    per.clamp(16 << 20, ferrostore::store::DEFAULT_CACHE_BYTES as u64)
 }
 
 fn parse_bool(s: &str) -> bool {
@@ -269,6 +281,8 @@ pub fn load(args: &Args) -> Result<(OsdOptions, ceph_config::Config), String> {
         device_zero_fill: get("ferro_osd_device_zero_fill").is_some_and(|v| parse_bool(&v)),
         shards: num("ferro_osd_shards", 1) as u32,
         pin_cores: get("ferro_osd_pin_cores").is_none_or(|v| parse_bool(&v)),
+        cache_bytes: get("ferrostore_cache_bytes").and_then(|s| parse_size(&s)),
+        read_pool_bytes: get("ferrostore_read_pool_bytes").and_then(|s| parse_size(&s)),
         busy_poll: get("ferro_osd_busy_poll").is_some_and(|v| parse_bool(&v)),
         beacon_interval_s: num("osd_beacon_report_interval", 300),
         heartbeat_interval_s: num("osd_heartbeat_interval", 6),
@@ -315,6 +329,14 @@ mod tests {
         assert!(parse(&argv("-i")).is_err());
         assert!(parse(&argv("-i x")).is_err());
         assert!(parse(&argv("stray")).is_err());
+    }
+
+    #[test]
+    fn cache_budget_per_shard() {
+        assert_eq!(default_cache_bytes(1), 64 << 20);
+        assert_eq!(default_cache_bytes(2), 64 << 20);
+        assert_eq!(default_cache_bytes(4), 32 << 20);
+        assert_eq!(default_cache_bytes(16), 16 << 20);
     }
 
     #[test]

@@ -191,6 +191,41 @@ pub enum Msg {
     },
     /// The admin socket thread → core 0.
     Admin(String, mpsc::Sender<(i32, String)>),
+    /// Core 0 → every core: list your client ops in flight (or the historic ones) for gather `id`.
+    DumpOps {
+        id: u64,
+        historic: bool,
+    },
+    /// Every core → core 0: its part of gather `id`.
+    OpsPart {
+        id: u64,
+        ops: Vec<serde_json::Value>,
+    },
+}
+
+/// Where an admin command's answer goes.
+enum AdminReply {
+    Socket(mpsc::Sender<(i32, String)>),
+    Tell { conn: ConnId, tid: u64, features: u64 },
+}
+
+/// A `dump_ops_in_flight` / `dump_historic_ops` being gathered from every core (core 0).
+struct OpsGather {
+    historic: bool,
+    ops: Vec<serde_json::Value>,
+    left: usize,
+    reply: AdminReply,
+}
+
+/// `dump_ops_in_flight` (and its alias `ops`) → Some(false), `dump_historic_ops` → Some(true).
+fn ops_request(cmd: &str) -> Option<bool> {
+    let v: serde_json::Value =
+        serde_json::from_str(cmd).unwrap_or_else(|_| serde_json::json!({"prefix": cmd}));
+    match v["prefix"].as_str()? {
+        "dump_ops_in_flight" | "ops" => Some(false),
+        "dump_historic_ops" => Some(true),
+        _ => None,
+    }
 }
 
 /// A shard's PGs on its store and their collections' split bits.
@@ -274,6 +309,9 @@ pub struct Core {
     out: Delivery,
     /// The ferrostore device ring's fd, watched on this core's ring: the core sleeps until it has completions.
     device_watch: Option<reactor::WatchId>,
+    /// Core 0: op dumps being gathered from the cores, by id.
+    ops_gathers: HashMap<u64, OpsGather>,
+    next_gather: u64,
     /// Our cluster connections to other OSDs owned by this core ([`osd_conn_core`]).
     osds: HashMap<i32, OsdConn>,
     osd_by_conn: HashMap<RConn, i32>,
@@ -928,29 +966,30 @@ impl Service for Core {
                 cmd,
                 features,
             } => {
-                if let Some(c) = self.control.as_mut() {
-                    let (r, out) = c.admin(&cmd, 0);
-                    let reply = MCommandReply {
-                        r,
-                        rs: String::new(),
-                        data: Bytes::from(out),
-                    };
-                    let msg = reply.to_message(features).with_tid(tid);
-                    let home = worker::home_core(conn);
-                    if home == self.id {
-                        if let Some(&c) = self.by_gid.get(&conn) {
-                            self.send_local(ctx, c, to_m2(msg));
-                        }
-                    } else {
-                        let _ = ctx.post(home, Msg::TellReply { conn, msg });
-                    }
+                let reply = AdminReply::Tell { conn, tid, features };
+                if let Some(historic) = ops_request(&cmd) {
+                    self.gather_ops(ctx, historic, reply);
+                } else if let Some(c) = self.control.as_mut() {
+                    let answer = c.admin(&cmd, 0);
+                    self.admin_reply(ctx, reply, answer);
                 }
             }
+            Msg::DumpOps { id, historic } => {
+                let ops = self
+                    .shard
+                    .as_ref()
+                    .map(|s| s.dump_ops(historic))
+                    .unwrap_or_default();
+                let _ = ctx.post(0, Msg::OpsPart { id, ops });
+            }
+            Msg::OpsPart { id, ops } => self.ops_part(ctx, id, ops),
             Msg::Admin(cmd, tx) => {
                 // `ferro object-digest <pgid>` runs on the PG's core; everything else here.
                 if let Some(spgid) = digest_request(&cmd) {
                     let owner = self.routes.route(&spgid) as usize;
                     let _ = ctx.post(owner, Msg::Digest(spgid, tx));
+                } else if let Some(historic) = ops_request(&cmd) {
+                    self.gather_ops(ctx, historic, AdminReply::Socket(tx));
                 } else if let Some(c) = self.control.as_mut() {
                     let _ = tx.send(c.admin(&cmd, 0));
                 }
@@ -989,6 +1028,93 @@ impl Service for Core {
 }
 
 impl Core {
+    /// Core 0: ask every core for its ops (in flight or historic); [`Core::ops_part`] answers once all did.
+    fn gather_ops(&mut self, ctx: &mut CoreCtx<Msg>, historic: bool, reply: AdminReply) {
+        self.next_gather += 1;
+        let id = self.next_gather;
+        let n = ctx.num_cores();
+        self.ops_gathers.insert(
+            id,
+            OpsGather {
+                historic,
+                ops: Vec::new(),
+                left: n,
+                reply,
+            },
+        );
+        for core in 0..n {
+            if core == self.id {
+                let ops = self
+                    .shard
+                    .as_ref()
+                    .map(|s| s.dump_ops(historic))
+                    .unwrap_or_default();
+                self.ops_part(ctx, id, ops);
+            } else if ctx.post(core, Msg::DumpOps { id, historic }).is_err() {
+                self.ops_part(ctx, id, Vec::new());
+            }
+        }
+    }
+
+    fn ops_part(&mut self, ctx: &mut CoreCtx<Msg>, id: u64, ops: Vec<serde_json::Value>) {
+        let Some(g) = self.ops_gathers.get_mut(&id) else {
+            return;
+        };
+        g.ops.extend(ops);
+        g.left = g.left.saturating_sub(1);
+        if g.left > 0 {
+            return;
+        }
+        let Some(g) = self.ops_gathers.remove(&id) else {
+            return;
+        };
+        let mut ops = g.ops;
+        // Oldest first across the cores, as ceph-osd lists them.
+        ops.sort_by(|a, b| {
+            let k = |v: &serde_json::Value| v["initiated_at"].as_str().unwrap_or("").to_string();
+            k(a).cmp(&k(b))
+        });
+        let j = if g.historic {
+            // The history is kept per core; the OSD's is the newest `osd_op_history_size` of all.
+            let extra = ops.len().saturating_sub(worker::OP_HISTORY_SIZE);
+            ops.drain(..extra);
+            serde_json::json!({
+                "size": worker::OP_HISTORY_SIZE,
+                "duration": worker::OP_HISTORY_DURATION_S,
+                "ops": ops,
+            })
+        } else {
+            serde_json::json!({ "num_ops": ops.len(), "ops": ops })
+        };
+        let answer = (0, serde_json::to_string_pretty(&j).unwrap_or_default());
+        self.admin_reply(ctx, g.reply, answer);
+    }
+
+    /// Deliver an admin command's answer (admin socket, or MCommandReply for `ceph tell`).
+    fn admin_reply(&mut self, ctx: &mut CoreCtx<Msg>, reply: AdminReply, (r, out): (i32, String)) {
+        match reply {
+            AdminReply::Socket(tx) => {
+                let _ = tx.send((r, out));
+            }
+            AdminReply::Tell { conn, tid, features } => {
+                let reply = MCommandReply {
+                    r,
+                    rs: String::new(),
+                    data: Bytes::from(out),
+                };
+                let msg = reply.to_message(features).with_tid(tid);
+                let home = worker::home_core(conn);
+                if home == self.id {
+                    if let Some(&c) = self.by_gid.get(&conn) {
+                        self.send_local(ctx, c, to_m2(msg));
+                    }
+                } else {
+                    let _ = ctx.post(home, Msg::TellReply { conn, msg });
+                }
+            }
+        }
+    }
+
     /// Control queued a new map for the cores: nothing else to do here (maps travel as messages).
     fn after_control(&mut self, _ctx: &mut CoreCtx<Msg>) {}
 }
@@ -2142,8 +2268,6 @@ impl Control {
                     None => return (-2, format!("{{\"error\": \"unrecognized option {var}\"}}")),
                 }
             }
-            "dump_ops_in_flight" | "ops" => serde_json::json!({"ops": [], "num_ops": 0}),
-            "dump_historic_ops" => serde_json::json!({"size": 0, "duration": 0, "ops": []}),
             other => {
                 return (-22, format!("{{\"error\": \"unknown command {other}\"}}"));
             }
@@ -2362,12 +2486,30 @@ impl Daemon {
             ..RuntimeConfig::default()
         };
         let common2 = common.clone();
+        let store_cfg = StoreConfig {
+            cache_bytes: opts
+                .cache_bytes
+                .unwrap_or_else(|| crate::args::default_cache_bytes(shards))
+                as usize,
+            ..StoreConfig::default()
+        };
+        let uring_opts = UringOptions {
+            read_pool_bytes: opts
+                .read_pool_bytes
+                .map_or(UringOptions::default().read_pool_bytes, |b| b as usize),
+            ..UringOptions::default()
+        };
+        eprintln!(
+            "ferro-osd: {shards} ferrostore shard(s), cache {} MiB and read pool {} MiB each",
+            store_cfg.cache_bytes >> 20,
+            uring_opts.read_pool_bytes >> 20
+        );
         let factory = move |core: CoreId| {
             // The store is opened on its core: its io_uring is single-issuer, like the core's own ring.
-            let shard = UringDevice::open(&device, None, UringOptions::default())
+            let shard = UringDevice::open(&device, None, uring_opts)
                 .map_err(|e| format!("opening {}: {e}", device.display()))
                 .and_then(|dev| {
-                    Store::mount(dev, core as u32, StoreConfig::default())
+                    Store::mount(dev, core as u32, store_cfg.clone())
                         .map_err(|e| format!("mounting ferrostore shard {core}: {e}"))
                 })
                 .and_then(|mut store| {
@@ -2417,6 +2559,8 @@ impl Daemon {
                 osds: HashMap::new(),
                 osd_by_conn: HashMap::new(),
                 device_watch: None,
+                ops_gathers: HashMap::new(),
+                next_gather: 0,
                 routes: Arc::new(PgRouter::new(whoami, shards)),
                 unrouted: VecDeque::new(),
             }

@@ -206,6 +206,9 @@ pub fn values<'a>(stats: impl Iterator<Item = &'a ShardStats>, messages_received
         pgs += s.pgs.len() as u64;
         primary += s.pgs.iter().filter(|(r, _)| r.primary).count() as u64;
         t.subops += s.subops;
+        t.subop_latency_ns_sum += s.subop_latency_ns_sum;
+        t.subop_latency_count += s.subop_latency_count;
+        t.op_wip += s.op_wip;
         t.messages_received += s.messages_received;
         t.ops += s.ops;
         t.ops_r += s.ops_r;
@@ -225,7 +228,7 @@ pub fn values<'a>(stats: impl Iterator<Item = &'a ShardStats>, messages_received
     }
     OSD.iter()
         .map(|k| match k.name {
-            "op_wip" => Value::U64(0),
+            "op_wip" => Value::U64(t.op_wip),
             "op" => Value::U64(t.ops),
             "op_in_bytes" => Value::U64(t.op_in_bytes),
             "op_out_bytes" => Value::U64(t.op_out_bytes),
@@ -244,7 +247,10 @@ pub fn values<'a>(stats: impl Iterator<Item = &'a ShardStats>, messages_received
                 sum_ns: t.op_w_latency_ns_sum,
             },
             "subop" => Value::U64(t.subops),
-            "subop_latency" => Value::Avg { count: 0, sum_ns: 0 },
+            "subop_latency" => Value::Avg {
+                count: t.subop_latency_count,
+                sum_ns: t.subop_latency_ns_sum,
+            },
             "numpg" => Value::U64(pgs),
             "numpg_primary" => Value::U64(primary),
             "stat_bytes" => Value::U64(t.total_bytes),

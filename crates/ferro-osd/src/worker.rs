@@ -4,12 +4,15 @@
 //! ops). Lives inside the core's reactor service, so nothing here blocks except shutdown, which waits for the
 //! shard's in-flight writes. This module turns the core's outputs into a [`Delivery`] the daemon sends.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
+use bytes::Bytes;
+use ceph_msgs::CephMessage;
 use ceph_msgs::osd_op::{MOSDOpReply, MWatchNotify};
-use denc::{PgId, SpgId, Utime};
+use ceph_msgs::osd_rep::{MOSDRepOpReply, TraceInfo, rep_msg};
+use denc::{EntityAddr, OsdReqId, PgId, SpgId, Utime};
 use ferrostore::uring::UringDevice;
 use ferrostore::{CollectionId, Device, ObjectKey, Store};
 use osd_core::{Input, OsdShard, Output, PgReport, PgRouter, ShardConfig, ShardStatus};
@@ -38,8 +41,13 @@ pub struct ShardStats {
     pub op_r_latency_count: u64,
     pub op_w_latency_ns_sum: u64,
     pub op_w_latency_count: u64,
-    /// Peer messages handled (replication, peering, recovery) and their handling time.
+    /// Peer messages handled (replication, peering, recovery).
     pub subops: u64,
+    /// Replicated writes (MOSDRepOp) from receipt to the commit reply, as ceph-osd's `subop_latency`.
+    pub subop_latency_ns_sum: u64,
+    pub subop_latency_count: u64,
+    /// Client ops accepted and not answered yet (`op_wip`).
+    pub op_wip: u64,
     /// Sum and count of transaction commit latencies (queued to durable), nanoseconds.
     pub commit_latency_ns_sum: u64,
     pub commit_latency_count: u64,
@@ -94,6 +102,152 @@ impl Delivery {
     }
 }
 
+/// `osd_op_history_size`: completed ops kept for `dump_historic_ops`.
+pub const OP_HISTORY_SIZE: usize = 20;
+/// `osd_op_history_duration` (seconds): older completed ops are dropped from the history.
+pub const OP_HISTORY_DURATION_S: u64 = 600;
+/// In-flight ops tracked at most per shard (beyond it ops are served but not listed).
+const OPS_TRACKED_MAX: usize = 1 << 16;
+
+/// A client op this shard accepted, for op latency, `op_wip`, `dump_ops_in_flight` and `dump_historic_ops`.
+/// Only cheap copies are kept (the object name is a refcounted slice); the description is built when dumped.
+#[derive(Debug, Clone)]
+struct TrackedOp {
+    /// Arrival on this shard's core.
+    t0: Instant,
+    is_write: bool,
+    /// When its transaction was queued in the store (a write waits for the commit from then on).
+    queued: Option<Instant>,
+    /// Completed (reply released): when.
+    done: Option<Instant>,
+    reqid: OsdReqId,
+    client_addr: EntityAddr,
+    pgid: SpgId,
+    epoch: u32,
+    oid: Bytes,
+    /// Op code and extent of each op.
+    ops: Box<[(u16, u64, u64)]>,
+}
+
+impl TrackedOp {
+    fn description(&self) -> String {
+        use std::fmt::Write;
+        let mut ops = String::new();
+        for (i, &(op, off, len)) in self.ops.iter().enumerate() {
+            if i > 0 {
+                ops.push(',');
+            }
+            ops.push_str(ceph_msgs::osd_op::op::name(op));
+            if has_extent(op) {
+                let _ = write!(ops, " {off}~{len}");
+            }
+        }
+        format!(
+            "osd_op({} {} {} [{}] e{})",
+            self.reqid,
+            self.pgid.pgid,
+            String::from_utf8_lossy(&self.oid),
+            ops,
+            self.epoch
+        )
+    }
+
+    /// Ceph's `dump_ops_in_flight` / `dump_historic_ops` entry.
+    fn dump(&self, now: Instant, wall_now: SystemTime) -> serde_json::Value {
+        let at = |t: Instant| {
+            let back = now.saturating_duration_since(t);
+            utime_string(Utime::from_system_time(
+                wall_now.checked_sub(back).unwrap_or(wall_now),
+            ))
+        };
+        let end = self.done.unwrap_or(now);
+        let age = now.saturating_duration_since(self.t0).as_secs_f64();
+        let duration = end.saturating_duration_since(self.t0).as_secs_f64();
+        let mut events = vec![
+            serde_json::json!({"event": "initiated", "time": at(self.t0)}),
+            serde_json::json!({"event": "reached_pg", "time": at(self.t0)}),
+        ];
+        if let Some(q) = self.queued {
+            events.push(serde_json::json!({"event": "waiting for commit", "time": at(q)}));
+        }
+        if let Some(d) = self.done {
+            events.push(serde_json::json!({"event": "commit_sent", "time": at(d)}));
+            events.push(serde_json::json!({"event": "done", "time": at(d)}));
+        }
+        let flag = match (self.done, self.queued) {
+            (Some(_), _) => "done",
+            (None, Some(_)) => "waiting for commit",
+            // Waiting for a map, for the PG to become active, for an object, or for a read.
+            (None, None) => "reached pg",
+        };
+        serde_json::json!({
+            "description": self.description(),
+            "initiated_at": at(self.t0),
+            "age": age,
+            "duration": duration,
+            "type_data": {
+                "flag_point": flag,
+                "client_info": {
+                    "client": self.reqid.name.to_string(),
+                    "client_addr": self.client_addr.to_string(),
+                    "tid": self.reqid.tid,
+                },
+                "events": events,
+            },
+        })
+    }
+}
+
+/// Ops whose description shows an extent (`write 0~4096`).
+fn has_extent(op: u16) -> bool {
+    use ceph_msgs::osd_op::op;
+    matches!(
+        op,
+        op::READ
+            | op::SPARSE_READ
+            | op::WRITE
+            | op::WRITEFULL
+            | op::ZERO
+            | op::TRUNCATE
+            | op::APPEND
+            | op::CMPEXT
+    )
+}
+
+/// Ceph's time format in op dumps: `2026-11-30T16:50:00.123456+0000`.
+fn utime_string(u: Utime) -> String {
+    let secs = i64::from(u.sec);
+    let days = secs.div_euclid(86_400);
+    let rem = secs.rem_euclid(86_400);
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:06}+0000",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60,
+        u.nsec / 1000
+    )
+}
+
+/// The reqid of a MOSDRepOp (its front starts with map_epoch, min_epoch, trace, reqid), without decoding the
+/// rest (the transaction).
+fn repop_reqid(m: &ceph_msgs::Message) -> Option<OsdReqId> {
+    let mut d = denc::Decoder::new(m.front.clone());
+    d.u32().ok()?;
+    d.u32().ok()?;
+    let _: TraceInfo = d.decode().ok()?;
+    d.decode().ok()
+}
+
 /// One core's ferrostore shard and PGs.
 pub struct Shard {
     pub index: u32,
@@ -102,8 +256,12 @@ pub struct Shard {
     /// Monotonic origin of the core's clock.
     start: Instant,
     evs: Vec<ferrostore::Event>,
-    /// When each in-flight client op arrived (by connection and tid), for op latency.
-    started: BTreeMap<(ConnId, u64), (Instant, bool)>,
+    /// Client ops in flight (by connection and tid).
+    started: HashMap<(ConnId, u64), TrackedOp>,
+    /// The last completed ops (`dump_historic_ops`), oldest first.
+    history: VecDeque<TrackedOp>,
+    /// Replicated writes received and not yet answered, by (primary, reqid): when they arrived.
+    subops_started: HashMap<(i32, OsdReqId), Instant>,
     /// When the oldest not-yet-durable transaction was queued (commit latency, approximated per batch).
     commit_since: Option<Instant>,
     /// Since when each PG is in its current state (pg_stat_t's last_change).
@@ -122,7 +280,9 @@ impl Shard {
             core,
             start,
             evs: Vec::new(),
-            started: BTreeMap::new(),
+            started: HashMap::new(),
+            history: VecDeque::new(),
+            subops_started: HashMap::new(),
             commit_since: None,
             since: BTreeMap::new(),
             stats: ShardStats::default(),
@@ -157,14 +317,17 @@ impl Shard {
         eprintln!("{} osd.{} shard {} {msg}", now_utime(), self.osd_id, self.index);
     }
 
-    fn feed(&mut self, input: Input, out: &mut Delivery) {
+    /// Feed one input; true if it queued a transaction in the store.
+    fn feed(&mut self, input: Input, out: &mut Delivery) -> bool {
         let now = self.start.elapsed();
         let had = self.core.store_mut().unacked();
         self.core.handle(now, now_utime(), input);
-        if self.commit_since.is_none() && had == 0 && self.core.store_mut().unacked() > 0 {
+        let has = self.core.store_mut().unacked();
+        if self.commit_since.is_none() && had == 0 && has > 0 {
             self.commit_since = Some(Instant::now());
         }
         self.drain_outputs(out);
+        has > had
     }
 
     fn drain_outputs(&mut self, out: &mut Delivery) {
@@ -172,8 +335,18 @@ impl Shard {
         while let Some(o) = self.core.poll_output() {
             match o {
                 Output::ClientReply { conn, reply } => {
-                    if let Some((t0, w)) = self.started.remove(&(conn, reply.tid)) {
-                        let ns = now.duration_since(t0).as_nanos() as u64;
+                    if let Some(mut t) = self.started.remove(&(conn, reply.tid)) {
+                        let ns = now.duration_since(t.t0).as_nanos() as u64;
+                        let w = t.is_write;
+                        t.done = Some(now);
+                        self.history.push_back(t);
+                        while self.history.len() > OP_HISTORY_SIZE
+                            || self.history.front().is_some_and(|h| {
+                                now.saturating_duration_since(h.t0).as_secs() > OP_HISTORY_DURATION_S
+                            })
+                        {
+                            self.history.pop_front();
+                        }
                         let s = &mut self.stats;
                         s.op_latency_ns_sum += ns;
                         s.op_latency_count += 1;
@@ -189,7 +362,17 @@ impl Shard {
                     out.replies.push((conn, *reply));
                 }
                 Output::ClientNotify { conn, msg } => out.notifies.push((conn, *msg)),
-                Output::ToOsd { osd, msg } => out.to_osd.push((osd, msg)),
+                Output::ToOsd { osd, msg } => {
+                    if msg.msg_type == rep_msg::REPOPREPLY
+                        && !self.subops_started.is_empty()
+                        && let Ok(r) = MOSDRepOpReply::from_message(&msg)
+                        && let Some(t0) = self.subops_started.remove(&(osd, r.reqid))
+                    {
+                        self.stats.subop_latency_ns_sum += now.duration_since(t0).as_nanos() as u64;
+                        self.stats.subop_latency_count += 1;
+                    }
+                    out.to_osd.push((osd, msg));
+                }
                 Output::NeedUpThru { epoch } => out.mon.push(MonReq::UpThru(epoch)),
                 Output::PgTemp { pgid, acting } => out.mon.push(MonReq::PgTemp(pgid, acting)),
                 Output::PgCreated { pgid } => out.mon.push(MonReq::Created(pgid)),
@@ -219,21 +402,76 @@ impl Shard {
             self.stats.ops_r += 1;
         }
         self.stats.op_in_bytes += op.msg.ops.iter().map(|o| o.indata.len() as u64).sum::<u64>();
-        if self.started.len() < 1 << 16 {
-            self.started
-                .insert((op.conn, op.msg.tid), (Instant::now(), is_write));
+        let key = (op.conn, op.msg.tid);
+        if self.started.len() < OPS_TRACKED_MAX {
+            let m = &op.msg;
+            let reqid = if m.reqid.name.ty != 0 || m.reqid.tid != 0 {
+                m.reqid
+            } else {
+                OsdReqId {
+                    name: op.client,
+                    tid: m.tid,
+                    inc: m.client_inc as i32,
+                }
+            };
+            self.started.insert(
+                key,
+                TrackedOp {
+                    t0: Instant::now(),
+                    is_write,
+                    queued: None,
+                    done: None,
+                    reqid,
+                    client_addr: op.client_addr,
+                    pgid: m.pgid,
+                    epoch: m.osdmap_epoch,
+                    oid: m.oid.0.clone(),
+                    ops: m
+                        .ops
+                        .iter()
+                        .map(|o| {
+                            let x = o.extent();
+                            (o.op, x.offset, x.length)
+                        })
+                        .collect(),
+                },
+            );
         }
-        self.feed(Input::ClientOp(Box::new(op)), out);
+        if self.feed(Input::ClientOp(Box::new(op)), out)
+            && let Some(t) = self.started.get_mut(&key)
+        {
+            t.queued = Some(Instant::now());
+        }
+    }
+
+    /// `dump_ops_in_flight` (false) or `dump_historic_ops` (true): this shard's entries.
+    pub fn dump_ops(&self, historic: bool) -> Vec<serde_json::Value> {
+        let (now, wall) = (Instant::now(), SystemTime::now());
+        if historic {
+            self.history.iter().map(|t| t.dump(now, wall)).collect()
+        } else {
+            let mut ops: Vec<&TrackedOp> = self.started.values().collect();
+            ops.sort_by_key(|t| t.t0);
+            ops.into_iter().map(|t| t.dump(now, wall)).collect()
+        }
     }
 
     /// A message from another OSD for a PG of this shard.
     pub fn peer(&mut self, from: i32, msg: ceph_msgs::Message, out: &mut Delivery) {
         self.stats.subops += 1;
+        if msg.msg_type == rep_msg::REPOP
+            && self.subops_started.len() < OPS_TRACKED_MAX
+            && let Some(reqid) = repop_reqid(&msg)
+        {
+            self.subops_started.insert((from, reqid), Instant::now());
+        }
         self.feed(Input::Peer { from, msg }, out);
     }
 
     /// The cluster connection to `osd` broke (unacknowledged messages are resent).
     pub fn peer_reset(&mut self, osd: i32, out: &mut Delivery) {
+        // The primary resends what we did not answer; those are timed from their new arrival.
+        self.subops_started.retain(|k, _| k.0 != osd);
         self.feed(Input::PeerReset(osd), out);
     }
 
@@ -307,6 +545,7 @@ impl Shard {
             .collect();
         self.since = since;
         s.status = self.core.status();
+        s.op_wip = self.started.len() as u64;
         s.total_bytes = self.total_bytes;
         s.free_bytes = self.core.store_mut().free_bytes();
         s

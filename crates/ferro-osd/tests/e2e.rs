@@ -274,6 +274,35 @@ fn ferro_osd_serves_unmodified_clients() {
             assert_eq!(v["state"], "active");
             assert_eq!(v["num_pgs"], 17);
         }
+        if cmd == ["perf", "dump"] {
+            // The rados bench above: client op latencies are counted (op_wip is checked below, with an op
+            // that stays in flight).
+            for k in ["op_latency", "op_w_latency", "commit_latency"] {
+                assert!(v["osd"][k]["avgcount"].as_u64() > Some(0), "{k}: {v}");
+                assert!(v["osd"][k]["avgtime"].as_f64() > Some(0.0), "{k}: {v}");
+            }
+        }
+        if cmd == ["dump_ops_in_flight"] {
+            assert_eq!(v["num_ops"].as_u64(), v["ops"].as_array().map(|a| a.len() as u64));
+        }
+    }
+    // The last 20 completed ops (the rados bench writes), with ceph-osd's fields.
+    let hist: serde_json::Value = serde_json::from_str(&run(
+        env_cmd(&c, "ceph").args(["daemon", &format!("osd.{id}"), "dump_historic_ops"]),
+        Duration::from_secs(30),
+    ))
+    .unwrap();
+    let hops = hist["ops"].as_array().unwrap();
+    assert!(!hops.is_empty() && hops.len() <= 20, "{hist}");
+    assert!(
+        hops.iter().any(|o| o["description"]
+            .as_str()
+            .is_some_and(|d| d.starts_with("osd_op(client.") && d.contains("write 0~4096]"))),
+        "{hist}"
+    );
+    for o in hops {
+        assert!(o["duration"].as_f64() > Some(0.0), "{o}");
+        assert_eq!(o["type_data"]["flag_point"], "done", "{o}");
     }
 
     // A pool resized to 3 copies and min_size 2 with one OSD is below min_size: its PGs stay peered, not
@@ -303,19 +332,70 @@ fn ferro_osd_serves_unmodified_clients() {
     let put = env_cmd(&c, "rados")
         .args([
             "--rados-osd-op-timeout",
-            "3",
+            "6",
             "-p",
             "fp",
             "put",
             "resized",
             &p(&src),
         ])
-        .output()
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
         .unwrap();
+    // While the write waits for an active PG, the admin socket lists it in flight (as ceph-osd does) and
+    // op_wip counts it (statistics reach core 0 every second).
+    let inflight = c.wait_for(
+        "the waiting write in dump_ops_in_flight",
+        Duration::from_secs(5),
+        || {
+            let o = run(
+                env_cmd(&c, "ceph").args(["daemon", &format!("osd.{id}"), "dump_ops_in_flight"]),
+                t,
+            );
+            let v: serde_json::Value = serde_json::from_str(&o).unwrap();
+            Ok(v["ops"]
+                .as_array()
+                .and_then(|a| {
+                    a.iter().find(|op| {
+                        op["description"]
+                            .as_str()
+                            .is_some_and(|d| d.contains(" resized ["))
+                    })
+                })
+                .cloned())
+        },
+    );
+    let op_wip = c.wait_for(
+        "op_wip to count the waiting write",
+        Duration::from_secs(4),
+        || {
+            let o = run(
+                env_cmd(&c, "ceph").args(["daemon", &format!("osd.{id}"), "perf", "dump"]),
+                t,
+            );
+            let v: serde_json::Value = serde_json::from_str(&o).unwrap();
+            Ok(v["osd"]["op_wip"].as_u64().filter(|&n| n >= 1))
+        },
+    );
+    let put = put.wait_with_output().unwrap();
     assert!(
         !put.status.success(),
         "a write to a size-3 pool was acknowledged by a lone ferro-osd"
     );
+    let inflight = inflight.unwrap();
+    eprintln!("dump_ops_in_flight entry: {inflight}");
+    assert!(inflight["age"].as_f64() > Some(0.0), "{inflight}");
+    assert_eq!(inflight["type_data"]["flag_point"], "reached pg", "{inflight}");
+    assert!(
+        inflight["description"].as_str().unwrap().contains("writefull 0~"),
+        "{inflight}"
+    );
+    assert!(
+        inflight["initiated_at"].as_str().unwrap().ends_with("+0000"),
+        "{inflight}"
+    );
+    op_wip.unwrap();
 }
 
 #[test]
@@ -588,6 +668,25 @@ fn three_ferro_osds_replicate_a_size_3_pool() {
         total += digests[0]["num_objects"].as_u64().unwrap();
     }
     assert_eq!(total, n as u64, "every object on every OSD");
+    // The replicas timed every replicated write from receipt to their commit reply (subop_latency).
+    let subops = c.wait_for("subop_latency on the replicas", Duration::from_secs(5), || {
+        let mut count = 0;
+        for id in &ids {
+            let o = run(
+                env_cmd(&c, "ceph").args(["daemon", &format!("osd.{id}"), "perf", "dump"]),
+                t,
+            );
+            let v: serde_json::Value = serde_json::from_str(&o).unwrap();
+            count += v["osd"]["subop_latency"]["avgcount"].as_u64().unwrap_or(0);
+            if v["osd"]["subop_latency"]["avgcount"].as_u64() > Some(0) {
+                assert!(v["osd"]["subop_latency"]["avgtime"].as_f64() > Some(0.0), "{v}");
+            }
+        }
+        // Two writes per object (put, setomapval), each to two replicas.
+        Ok((count >= 4 * n as u64).then_some(count))
+    });
+    eprintln!("subop_latency avgcount over the three OSDs: {subops:?}");
+    subops.unwrap();
 }
 
 /// Every OSD holds `pgs` PGs, all active, and `pgs` of them (the primaries' view) are active+clean.
