@@ -286,6 +286,8 @@ struct Slot {
     gid: ConnId,
     /// Messages refused by backpressure, sent in order on `on_writable`.
     pending: VecDeque<msgr2::Message>,
+    /// The newest map epoch shared with this client (Ceph's `Session::last_sent_epoch`).
+    map_sent: u32,
 }
 
 /// One core: its shard, its connections, and on core 0 the control plane.
@@ -380,6 +382,7 @@ impl Core {
                 client_addr: EntityAddr::default(),
                 gid,
                 pending: VecDeque::new(),
+                map_sent: 0,
             },
         );
     }
@@ -620,6 +623,32 @@ impl Core {
         }
     }
 
+    /// Ceph's `maybe_share_map`: a client op from an older epoch gets our map first, so the client resends
+    /// ops this OSD drops (misdirected, or from before the PG's primary changed) without waiting for its own
+    /// map request (librados asks the monitor only when it sees laggy ops, ~10 s later).
+    fn maybe_share_map(&mut self, ctx: &mut CoreCtx<Msg>, conn: RConn, op_epoch: u32) {
+        let Some(map) = self.map.clone() else { return };
+        let Some(s) = self.conns.get_mut(&conn) else {
+            return;
+        };
+        if op_epoch >= map.epoch || s.map_sent >= map.epoch {
+            return;
+        }
+        s.map_sent = map.epoch;
+        let f = s.features;
+        let mut maps = BTreeMap::new();
+        maps.insert(map.epoch, map.encoded(f));
+        let m = ceph_msgs::MOSDMap {
+            fsid: map.fsid.0,
+            incremental_maps: BTreeMap::new(),
+            maps,
+            oldest_map: map.epoch,
+            newest_map: map.epoch,
+            gap_removed_snaps: BTreeMap::new(),
+        };
+        self.send_local(ctx, conn, to_m2(m.to_message(f)));
+    }
+
     fn conn_gone(&mut self, ctx: &mut CoreCtx<Msg>, conn: RConn) {
         let Some(s) = self.conns.remove(&conn) else { return };
         self.by_gid.remove(&s.gid);
@@ -638,6 +667,8 @@ impl Core {
                 let m = from_m2(m);
                 match MOSDOp::decode_message(&m) {
                     Ok(op) => {
+                        self.maybe_share_map(ctx, conn, op.osdmap_epoch);
+                        let Some(s) = self.conns.get(&conn) else { return };
                         let Some(caps) = s.caps.clone() else { return };
                         let cop = ClientOp {
                             conn: s.gid,

@@ -238,8 +238,13 @@ fn wait_child(child: &mut Child, what: &str, timeout: Duration) -> std::process:
     }
 }
 
-/// Waits for the writer like [`wait_child`], printing the acknowledged writes of every second (a stall shows).
-fn wait_writer(child: &mut Child, acks: &PathBuf, timeout: Duration) -> std::process::ExitStatus {
+/// Waits for the writer like [`wait_child`], printing the acknowledged writes of every second (a stall shows);
+/// returns its exit status and the acknowledged writes of each full second.
+fn wait_writer(
+    child: &mut Child,
+    acks: &PathBuf,
+    timeout: Duration,
+) -> (std::process::ExitStatus, Vec<usize>) {
     let start = Instant::now();
     let mut per_sec = Vec::new();
     let mut last = acked(acks);
@@ -247,7 +252,7 @@ fn wait_writer(child: &mut Child, acks: &PathBuf, timeout: Duration) -> std::pro
     loop {
         if let Some(s) = child.try_wait().unwrap() {
             eprintln!("acknowledged writes per second: {per_sec:?}");
-            return s;
+            return (s, per_sec);
         }
         if start.elapsed() > timeout {
             let _ = child.kill();
@@ -261,6 +266,26 @@ fn wait_writer(child: &mut Child, acks: &PathBuf, timeout: Duration) -> std::pro
         }
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+/// Writes must keep being acknowledged while PGs move (Ceph only holds ops on the object being recovered or
+/// backfilled): every full second of the load after the change but the first (peering) must acknowledge at
+/// least `MIN_ACKS_PER_SEC` writes. Before the OSD shared its newer map with clients, such a move stalled writes
+/// completely (e.g. `[1, 0, 0, 0, 0, 0, 0, 0, 0, 0]`).
+fn assert_writes_flow(per_sec: &[usize]) {
+    const MIN_ACKS_PER_SEC: usize = 5;
+    assert!(per_sec.len() >= 4, "too short a load after the change: {per_sec:?}");
+    let low: Vec<(usize, usize)> = per_sec
+        .iter()
+        .copied()
+        .enumerate()
+        .skip(1)
+        .filter(|&(_, n)| n < MIN_ACKS_PER_SEC)
+        .collect();
+    assert!(
+        low.is_empty(),
+        "writes stalled while PGs moved: seconds (index, acks) {low:?} below {MIN_ACKS_PER_SEC}/s in {per_sec:?}"
+    );
 }
 
 fn acked(acks: &PathBuf) -> usize {
@@ -367,8 +392,9 @@ fn osd_marked_out_under_writes_is_backfilled_elsewhere() {
     let victim = ids[1];
     c.ceph(&["osd", "out", &victim.to_string()]).unwrap();
     let at_out = acked(&acks);
-    let st = wait_writer(&mut writer, &acks, Duration::from_secs(90));
+    let (st, per_sec) = wait_writer(&mut writer, &acks, Duration::from_secs(90));
     assert!(st.success());
+    assert_writes_flow(&per_sec);
     let total = acked(&acks);
     eprintln!("{at_out} writes acknowledged at `osd out`, {total} in all");
     assert!(total > at_out, "no write acknowledged after the out");
@@ -401,8 +427,9 @@ fn fresh_osd_added_is_backfilled() {
     std::thread::sleep(Duration::from_secs(3));
     let new = c.add_osd(&ferro()).unwrap();
     let at_add = acked(&acks);
-    let st = wait_writer(&mut writer, &acks, Duration::from_secs(90));
+    let (st, per_sec) = wait_writer(&mut writer, &acks, Duration::from_secs(90));
     assert!(st.success());
+    assert_writes_flow(&per_sec);
     let total = acked(&acks);
     eprintln!("{at_add} writes acknowledged when osd.{new} came up, {total} in all");
     wait_clean(&c, pool, Duration::from_secs(120));
