@@ -11,7 +11,9 @@
 //!   for the monitor (up_thru, pg_temp, PG created);
 //! * [`OsdShard::poll_timeout`] says when the next [`Input::Tick`] is due;
 //! * the driver polls/waits the store through [`OsdShard::store_mut`] and feeds each
-//!   `ferrostore::Event::Durable(seq)` back as [`Input::Durable`].
+//!   `ferrostore::Event::Durable(seq)` back as [`Input::Durable`] and each `ferrostore::Event::Prefetched(t)`
+//!   as [`Input::Prefetched`] (client reads wait for their data without blocking the core: src/prefetch.rs);
+//!   it keeps polling while `Store::unacked() > 0 || Store::has_background_work()`.
 //!
 //! The core never blocks, never reads a clock and never touches a socket or a file: the same inputs give the
 //! same outputs, which is what lets the simulator replay a whole cluster from a seed.
@@ -28,6 +30,7 @@ mod backfill;
 mod glue;
 mod history;
 mod pgstate;
+mod prefetch;
 mod recovery;
 mod repl;
 mod route;
@@ -139,6 +142,10 @@ pub enum Input {
     PeerReset(i32),
     /// `ferrostore::Event::Durable(seq)` of this shard's store (all transactions up to `seq` are durable).
     Durable(u64),
+    /// `ferrostore::Event::Prefetched(token)` of this shard's store: the data a parked client read waits for is
+    /// in memory (src/prefetch.rs). Every input also picks up completed prefetches, but a driver must feed this
+    /// one (or some input) after the store reported it, or the read waits.
+    Prefetched(u64),
     /// The time from [`OsdShard::poll_timeout`] has come (or any time: ticks are idempotent).
     Tick,
 }
@@ -417,7 +424,11 @@ impl<D: Device> OsdShard<D> {
             Input::Peer { from, msg } => self.handle_peer(from, msg),
             Input::PeerReset(osd) => self.handle_peer_reset(osd),
             Input::Durable(seq) => self.handle_durable(seq),
+            Input::Prefetched(_) => {}
             Input::Tick => self.handle_tick(),
+        }
+        if self.store.has_prefetched() {
+            self.handle_prefetched();
         }
         self.start_granted_backfills();
     }

@@ -64,6 +64,8 @@ pub(crate) struct PgState {
     /// Client ops waiting for an object to be recovered (missing on the primary or degraded on a replica).
     #[allow(clippy::vec_box)] // ops move between the queues as boxes, without copying the op
     waiting_for_object: BTreeMap<HObject, Vec<Box<ClientOp>>>,
+    /// Read ops whose data the store is prefetching, and the ops on the same objects behind them (prefetch.rs).
+    parked: crate::prefetch::Parked,
     /// Replicated writes of this interval not yet committed by every replica (resent after a connection reset).
     inflight: BTreeMap<Eversion, (RepOp, BTreeSet<i32>)>,
     /// Ops handed to the engine whose reply has not come out yet (dropped if this OSD stops being primary).
@@ -138,6 +140,7 @@ impl PgState {
             force_resend: 0,
             waiting: VecDeque::new(),
             waiting_for_object: BTreeMap::new(),
+            parked: Default::default(),
             inflight: BTreeMap::new(),
             outstanding: BTreeSet::new(),
             suppress: BTreeMap::new(),
@@ -253,6 +256,7 @@ impl PgState {
                 }
                 self.waiting.clear();
                 self.waiting_for_object.clear();
+                self.parked.take_all(cx.store);
             }
             glue::set_role(&mut self.pg, primary);
             if !primary {
@@ -282,6 +286,9 @@ impl PgState {
             for op in ops.into_iter().rev() {
                 self.waiting.push_front(op);
             }
+        }
+        for op in self.parked.take_all(cx.store).into_iter().rev() {
+            self.waiting.push_front(op);
         }
     }
 
@@ -348,15 +355,54 @@ impl PgState {
             }
         }
         while self.can_serve(cx.now) {
+            // reads whose data arrived run first; the ops queued behind them go back to the front, in order
+            if let Some((token, mut ops)) = self.parked.pop_ready() {
+                let Some(op) = ops.pop_front() else { continue };
+                let oid = op_object(&op.msg);
+                if self.object_unavailable(&oid) {
+                    cx.store.release_prefetch(token);
+                    self.recovery.prioritize(&oid);
+                    let q = self.waiting_for_object.entry(oid).or_default();
+                    q.push(op);
+                    q.extend(ops);
+                    continue;
+                }
+                self.execute(cx, op);
+                cx.store.release_prefetch(token);
+                for op in ops.into_iter().rev() {
+                    self.waiting.push_front(op);
+                }
+                continue;
+            }
             let Some(op) = self.waiting.pop_front() else { break };
             let oid = op_object(&op.msg);
+            if self.parked.holds(&oid) {
+                self.parked.queue_behind(&oid, op);
+                continue;
+            }
             if self.object_unavailable(&oid) {
                 self.recovery.prioritize(&oid);
                 self.waiting_for_object.entry(oid).or_default().push(op);
                 continue;
             }
-            self.execute(cx, op);
+            // a read whose data must come from the device waits for it without blocking the core
+            match self
+                .parked
+                .park(cx.store, &self.spgid, self.pg.collection(), &oid, op)
+            {
+                Ok(()) => {}
+                Err(op) => self.execute(cx, op),
+            }
         }
+    }
+
+    /// The store finished prefetch `token`: run the op parked on it (false: not this PG's).
+    pub fn prefetched<D: Device>(&mut self, cx: &mut Cx<'_, D>, token: u64) -> bool {
+        if !self.parked.completed(token) {
+            return false;
+        }
+        self.dispatch(cx);
+        true
     }
 
     /// An object missing on the primary or on an acting replica: ops on it wait for its recovery (Ceph's
@@ -914,7 +960,9 @@ impl PgState {
             num_objects_degraded: progress.objects_degraded.max(missing) + stats.num_objects * absent,
             num_objects_misplaced: progress.objects_misplaced,
             num_objects_unfound: progress.objects_unfound,
-            ops_waiting: self.waiting.len() + self.waiting_for_object.values().map(Vec::len).sum::<usize>(),
+            ops_waiting: self.waiting.len()
+                + self.waiting_for_object.values().map(Vec::len).sum::<usize>()
+                + self.parked.len(),
             repops_in_flight: self.inflight.len(),
         }
     }

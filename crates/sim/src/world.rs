@@ -641,7 +641,13 @@ impl World {
         if osd.poll_scheduled || !osd.running {
             return;
         }
-        let busy = osd.disk.in_flight() > 0 || osd.shards.iter_mut().any(|s| s.store_mut().unacked() > 0);
+        // a shard's completions wait in its inbox of the shared disk until that shard polls: keep polling while
+        // any shard has writes unacknowledged or reads (client read prefetches) in flight
+        let busy = osd.disk.in_flight() > 0
+            || osd
+                .shards
+                .iter_mut()
+                .any(|s| s.store_mut().unacked() > 0 || s.store_mut().reads_in_flight() > 0);
         if !busy {
             return;
         }
@@ -673,8 +679,10 @@ impl World {
                 return Err(format!("osd.{o} shard {s}: store failed: {e}"));
             }
             for ev in evs {
-                if let ferrostore::Event::Durable(seq) = ev {
-                    self.osd_input(o, s, Input::Durable(seq))?;
+                match ev {
+                    ferrostore::Event::Durable(seq) => self.osd_input(o, s, Input::Durable(seq))?,
+                    ferrostore::Event::Prefetched(t) => self.osd_input(o, s, Input::Prefetched(t))?,
+                    _ => {}
                 }
             }
         }

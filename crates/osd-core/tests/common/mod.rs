@@ -184,7 +184,7 @@ impl Cluster {
             let hold = self.hold_durable.contains(&o);
             let s = self.osds.get_mut(&o).unwrap();
             let mut evs = Vec::new();
-            if s.store_mut().unacked() > 0 {
+            if s.store_mut().unacked() > 0 || s.store_mut().has_background_work() {
                 s.store_mut().poll(&mut evs).unwrap();
             }
             if !hold && let Some(w) = self.withheld.remove(&o) {
@@ -201,6 +201,10 @@ impl Cluster {
                     } else {
                         s.handle(self.now, self.wall, Input::Durable(seq));
                     }
+                } else if let Event::Prefetched(t) = e {
+                    // a client read's data is in memory (reads are not held back by `hold_durable`)
+                    any = true;
+                    s.handle(self.now, self.wall, Input::Prefetched(t));
                 }
             }
         }
