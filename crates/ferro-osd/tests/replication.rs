@@ -274,7 +274,10 @@ fn wait_writer(
 /// completely (e.g. `[1, 0, 0, 0, 0, 0, 0, 0, 0, 0]`).
 fn assert_writes_flow(per_sec: &[usize]) {
     const MIN_ACKS_PER_SEC: usize = 5;
-    assert!(per_sec.len() >= 4, "too short a load after the change: {per_sec:?}");
+    assert!(
+        per_sec.len() >= 4,
+        "too short a load after the change: {per_sec:?}"
+    );
     let low: Vec<(usize, usize)> = per_sec
         .iter()
         .copied()
