@@ -496,9 +496,16 @@ impl Shard {
         let evs = std::mem::take(&mut self.evs);
         let mut durable = false;
         for ev in &evs {
-            if let ferrostore::Event::Durable(seq) = ev {
-                durable = true;
-                self.feed(Input::Durable(*seq), out);
+            match ev {
+                ferrostore::Event::Durable(seq) => {
+                    durable = true;
+                    self.feed(Input::Durable(*seq), out);
+                }
+                // a parked client read's data is in memory: the op runs now (osd-core src/prefetch.rs)
+                ferrostore::Event::Prefetched(t) => {
+                    self.feed(Input::Prefetched(*t), out);
+                }
+                _ => {}
             }
         }
         self.evs = evs;
