@@ -312,7 +312,9 @@ impl<D: Device> OsdShard<D> {
     /// `pg_num` of those bits (`2^bits`: its children at the new `pg_num` are exactly the seeds that match its
     /// bits), and the split below makes its children before anything else touches them.
     fn load_stored(&mut self, spgid: SpgId, info: &pg::PoolInfo, epoch: u32) {
-        if self.pgs.contains_key(&spgid) || !self.open_pg(spgid, info, epoch, false, None) {
+        // the placement persisted before the restart: the first map closes the interval the PG was in then
+        let last = self.last_placed.get(&spgid).cloned();
+        if self.pgs.contains_key(&spgid) || !self.open_pg(spgid, info, epoch, false, last) {
             return;
         }
         let want = spgid.pgid.get_split_bits(info.pg_num);
@@ -361,7 +363,7 @@ impl<D: Device> OsdShard<D> {
                 return false;
             }
             let d = glue::peering_state(&p);
-            let peering = peering::Pg::new(
+            let mut peering = peering::Pg::new(
                 self.cfg.whoami,
                 spgid,
                 d.info,
@@ -370,6 +372,11 @@ impl<D: Device> OsdShard<D> {
                 d.past_intervals,
                 self.cfg.peering,
             );
+            // Its last placement before the restart: the first map then closes the interval the PG was in when
+            // this OSD stopped (Ceph replays the maps in between), so peering probes that interval's OSDs.
+            if let Some(l) = last {
+                peering = peering.with_last_map(l);
+            }
             self.on_disk.remove(&spgid);
             self.pgs
                 .insert(spgid, PgState::new(spgid, p, peering, epoch, false));
