@@ -304,7 +304,8 @@ fn verify_acks(c: &Cluster, pool: &str, acks: &PathBuf) -> String {
             .arg(pool)
             .arg("--verify")
             .arg(acks),
-        Duration::from_secs(90),
+        // writes no longer stall while PGs move, so there are 2-4x as many to read back (one at a time)
+        Duration::from_secs(240),
     );
     let o = o.trim().to_string();
     eprintln!("{o}");
