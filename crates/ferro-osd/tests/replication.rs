@@ -427,7 +427,9 @@ fn fresh_osd_added_is_backfilled() {
     };
     let t0 = Instant::now();
     let acks = c.dir().join("acks");
-    let mut writer = start_writer(&c, "ap", 12, &acks);
+    // Longer than the out test's load: adding an OSD (mkfs, auth, boot) can take ~9 s on a loaded machine, and the
+    // writes must still run for several seconds after it is up.
+    let mut writer = start_writer(&c, "ap", 20, &acks);
     std::thread::sleep(Duration::from_secs(3));
     let new = c.add_osd(&ferro()).unwrap();
     let at_add = acked(&acks);
