@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use testcluster::{Cluster, ClusterSpec, FerroOsd};
 
 mod live;
-use live::{ferro_size3_pool, python_available, run, script};
+use live::{ferro_size3_pool, python_available, run, script, wait_active_clean};
 
 fn ferro() -> FerroOsd {
     let mut f = FerroOsd::new(env!("CARGO_BIN_EXE_ferro-osd"));
@@ -23,24 +23,6 @@ fn env_cmd(c: &Cluster, prog: &str) -> Command {
     let mut cmd = Command::new(prog);
     cmd.env("CEPH_CONF", c.conf_path());
     cmd
-}
-
-fn wait_active_clean(c: &Cluster, timeout: Duration) {
-    c.wait_for("all PGs active+clean", timeout, || {
-        let s = c.ceph_json(&["pg", "stat"])?;
-        let num = s["pg_summary"]["num_pgs"].as_u64().unwrap_or(0);
-        let clean: u64 = s["pg_summary"]["num_pg_by_state"]
-            .as_array()
-            .map(|v| {
-                v.iter()
-                    .filter(|x| x["name"] == "active+clean")
-                    .filter_map(|x| x["num"].as_u64())
-                    .sum()
-            })
-            .unwrap_or(0);
-        Ok((num > 0 && clean == num).then_some(()))
-    })
-    .unwrap();
 }
 
 fn up_from(c: &Cluster, id: u32) -> u64 {

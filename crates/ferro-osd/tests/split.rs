@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use testcluster::{Cluster, ClusterSpec, FerroOsd};
 
 mod live;
-use live::{ferro_size3_pool, python_available, run, script};
+use live::{ferro_size3_pool, python_available, run, script, wait_active_clean};
 
 const OBJECTS: u32 = 200;
 
@@ -71,24 +71,6 @@ fn wait_split(c: &Cluster, pool: &str, n: u64, timeout: Duration) {
         "pg_num {n} and active+clean after {:.1} s",
         t0.elapsed().as_secs_f64()
     );
-}
-
-fn wait_active_clean(c: &Cluster, timeout: Duration) {
-    c.wait_for("all PGs active+clean", timeout, || {
-        let s = c.ceph_json(&["pg", "stat"])?;
-        let num = s["pg_summary"]["num_pgs"].as_u64().unwrap_or(0);
-        let clean: u64 = s["pg_summary"]["num_pg_by_state"]
-            .as_array()
-            .map(|v| {
-                v.iter()
-                    .filter(|x| x["name"] == "active+clean")
-                    .filter_map(|x| x["num"].as_u64())
-                    .sum()
-            })
-            .unwrap_or(0);
-        Ok((num > 0 && clean == num).then_some(()))
-    })
-    .unwrap();
 }
 
 fn set_pg_num(c: &Cluster, pool: &str, n: u32) {

@@ -83,3 +83,22 @@ pub fn ferro_size3_pool(c: &Cluster, name: &str, pgs: u32) -> i64 {
         .unwrap();
     c.pool_id(name).unwrap()
 }
+
+/// Waits until `ceph pg stat` counts every PG active+clean (and at least one PG).
+pub fn wait_active_clean(c: &Cluster, timeout: Duration) {
+    c.wait_for("all PGs active+clean", timeout, || {
+        let s = c.ceph_json(&["pg", "stat"])?;
+        let num = s["pg_summary"]["num_pgs"].as_u64().unwrap_or(0);
+        let clean: u64 = s["pg_summary"]["num_pg_by_state"]
+            .as_array()
+            .map(|v| {
+                v.iter()
+                    .filter(|x| x["name"] == "active+clean")
+                    .filter_map(|x| x["num"].as_u64())
+                    .sum()
+            })
+            .unwrap_or(0);
+        Ok((num > 0 && clean == num).then_some(()))
+    })
+    .unwrap();
+}
