@@ -28,6 +28,10 @@ pub const COMMANDS: &[(&str, &str)] = &[
     ("dump_ops_in_flight", "show the ops currently in flight"),
     ("ops", "show the ops currently in flight"),
     ("dump_historic_ops", "show recent ops"),
+    (
+        "dump_mempools",
+        "get mempool stats: ferrostore's cache and buffers, PG log entries, tracked ops, replicated writes in flight",
+    ),
     ("get_command_descriptions", "list available commands"),
     (
         "ferro object-digest",

@@ -2281,6 +2281,7 @@ impl Control {
             }
             "perf dump" => crate::perf::dump(self.stats(), self.dd.shards, messages_received),
             "perf schema" => crate::perf::schema(),
+            "dump_mempools" => crate::stats::mempools(self.stats(), crate::stats::self_rss_bytes()),
             "config show" => {
                 let mut o = serde_json::Map::new();
                 for (k, val) in &self.opts.all {

@@ -152,3 +152,86 @@ pub fn osd_stat(
         ..OsdStat::default()
     }
 }
+
+/// `dump_mempools`: what holds this OSD's memory, in the layout of ceph-osd's answer (`mempool.by_pool.<name>`
+/// with `items` and `bytes`, and a `total`), from the shards' last statistics (at most a second old), plus the
+/// process's resident set (`rss_bytes`, from /proc) to compare the pools with. `bytes` is 0 where we count items
+/// only: PG log entries, tracked ops and replicated writes hold names and buffers of varying size.
+pub fn mempools<'a>(
+    shards: impl Iterator<Item = &'a crate::worker::ShardStats>,
+    rss_bytes: u64,
+) -> serde_json::Value {
+    let mut m = crate::worker::ShardMemory::default();
+    let mut n = 0u64;
+    for s in shards {
+        n += 1;
+        m.store_bytes += s.mem.store_bytes;
+        m.ops_tracked += s.mem.ops_tracked;
+        m.subops_tracked += s.mem.subops_tracked;
+        m.pglog_entries += s.mem.pglog_entries;
+        m.repops_in_flight += s.mem.repops_in_flight;
+    }
+    let pools = [
+        ("ferrostore", n, m.store_bytes),
+        ("osd_pglog", m.pglog_entries, 0),
+        ("osd", m.ops_tracked + m.subops_tracked, 0),
+        ("osd_repop", m.repops_in_flight, 0),
+    ];
+    let mut by_pool = serde_json::Map::new();
+    for (name, items, bytes) in pools {
+        by_pool.insert(name.into(), serde_json::json!({"items": items, "bytes": bytes}));
+    }
+    serde_json::json!({
+        "mempool": {
+            "by_pool": by_pool,
+            "total": {
+                "items": pools.iter().map(|p| p.1).sum::<u64>(),
+                "bytes": pools.iter().map(|p| p.2).sum::<u64>(),
+            },
+        },
+        "rss_bytes": rss_bytes,
+    })
+}
+
+/// This process's resident set size (VmRSS), 0 if /proc cannot tell.
+pub fn self_rss_bytes() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmRSS:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        })
+        .map_or(0, |kb| kb * 1024)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::worker::{ShardMemory, ShardStats};
+
+    #[test]
+    fn mempools_sum_the_shards() {
+        let shard = |store_bytes, pglog_entries| ShardStats {
+            mem: ShardMemory {
+                store_bytes,
+                ops_tracked: 3,
+                subops_tracked: 1,
+                pglog_entries,
+                repops_in_flight: 2,
+            },
+            ..ShardStats::default()
+        };
+        let v = mempools([shard(1000, 250), shard(500, 10)].iter(), 42 << 20);
+        let p = &v["mempool"]["by_pool"];
+        assert_eq!(p["ferrostore"]["bytes"], 1500);
+        assert_eq!(p["ferrostore"]["items"], 2);
+        assert_eq!(p["osd_pglog"]["items"], 260);
+        assert_eq!(p["osd"]["items"], 8);
+        assert_eq!(p["osd_repop"]["items"], 4);
+        assert_eq!(v["mempool"]["total"]["bytes"], 1500);
+        assert_eq!(v["mempool"]["total"]["items"], 2 + 260 + 8 + 4);
+        assert_eq!(v["rss_bytes"], 42u64 << 20);
+        assert!(self_rss_bytes() > 0, "this test process has a resident set");
+    }
+}

@@ -56,6 +56,24 @@ pub struct ShardStats {
     pub misdirected: u64,
     /// Messages received on this core's client and peer connections.
     pub messages_received: u64,
+    /// What holds memory on this shard (`dump_mempools`), sampled with the other statistics.
+    pub mem: ShardMemory,
+}
+
+/// The main memory consumers of one shard, for `dump_mempools` (ceph-osd's mempool names where one fits).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct ShardMemory {
+    /// ferrostore's heap estimate: tree nodes (cache and dirty), in-flight data and log records, allocator.
+    pub store_bytes: u64,
+    /// Client ops tracked in flight plus completed ops kept for `dump_historic_ops`.
+    pub ops_tracked: u64,
+    /// Replicated writes received and not yet answered (kept for `subop_latency`).
+    pub subops_tracked: u64,
+    /// PG log entries held in memory (every PG of the shard).
+    pub pglog_entries: u64,
+    /// Replicated writes in flight on this shard's primaries (each holds its transaction until every replica
+    /// answers).
+    pub repops_in_flight: u64,
 }
 
 /// Bits of a daemon-wide connection id below the core number.
@@ -156,9 +174,8 @@ impl TrackedOp {
     fn dump(&self, now: Instant, wall_now: SystemTime) -> serde_json::Value {
         let at = |t: Instant| {
             let back = now.saturating_duration_since(t);
-            utime_string(Utime::from_system_time(
-                wall_now.checked_sub(back).unwrap_or(wall_now),
-            ))
+            // Ceph's time format in op dumps: `2026-11-30T16:50:00.123456+0000`
+            Utime::from_system_time(wall_now.checked_sub(back).unwrap_or(wall_now)).to_iso_utc()
         };
         let end = self.done.unwrap_or(now);
         let age = now.saturating_duration_since(self.t0).as_secs_f64();
@@ -211,30 +228,6 @@ fn has_extent(op: u16) -> bool {
             | op::TRUNCATE
             | op::APPEND
             | op::CMPEXT
-    )
-}
-
-/// Ceph's time format in op dumps: `2026-11-30T16:50:00.123456+0000`.
-fn utime_string(u: Utime) -> String {
-    let secs = i64::from(u.sec);
-    let days = secs.div_euclid(86_400);
-    let rem = secs.rem_euclid(86_400);
-    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:06}+0000",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60,
-        u.nsec / 1000
     )
 }
 
@@ -555,6 +548,13 @@ impl Shard {
         s.op_wip = self.started.len() as u64;
         s.total_bytes = self.total_bytes;
         s.free_bytes = self.core.store_mut().free_bytes();
+        s.mem = ShardMemory {
+            store_bytes: self.core.store_mut().memory_bytes() as u64,
+            ops_tracked: (self.started.len() + self.history.len()) as u64,
+            subops_tracked: self.subops_started.len() as u64,
+            pglog_entries: s.pgs.iter().map(|(r, _)| r.stats.log_size).sum(),
+            repops_in_flight: s.status.repops_in_flight as u64,
+        };
         s
     }
 

@@ -378,25 +378,7 @@ impl Decode for MonMap {
 
 /// `utime_t` as Ceph prints it in UTC: `2026-11-30T09:41:02.125614+0000`.
 pub fn utime_to_iso_utc(t: Utime) -> String {
-    let days = i64::from(t.sec) / 86_400;
-    let secs = i64::from(t.sec) % 86_400;
-    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:06}+0000",
-        secs / 3600,
-        secs / 60 % 60,
-        secs % 60,
-        t.nsec / 1000
-    )
+    t.to_iso_utc()
 }
 
 impl fmt::Display for MonMap {

@@ -36,6 +36,27 @@ impl Utime {
             + std::time::Duration::new(u64::from(self.sec), 0)
             + std::time::Duration::from_nanos(u64::from(self.nsec))
     }
+
+    /// Ceph's UTC time stamp with microseconds, `2026-11-30T09:41:02.125614+0000`: how `monmaptool --print`
+    /// shows a monmap's times and how the OSD's admin socket shows op times.
+    pub fn to_iso_utc(&self) -> String {
+        let mut s = String::with_capacity(31);
+        let _ = self.write_iso_utc(&mut s); // writing to a String cannot fail
+        s
+    }
+
+    fn write_iso_utc(&self, w: &mut impl fmt::Write) -> fmt::Result {
+        let rem = self.sec % 86_400;
+        let (y, m, d) = civil_from_days(i64::from(self.sec / 86_400));
+        write!(
+            w,
+            "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:06}+0000",
+            rem / 3600,
+            rem / 60 % 60,
+            rem % 60,
+            self.nsec / 1000
+        )
+    }
 }
 
 impl Decode for Utime {
@@ -61,16 +82,7 @@ impl fmt::Display for Utime {
         if self.sec < 60 * 60 * 24 * 365 * 10 {
             return write!(f, "{}.{usec:06}", self.sec);
         }
-        let days = i64::from(self.sec / 86_400);
-        let rem = self.sec % 86_400;
-        let (y, m, d) = civil_from_days(days);
-        write!(
-            f,
-            "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{usec:06}+0000",
-            rem / 3600,
-            rem / 60 % 60,
-            rem % 60
-        )
+        self.write_iso_utc(f)
     }
 }
 
@@ -198,6 +210,26 @@ mod tests {
         assert_eq!(
             Utime::new(1_700_000_000, 1000).to_string(),
             "2023-11-14T22:13:20.000001+0000"
+        );
+    }
+
+    #[test]
+    fn iso_utc_dates() {
+        for (sec, nsec, want) in [
+            (0, 0, "1970-01-01T00:00:00.000000+0000"),
+            (12, 345_678_999, "1970-01-01T00:00:12.345678+0000"),
+            (951_782_400, 0, "2000-02-29T00:00:00.000000+0000"),
+            (951_868_799, 999_999_999, "2000-02-29T23:59:59.999999+0000"),
+            (1_796_031_662, 125_614_000, "2026-11-30T09:41:02.125614+0000"),
+            (4_107_542_400, 0, "2100-03-01T00:00:00.000000+0000"),
+            (u32::MAX, 0, "2106-02-07T06:28:15.000000+0000"),
+        ] {
+            assert_eq!(Utime::new(sec, nsec).to_iso_utc(), want, "{sec}");
+        }
+        // Display switches to the date form for instants (ten years and later)
+        assert_eq!(
+            Utime::new(1_796_031_662, 0).to_string(),
+            Utime::new(1_796_031_662, 0).to_iso_utc()
         );
     }
 
