@@ -5,16 +5,13 @@
 //!
 //! `cargo run --release -p ferrostore --example lookup_cpu -- [objects] [rounds]`
 
-use bytes::Bytes;
-use ferrostore::rng::Rng;
-use ferrostore::{
-    CollectionId, MkfsOptions, ObjectKey, Op, SimConfig, SimDevice, Store, StoreConfig, Transaction, mkfs,
-};
-use std::time::Instant;
+mod common;
 
-fn coll() -> CollectionId {
-    CollectionId::new(Bytes::from_static(b"1.7_head"))
-}
+use bytes::Bytes;
+use common::coll;
+use ferrostore::rng::Rng;
+use ferrostore::{ObjectKey, Op, Transaction};
+use std::time::Instant;
 
 fn obj(i: u64) -> ObjectKey {
     // shaped like the OSD's keys: a long common prefix, the name at the end
@@ -27,28 +24,7 @@ fn main() -> Result<(), String> {
     let objects: u64 = args.next().and_then(|a| a.parse().ok()).unwrap_or(64);
     let rounds: u32 = args.next().and_then(|a| a.parse().ok()).unwrap_or(7);
     let blocks = 1024u64; // 4 MiB objects
-    let dev = SimDevice::new(
-        ((objects * blocks * 4096) as usize) * 2 + (64 << 20),
-        SimConfig {
-            seed: 1,
-            reorder: false,
-            max_completions_per_poll: 1024,
-            durable_writes: true,
-        },
-    );
-    let dev = mkfs(
-        dev,
-        &MkfsOptions {
-            shards: 1,
-            log_bytes: 16 << 20,
-            uuid: 1,
-        },
-    )
-    .map_err(|e| e.to_string())?;
-    let mut s = Store::mount(dev, 0, StoreConfig::default()).map_err(|e| e.to_string())?;
-    let mut t = Transaction::new();
-    t.push(Op::CreateCollection { cid: coll(), bits: 0 });
-    s.commit(&t).map_err(|e| e.to_string())?;
+    let mut s = common::sim_store(((objects * blocks * 4096) as usize) * 2 + (64 << 20))?;
     let data = Bytes::from(vec![0x5a; 4096]);
     for i in 0..objects {
         for parity in [0, 1] {

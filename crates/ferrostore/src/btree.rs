@@ -369,6 +369,16 @@ impl Tree {
     }
 
     pub fn get(&mut self, io: &mut dyn NodeIo, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.get_with(io, key, &mut |v| v.to_vec())
+    }
+
+    /// `f(value)` of the entry at `key`, without copying the value out of its node.
+    pub fn get_with<R>(
+        &mut self,
+        io: &mut dyn NodeIo,
+        key: &[u8],
+        f: &mut dyn FnMut(&[u8]) -> R,
+    ) -> Result<Option<R>> {
         let mut p = self.root;
         loop {
             let n = self.node(io, p)?;
@@ -377,7 +387,7 @@ impl Tree {
                     .keys
                     .binary_search_by(|k| key_cmp(k, key))
                     .ok()
-                    .map(|i| n.vals[i].clone()));
+                    .map(|i| f(&n.vals[i])));
             }
             p = n.kids[n.child_index(key)];
         }

@@ -44,6 +44,8 @@ pub struct StoreConfig {
     /// WAL records of the replay window newest first instead of in lsn order, so an older record's deltas
     /// overwrite a newer one's. Default off.
     pub fault_replay_order: bool,
+    /// Decoded onodes (and, separately, collections) kept in memory, write-through (`MetaCache`); ~200 bytes each.
+    pub meta_cache_entries: usize,
 }
 
 impl Default for StoreConfig {
@@ -57,6 +59,7 @@ impl Default for StoreConfig {
             checkpoint_free_percent: 20,
             background_checkpoints: true,
             fault_replay_order: false,
+            meta_cache_entries: 2048,
         }
     }
 }
@@ -247,6 +250,125 @@ impl Run {
         }
         None
     }
+}
+
+/// Decoded onodes and collection bits by their tree key. An OSD op looks its object up several times (object info,
+/// snapset, size, data), a write transaction touches its object and the PG's meta object, and every write checks
+/// its collection; without this each is a walk down the tree plus a decode. Exact, not a hint: `commit` applies
+/// every committed transaction's onode and collection entries to it (write-through), and mount clears it after
+/// replay, so an entry always equals the tree's. Bounded (`StoreConfig::meta_cache_entries` per kind): when a map
+/// is full, an arbitrary eighth of it goes (cheap, and enough to keep a working set of hot objects).
+struct MetaCache {
+    onodes: HashMap<Vec<u8>, Onode>,
+    colls: HashMap<Vec<u8>, u32>,
+    key_bytes: usize,
+    cap: usize,
+}
+
+impl MetaCache {
+    fn new(cap: usize) -> Self {
+        MetaCache {
+            onodes: HashMap::new(),
+            colls: HashMap::new(),
+            key_bytes: 0,
+            cap: cap.max(1),
+        }
+    }
+
+    fn onode(&self, k: &[u8]) -> Option<Onode> {
+        self.onodes.get(k).copied()
+    }
+
+    fn coll(&self, k: &[u8]) -> Option<u32> {
+        self.colls.get(k).copied()
+    }
+
+    fn insert_onode(&mut self, k: Vec<u8>, o: Onode) {
+        if self.onodes.len() >= self.cap && !self.onodes.contains_key(&k) {
+            let victims: Vec<Vec<u8>> = self.onodes.keys().take(self.cap.div_ceil(8)).cloned().collect();
+            for v in victims {
+                self.key_bytes -= v.len();
+                self.onodes.remove(&v);
+            }
+        }
+        let len = k.len();
+        if self.onodes.insert(k, o).is_none() {
+            self.key_bytes += len;
+        }
+    }
+
+    fn insert_coll(&mut self, k: Vec<u8>, bits: u32) {
+        if self.colls.len() >= self.cap && !self.colls.contains_key(&k) {
+            // thousands of collections on one shard: rare enough to start over
+            self.key_bytes -= self.colls.keys().map(|k| k.len()).sum::<usize>();
+            self.colls.clear();
+        }
+        let len = k.len();
+        if self.colls.insert(k, bits).is_none() {
+            self.key_bytes += len;
+        }
+    }
+
+    /// A transaction commits: its collection and onode entries (put or deleted) become the cached truth.
+    fn commit(&mut self, overlay: &BTreeMap<Vec<u8>, Option<Vec<u8>>>) {
+        use std::ops::Bound;
+        let range = (
+            Bound::Included(&[keys::NS_COLL][..]),
+            Bound::Excluded(&[keys::NS_ONODE + 1][..]),
+        );
+        for (k, v) in overlay.range::<[u8], _>(range) {
+            let onode = k.first() == Some(&keys::NS_ONODE);
+            let decoded = match (v, onode) {
+                (Some(v), true) => Onode::decode(v).ok().map(|o| (Some(o), None)),
+                (Some(v), false) => coll_bits(v).ok().map(|b| (None, Some(b))),
+                (None, _) => None,
+            };
+            match decoded {
+                Some((Some(o), _)) => self.insert_onode(k.clone(), o),
+                Some((_, Some(b))) => self.insert_coll(k.clone(), b),
+                _ => {
+                    // deleted (or undecodable: never cache it)
+                    let gone = if onode {
+                        self.onodes.remove(k).is_some()
+                    } else {
+                        self.colls.remove(k).is_some()
+                    };
+                    if gone {
+                        self.key_bytes -= k.len();
+                    }
+                }
+            }
+        }
+    }
+
+    fn clear(&mut self) {
+        *self = MetaCache::new(self.cap);
+    }
+
+    fn memory_bytes(&self) -> usize {
+        (self.onodes.capacity() + self.colls.capacity()) * 64 + self.key_bytes
+    }
+}
+
+/// An attr/omap value taken out of a tree node without holding the node: an inline value's bytes (one copy), or a
+/// spilled value's descriptor to read after the tree walk (`Store::finish_value`).
+enum StoredValue {
+    Inline(Bytes),
+    Spilled(Vec<u8>),
+}
+
+fn stored_value(raw: &[u8]) -> Result<StoredValue> {
+    Ok(match Value::decode(raw)? {
+        Value::Inline(v) => StoredValue::Inline(Bytes::copy_from_slice(v)),
+        Value::Spilled { .. } => StoredValue::Spilled(raw.to_vec()),
+    })
+}
+
+fn coll_bits(v: &[u8]) -> Result<u32> {
+    let a: [u8; 4] = v
+        .try_into()
+        .map_err(|_| StoreError::Corrupt("collection".into()))?;
+    Ok(u32::from_le_bytes(a))
 }
 
 #[derive(Default)]
@@ -442,9 +564,8 @@ pub struct Store<D: Device> {
     prefetch_reads: HashMap<u64, u64>,
     prefetch_done: Vec<(u64, CollectionId)>,
     prefetch_bytes: usize,
-    /// The last onode found in the tree (its full key): an op looks its object up several times (attrs, data).
-    /// Dropped when a transaction writes that key.
-    last_onode: Option<(Vec<u8>, Onode)>,
+    /// Decoded onodes and collection bits by tree key, kept exact at commit (see `MetaCache`).
+    meta: MetaCache,
     events: Vec<Event>,
     failed: Option<StoreError>,
     pub stats: StoreStats,
@@ -527,7 +648,7 @@ impl<D: Device> Store<D> {
             prefetch_reads: HashMap::new(),
             prefetch_done: Vec::new(),
             prefetch_bytes: 0,
-            last_onode: None,
+            meta: MetaCache::new(cfg.meta_cache_entries),
             events: Vec::new(),
             failed: None,
             stats: StoreStats::default(),
@@ -537,7 +658,8 @@ impl<D: Device> Store<D> {
         // end of this mount is durable: a crash during it must find them intact when replaying the same log again.
         let before = st.used_blocks()?;
         let replayed = st.replay()?;
-        st.last_onode = None;
+        // replay wrote the tree directly
+        st.meta.clear();
         st.log_head = st.log_head.div_ceil(st.cfg.log_align) * st.cfg.log_align;
         if st.log_head >= st.sb.log_len {
             st.log_head = 0;
@@ -590,6 +712,7 @@ impl<D: Device> Store<D> {
             + self.alloc.free_runs().count() * 48
             + self.tags.capacity() * 40
             + self.prefetch_bytes
+            + self.meta.memory_bytes()
     }
 
     fn check_alive(&self) -> Result<()> {
@@ -883,11 +1006,7 @@ impl<D: Device> Store<D> {
         if !self.prefetches.is_empty() {
             self.invalidate_prefetches(&ctx.overlay);
         }
-        if let Some((k, _)) = &self.last_onode
-            && ctx.overlay.contains_key(k)
-        {
-            self.last_onode = None;
-        }
+        self.meta.commit(&ctx.overlay);
         let mut deltas = Vec::with_capacity(ctx.overlay.len());
         for (k, v) in ctx.overlay {
             let r = match &v {
@@ -1400,15 +1519,13 @@ impl<D: Device> Store<D> {
         if let Some(v) = ctx.overlay.get(&k) {
             return v.as_deref().map(Onode::decode).transpose();
         }
-        if let Some((ck, o)) = &self.last_onode
-            && *ck == k
-        {
-            return Ok(Some(*o));
+        if let Some(o) = self.meta.onode(&k) {
+            return Ok(Some(o));
         }
         match self.tree.get(&mut self.io, &k)? {
             Some(v) => {
                 let o = Onode::decode(&v)?;
-                self.last_onode = Some((k, o));
+                self.meta.insert_onode(k, o);
                 Ok(Some(o))
             }
             None => Ok(None),
@@ -1423,16 +1540,19 @@ impl<D: Device> Store<D> {
 
     fn need_coll(&mut self, ctx: &TxnCtx, cid: &CollectionId) -> Result<u32> {
         keys::check_cid(cid)?;
-        match self.kv_get(ctx, &keys::coll(cid))? {
-            Some(v) => {
-                let a: [u8; 4] = v
-                    .as_slice()
-                    .try_into()
-                    .map_err(|_| StoreError::Corrupt("collection".into()))?;
-                Ok(u32::from_le_bytes(a))
-            }
-            None => Err(StoreError::NotFound),
+        let k = keys::coll(cid);
+        if let Some(v) = ctx.overlay.get(&k) {
+            return v.as_deref().map_or(Err(StoreError::NotFound), coll_bits);
         }
+        if let Some(bits) = self.meta.coll(&k) {
+            return Ok(bits);
+        }
+        let bits = match self.tree.get(&mut self.io, &k)? {
+            Some(v) => coll_bits(&v)?,
+            None => return Err(StoreError::NotFound),
+        };
+        self.meta.insert_coll(k, bits);
+        Ok(bits)
     }
 
     fn get_or_create(&mut self, ctx: &mut TxnCtx, cid: &CollectionId, oid: &ObjectKey) -> Result<Onode> {
@@ -1974,6 +2094,14 @@ impl<D: Device> Store<D> {
         Ok(out.freeze())
     }
 
+    /// A value found in the tree as the caller gets it: inline values are ready, a spilled one still has to be read.
+    fn finish_value(&mut self, v: StoredValue) -> Result<Bytes> {
+        match v {
+            StoredValue::Inline(b) => Ok(b),
+            StoredValue::Spilled(raw) => self.load_value(&TxnCtx::default(), &raw),
+        }
+    }
+
     fn remove_object(&mut self, ctx: &mut TxnCtx, cid: &CollectionId, name: &[u8], o: &Onode) -> Result<()> {
         self.punch(ctx, o.id, 0, o.size.div_ceil(B))?;
         for p in [keys::attr_prefix(o.id), keys::omap_prefix(o.id)] {
@@ -2329,10 +2457,12 @@ impl<D: Device> Store<D> {
     }
 
     pub fn getattr(&mut self, cid: &CollectionId, oid: &ObjectKey, name: &[u8]) -> Result<Bytes> {
-        let ctx = TxnCtx::default();
-        let o = self.need_onode(&ctx, cid, oid)?;
-        match self.kv_get(&ctx, &keys::attr(o.id, name))? {
-            Some(raw) => self.load_value(&ctx, &raw),
+        let o = self.need_onode(&TxnCtx::default(), cid, oid)?;
+        match self
+            .tree
+            .get_with(&mut self.io, &keys::attr(o.id, name), &mut stored_value)?
+        {
+            Some(v) => self.finish_value(v?),
             None => Err(StoreError::NoData),
         }
     }
@@ -2348,10 +2478,12 @@ impl<D: Device> Store<D> {
     }
 
     pub fn omap_get_header(&mut self, cid: &CollectionId, oid: &ObjectKey) -> Result<Bytes> {
-        let ctx = TxnCtx::default();
-        let o = self.need_onode(&ctx, cid, oid)?;
-        match self.kv_get(&ctx, &keys::omap_header(o.id))? {
-            Some(raw) => self.load_value(&ctx, &raw),
+        let o = self.need_onode(&TxnCtx::default(), cid, oid)?;
+        match self
+            .tree
+            .get_with(&mut self.io, &keys::omap_header(o.id), &mut stored_value)?
+        {
+            Some(v) => self.finish_value(v?),
             None => Ok(Bytes::new()),
         }
     }
@@ -2362,12 +2494,15 @@ impl<D: Device> Store<D> {
         oid: &ObjectKey,
         want: &[Bytes],
     ) -> Result<Vec<(Bytes, Bytes)>> {
-        let ctx = TxnCtx::default();
-        let o = self.need_onode(&ctx, cid, oid)?;
-        let mut out = Vec::new();
+        let o = self.need_onode(&TxnCtx::default(), cid, oid)?;
+        let mut out = Vec::with_capacity(want.len());
+        let mut key = keys::omap_prefix(o.id);
+        let plen = key.len();
         for k in want {
-            if let Some(v) = self.kv_get(&ctx, &keys::omap(o.id, k))? {
-                out.push((k.clone(), self.load_value(&ctx, &v)?));
+            key.truncate(plen);
+            key.extend_from_slice(k);
+            if let Some(v) = self.tree.get_with(&mut self.io, &key, &mut stored_value)? {
+                out.push((k.clone(), self.finish_value(v?)?));
             }
         }
         Ok(out)
@@ -2381,12 +2516,33 @@ impl<D: Device> Store<D> {
         start: &[u8],
         limit: usize,
     ) -> Result<Vec<(Bytes, Bytes)>> {
-        let ctx = TxnCtx::default();
-        let o = self.need_onode(&ctx, cid, oid)?;
+        let o = self.need_onode(&TxnCtx::default(), cid, oid)?;
         let end = keys::prefix_end(&keys::omap_prefix(o.id));
-        let mut out = Vec::new();
-        for (k, v) in self.kv_scan(&ctx, &keys::omap(o.id, start), end.as_deref(), limit)? {
-            out.push((Bytes::copy_from_slice(&k[9..]), self.load_value(&ctx, &v)?));
+        let from = keys::omap(o.id, start);
+        // Entries are copied once, from the tree node into their own `Bytes` (a scan into owned vectors and a
+        // second copy per key and value cost 4 allocations per entry).
+        let mut got: Vec<(Bytes, StoredValue)> = Vec::with_capacity(limit.min(256));
+        let mut bad = None;
+        if limit > 0 {
+            self.tree
+                .visit(&mut self.io, &from, end.as_deref(), &mut |k, v| {
+                    let name = Bytes::copy_from_slice(k.get(9..).unwrap_or_default());
+                    match stored_value(v) {
+                        Ok(v) => got.push((name, v)),
+                        Err(e) => {
+                            bad = Some(e);
+                            return false;
+                        }
+                    }
+                    got.len() < limit
+                })?;
+        }
+        if let Some(e) = bad {
+            return Err(e);
+        }
+        let mut out = Vec::with_capacity(got.len());
+        for (k, v) in got {
+            out.push((k, self.finish_value(v)?));
         }
         Ok(out)
     }

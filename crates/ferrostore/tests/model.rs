@@ -6,29 +6,7 @@ mod common;
 
 use common::*;
 use ferrostore::rng::Rng;
-use ferrostore::{MkfsOptions, SimConfig, SimDevice, Store, StoreConfig, mkfs};
-
-fn fresh(seed: u64, size: usize, cfg: StoreConfig) -> Store<SimDevice> {
-    let dev = SimDevice::new(
-        size,
-        SimConfig {
-            seed,
-            reorder: true,
-            max_completions_per_poll: 3,
-            durable_writes: false,
-        },
-    );
-    let dev = mkfs(
-        dev,
-        &MkfsOptions {
-            shards: 1,
-            log_bytes: 64 << 10,
-            uuid: seed,
-        },
-    )
-    .unwrap();
-    Store::mount(dev, 0, cfg).unwrap()
-}
+use ferrostore::{Store, StoreConfig};
 
 #[test]
 fn random_streams_match_model_across_remounts() {
@@ -43,9 +21,11 @@ fn random_streams_match_model_across_remounts() {
         let cfg = StoreConfig {
             node_cache_nodes: 16,
             max_dirty_nodes: 64,
+            // a tiny onode/collection cache: entries come and go all the time
+            meta_cache_entries: 3,
             ..Default::default()
         };
-        let mut s = fresh(seed, 8 << 20, cfg.clone());
+        let mut s = sim_store(seed, 8 << 20, 64 << 10, cfg.clone());
         let mut rng = Rng::new(seed);
         let mut model = Model::default();
         let t = setup_txn(3);
@@ -78,6 +58,9 @@ fn random_streams_match_model_across_remounts() {
                 );
                 let got = dump(&mut s).unwrap();
                 assert!(got == model, "seed {seed} step {step}: {}", diff(&got, &model));
+            }
+            if let Err(e) = check_exists(&mut s, &model, 3, 10) {
+                panic!("seed {seed} step {step}: {e} (FERRO_SEED={seed})");
             }
             if step % 7 == 0 {
                 let mut ev = Vec::new();

@@ -3,33 +3,16 @@
 //! `Store::prefetch`: device reads started ahead of an op; a later `read` of the same ranges is served from memory
 //! with the same bytes a blocking read returns, and never stale after a change to the object.
 
+mod common;
+
 use bytes::Bytes;
 use ferrostore::rng::Rng;
 use ferrostore::{
-    CollectionId, Event, MkfsOptions, ObjectKey, Op, SimConfig, SimDevice, Store, StoreConfig, StoreError,
-    Transaction, mkfs,
+    CollectionId, Event, ObjectKey, Op, SimDevice, Store, StoreConfig, StoreError, Transaction,
 };
 
 fn fresh(seed: u64) -> Store<SimDevice> {
-    let dev = SimDevice::new(
-        32 << 20,
-        SimConfig {
-            seed,
-            reorder: true,
-            max_completions_per_poll: 3,
-            durable_writes: false,
-        },
-    );
-    let dev = mkfs(
-        dev,
-        &MkfsOptions {
-            shards: 1,
-            log_bytes: 1 << 20,
-            uuid: 7,
-        },
-    )
-    .unwrap();
-    let mut s = Store::mount(dev, 0, StoreConfig::default()).unwrap();
+    let mut s = common::sim_store(seed, 32 << 20, 1 << 20, StoreConfig::default());
     let mut t = Transaction::new();
     t.push(Op::CreateCollection { cid: cid(), bits: 0 });
     s.commit(&t).unwrap();

@@ -5,7 +5,10 @@
 
 use bytes::Bytes;
 use ferrostore::rng::Rng;
-use ferrostore::{CollectionId, Device, ObjectKey, Op, Store, StoreError, Transaction};
+use ferrostore::{
+    CollectionId, Device, MkfsOptions, ObjectKey, Op, SimConfig, SimDevice, Store, StoreConfig, StoreError,
+    Transaction, mkfs,
+};
 use std::collections::BTreeMap;
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -262,7 +265,7 @@ pub fn dump<D: Device>(s: &mut Store<D>) -> Result<Model, StoreError> {
                 let st = s.stat(&cid, oid)?;
                 let data = s.read(&cid, oid, 0, 0)?;
                 assert_eq!(data.len() as u64, st.size);
-                let attrs = s
+                let attrs: BTreeMap<Vec<u8>, Vec<u8>> = s
                     .getattrs(&cid, oid)?
                     .into_iter()
                     .map(|(k, v)| (k.to_vec(), v.to_vec()))
@@ -280,6 +283,29 @@ pub fn dump<D: Device>(s: &mut Store<D>) -> Result<Model, StoreError> {
                     from = kv.last().unwrap().0.to_vec();
                     from.push(0);
                 }
+                // point lookups agree with the listings: every key by name (plus one absent), every attr
+                let mut want: Vec<Bytes> = omap.keys().map(|k| Bytes::from(k.clone())).collect();
+                want.push(Bytes::from_static(b"\xff-absent"));
+                let got = s.omap_get_values(&cid, oid, &want)?;
+                assert_eq!(
+                    got.len(),
+                    omap.len(),
+                    "omap_get_values finds each listed key once"
+                );
+                for (k, v) in &got {
+                    assert_eq!(omap.get(k.as_ref()).map(|v| &v[..]), Some(&v[..]));
+                }
+                for (k, v) in &attrs {
+                    assert_eq!(
+                        &s.getattr(&cid, oid, k)?[..],
+                        &v[..],
+                        "getattr agrees with getattrs"
+                    );
+                }
+                assert!(matches!(
+                    s.getattr(&cid, oid, b"\xff-absent"),
+                    Err(StoreError::NoData)
+                ));
                 let header = s.omap_get_header(&cid, oid)?.to_vec();
                 objs.insert(
                     oid.name.to_vec(),
@@ -474,6 +500,61 @@ pub fn setup_txn(ncoll: u64) -> Transaction {
         t.push(Op::CreateCollection { cid: cid(i), bits: 0 });
     }
     t
+}
+
+/// A formatted and mounted one-shard store on the simulated device (`size` bytes, `log_bytes` of log), whose
+/// completions come reordered, three per poll, and whose unflushed writes a crash may lose.
+pub fn sim_store(seed: u64, size: usize, log_bytes: u64, cfg: StoreConfig) -> Store<SimDevice> {
+    let dev = SimDevice::new(
+        size,
+        SimConfig {
+            seed,
+            reorder: true,
+            max_completions_per_poll: 3,
+            durable_writes: false,
+        },
+    );
+    let dev = mkfs(
+        dev,
+        &MkfsOptions {
+            shards: 1,
+            log_bytes,
+            uuid: seed,
+        },
+    )
+    .unwrap();
+    Store::mount(dev, 0, cfg).unwrap()
+}
+
+/// Every object and collection `random_op` can name exists in the store exactly when it does in the model
+/// (point lookups, which the onode and collection caches answer, against the model rather than a listing).
+pub fn check_exists<D: Device>(s: &mut Store<D>, model: &Model, ncoll: u64, nobj: u64) -> Result<(), String> {
+    for c in 0..ncoll {
+        let coll = model.colls.get(cid(c).0.as_ref());
+        let have = s.collection_exists(&cid(c)).map_err(|e| e.to_string())?;
+        if have != coll.is_some() {
+            return Err(format!("collection {c}: exists {have}, model {}", coll.is_some()));
+        }
+        if let Some((bits, _)) = coll
+            && s.collection_bits(&cid(c)).map_err(|e| e.to_string())? != *bits
+        {
+            return Err(format!("collection {c}: bits differ"));
+        }
+        for o in 0..nobj {
+            let want = coll.and_then(|(_, objs)| objs.get(oid(o).name.as_ref()));
+            match (s.stat(&cid(c), &oid(o)), want) {
+                (Ok(st), Some(m)) if st.size == m.data.len() as u64 && st.hash == m.hash => {}
+                (Err(StoreError::NotFound), None) => {}
+                (got, want) => {
+                    return Err(format!(
+                        "collection {c} object {o}: store {got:?}, model size {:?}",
+                        want.map(|m| m.data.len())
+                    ));
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 pub fn env_u64(name: &str) -> Option<u64> {
