@@ -29,6 +29,7 @@
 mod backfill;
 mod glue;
 mod history;
+mod mapstore;
 mod pgstate;
 mod prefetch;
 mod recovery;
@@ -47,6 +48,7 @@ use osdmap::OsdMap;
 use pg::{ConnId, OsdCap, PgStats};
 
 pub use backfill::Backfill;
+pub use mapstore::{MapStoreError, load_newest_map};
 pub use recovery::Recovery;
 pub use route::{PgRouter, RouteConflict, RouteDelta};
 
@@ -124,8 +126,14 @@ pub struct ClientOp {
 #[derive(Debug)]
 pub enum Input {
     /// An OSDMap epoch. Feed every epoch in order; the driver may skip epochs it never had (the core then sees
-    /// a jump, as a restarted ceph-osd does for maps older than its oldest).
+    /// a jump, as a restarted ceph-osd does when the monitor has trimmed the maps it missed). After a restart
+    /// start with the map [`load_newest_map`] found on the store (the shard ignores older ones), then every
+    /// later epoch: the shard stores each map it handles (src/mapstore.rs).
     Map(Arc<OsdMap>),
+    /// The driver is about to feed every epoch up to this one (a restart catching up, or a monitor message with
+    /// several epochs): PGs record the intervals of the older epochs without peering on them, and peer on this
+    /// epoch (Ceph's `advance_pg` through each epoch, then `handle_activate_map`).
+    MapsPending(u32),
     /// The route table for the next [`Input::Map`] (its epoch): which shard of this OSD holds each PG. A driver
     /// with more than one shard per OSD computes one [`PgRouter`] per OSD and feeds it before every map;
     /// without it (one shard) the shard keeps its own.
@@ -326,6 +334,12 @@ pub struct OsdShard<D: Device> {
     last_placed: BTreeMap<SpgId, peering::MapView>,
     /// `last_placed` is persisted (src/history.rs): whether its store object exists yet.
     history_created: bool,
+    /// The newest map handled is persisted (src/mapstore.rs): whether its store object exists yet, and the
+    /// epoch found on the store at start (older maps are ignored: the PGs are past them).
+    superblock_created: bool,
+    stored_epoch: u32,
+    /// [`Input::MapsPending`]: epochs before this one are replayed without peering.
+    catch_up_to: u32,
     /// Ops whose epoch is newer than our map (Ceph's waiting_for_map), in arrival order.
     waiting_for_map: VecDeque<Box<ClientOp>>,
     /// Replicated writes from an epoch newer than our map (their interval may not have started here).
@@ -378,9 +392,21 @@ impl<D: Device> OsdShard<D> {
                 (BTreeMap::new(), false)
             }
         };
+        // the newest map handled before a restart: maps older than it are not fed again
+        let stored_epoch = match mapstore::load_newest_map(&mut store) {
+            Ok(m) => m.map_or(0, |m| m.epoch),
+            Err(e) => {
+                errors += 1;
+                outputs.push_back(Output::Log(format!("loading the newest map: {e}")));
+                0
+            }
+        };
         OsdShard {
             store,
             map: None,
+            superblock_created: stored_epoch > 0,
+            stored_epoch,
+            catch_up_to: 0,
             pgs: BTreeMap::new(),
             on_disk,
             routes: Arc::new(routes),
@@ -419,6 +445,7 @@ impl<D: Device> OsdShard<D> {
         match input {
             Input::Routes(r) => self.handle_routes(r),
             Input::Map(m) => self.handle_map(m),
+            Input::MapsPending(e) => self.catch_up_to = self.catch_up_to.max(e),
             Input::ClientOp(op) => self.handle_client_op(op),
             Input::ClientReset(conn) => self.handle_client_reset(conn),
             Input::Peer { from, msg } => self.handle_peer(from, msg),

@@ -125,9 +125,14 @@ impl<D: Device> OsdShard<D> {
     }
 
     pub(crate) fn handle_map(&mut self, m: Arc<OsdMap>) {
-        if m.epoch <= self.epoch() {
-            return; // a duplicate or an older epoch
+        if m.epoch <= self.epoch() || m.epoch < self.stored_epoch {
+            return; // a duplicate, an older epoch, or one handled before a restart
         }
+        // Epochs before the one the driver has in hand only record intervals (Input::MapsPending).
+        let catching_up = m.epoch < self.catch_up_to;
+        // A gap (the first map, or maps skipped because the monitor trimmed them): PGs this OSD has no record of
+        // get the unknown-history stand-in below.
+        let prev_epoch = self.epoch();
         if self.own_routes {
             Arc::make_mut(&mut self.routes).advance(&m);
         } else if self.routes.epoch() < m.epoch {
@@ -139,6 +144,7 @@ impl<D: Device> OsdShard<D> {
             ));
         }
         let first_map = self.map.replace(m.clone()).is_none();
+        let jumped = first_map || m.epoch > prev_epoch + 1;
         let b = base(&m);
         let forgotten: Vec<SpgId> = self
             .last_placed
@@ -232,10 +238,11 @@ impl<D: Device> OsdShard<D> {
                     continue;
                 };
                 let mut last = self.last_placed.get(&spgid).cloned();
-                if first_map && last.is_none() && pool.last_change < m.epoch {
+                if jumped && last.is_none() && pool.last_change < m.epoch {
                     // No earlier map here and no placement persisted before a restart (the pool was created
-                    // while this OSD was down): the PG's history is unknown, so peering probes every up OSD
-                    // (those without it answer empty) rather than activating as if the PG were new.
+                    // while this OSD was down and the monitor trimmed the maps since): the PG's history is
+                    // unknown, so peering probes every up OSD (those without it answer empty) rather than
+                    // activating as if the PG were new.
                     last = Some(unknown_history_view(&m, pool, &b));
                 }
                 if ua.acting.iter().any(|&o| o >= 0) {
@@ -276,6 +283,7 @@ impl<D: Device> OsdShard<D> {
                 };
                 let mut cx = cx!(self);
                 if let Some(p) = self.pgs.get_mut(&spgid) {
+                    p.peering.set_catching_up(catching_up);
                     p.advance(&mut cx, view, info.clone(), pool.last_force_op_resend);
                 }
             }
@@ -288,6 +296,12 @@ impl<D: Device> OsdShard<D> {
         ) {
             Ok(_) => {}
             Err(e) => self.error(format!("persisting the placement history: {e}")),
+        }
+        // the newest map handled, after the PGs' writes for it (src/mapstore.rs)
+        if m.epoch > self.stored_epoch
+            && let Err(e) = crate::mapstore::save(&mut self.store, &mut self.superblock_created, &m)
+        {
+            self.error(format!("persisting map epoch {}: {e}", m.epoch));
         }
         // ops that waited for this map
         let n = self.waiting_for_map.len();

@@ -321,6 +321,9 @@ pub struct Pg {
     /// Not yet peered since construction: the first map starts peering even within the same interval (Ceph's
     /// Initial → Reset on load).
     fresh: bool,
+    /// The driver is replaying epochs older than the newest it has ([`Pg::set_catching_up`]): maps only record
+    /// intervals; peering starts on the first map after it ends.
+    catching_up: bool,
     /// This interval's authoritative log could not be merged into ours: we must be backfilled.
     self_needs_backfill: bool,
 }
@@ -356,8 +359,19 @@ impl Pg {
             next_lease: None,
             outputs: VecDeque::new(),
             fresh: true,
+            catching_up: false,
             self_needs_backfill: false,
         }
+    }
+
+    /// Catch-up mode: while set, [`Event::AdvanceMap`] only records the epoch (a finished interval goes into
+    /// `past_intervals` and is persisted) and does not start peering; the first map after it is cleared starts
+    /// peering if any replayed epoch began a new interval or changed which OSDs are up. This is how Ceph's OSD
+    /// advances a PG through every epoch of a map batch (`advance_pg`: `handle_advance_map` per epoch) and
+    /// activates it on the newest only (`handle_activate_map`): a restarted OSD replays every epoch it missed,
+    /// so intervals that began and ended while it was down are known, without peering on epochs long gone.
+    pub fn set_catching_up(&mut self, on: bool) {
+        self.catching_up = on;
     }
 
     /// The last map this PG processed before a restart (persisted by the driver with the PG): the next
@@ -539,6 +553,16 @@ impl Pg {
             }
         };
         self.map = Some(m);
+        if self.catching_up {
+            if new_interval || up_changed {
+                // peer on the newest epoch; the intervals recorded so far must survive a crash meanwhile
+                self.fresh = true;
+            }
+            if new_interval {
+                self.persist_info();
+            }
+            return;
+        }
         let fresh = std::mem::take(&mut self.fresh);
         if new_interval || fresh {
             self.start_peering_interval();

@@ -44,6 +44,8 @@ pub type ObjectDump = (Bytes, Vec<(Bytes, Bytes)>, Vec<(Bytes, Bytes)>);
 
 pub struct Cluster {
     pub map: OsdMap,
+    /// Every epoch published (a restarted OSD replays those after the newest it stored).
+    pub maps: Vec<Arc<OsdMap>>,
     pub osds: BTreeMap<i32, OsdShard<SimDevice>>,
     /// Stores of stopped OSDs.
     pub stopped: BTreeMap<i32, Store<SimDevice>>,
@@ -84,6 +86,7 @@ impl Cluster {
             .pool(PoolSpec::replicated("p", size, min_size, pg_num))
             .build();
         let mut c = Cluster {
+            maps: vec![Arc::new(map.clone())],
             map,
             osds: BTreeMap::new(),
             stopped: BTreeMap::new(),
@@ -138,6 +141,7 @@ impl Cluster {
         let inc = b.finish().unwrap();
         advance(&mut self.map, &inc).unwrap();
         let m = Arc::new(self.map.clone());
+        self.maps.push(m.clone());
         for s in self.osds.values_mut() {
             s.handle(self.now, self.wall, Input::Map(m.clone()));
         }
@@ -264,17 +268,59 @@ impl Cluster {
         self.run();
     }
 
-    /// Restart a stopped OSD on its store (remount) and mark it up.
+    /// Restart a stopped OSD on its store (remount), replay the epochs it missed and mark it up.
     pub fn restart(&mut self, osd: i32) {
-        let store = self.stopped.remove(&osd).unwrap();
-        let dev = store.umount().unwrap();
-        let store = Store::mount(dev, 0, StoreConfig::default()).unwrap();
-        let s = OsdShard::new(self.config(osd), store);
+        let s = self.remount(osd, true);
         self.osds.insert(osd, s);
         self.publish(|b| {
             b.mark_up(osd, 100 + osd as u32).unwrap();
         });
         self.run();
+    }
+
+    /// A stopped OSD's shard on its remounted store. `replay`: fed every epoch from the newest it stored to the
+    /// current one, as a driver does after a restart (Ceph's osdmap subscription from newest_map + 1);
+    /// otherwise only the current map (a monitor that trimmed the epochs it missed, or the driver before map
+    /// history).
+    pub fn remount(&mut self, osd: i32, replay: bool) -> OsdShard<SimDevice> {
+        let store = self.stopped.remove(&osd).unwrap();
+        let dev = store.umount().unwrap();
+        let mut store = Store::mount(dev, 0, StoreConfig::default()).unwrap();
+        let stored = osd_core::load_newest_map(&mut store)
+            .unwrap()
+            .map_or(0, |m| m.epoch);
+        let mut s = OsdShard::new(self.config(osd), store);
+        let from = if replay && stored > 0 {
+            stored
+        } else {
+            self.map.epoch
+        };
+        s.handle(self.now, self.wall, Input::MapsPending(self.map.epoch));
+        for m in self.maps.iter().filter(|m| m.epoch >= from) {
+            s.handle(self.now, self.wall, Input::Map(m.clone()));
+        }
+        s
+    }
+
+    /// Read an object, giving the cluster up to `tries` seconds to answer; the reply's data (None: no reply yet
+    /// or an error).
+    pub fn read_eventually(&mut self, name: &str, tries: u32) -> Option<Bytes> {
+        let r = self.read(name);
+        self.run();
+        for _ in 0..tries {
+            if self.reply(r).is_some() {
+                break;
+            }
+            self.advance_time(Duration::from_secs(1));
+        }
+        self.read_data(r)
+    }
+
+    /// Several seconds of ticks (leases, retries), running the cluster after each.
+    pub fn settle(&mut self, secs: u32) {
+        for _ in 0..secs {
+            self.advance_time(Duration::from_secs(1));
+        }
     }
 
     /// The PG and acting primary of an object in pool 1.
