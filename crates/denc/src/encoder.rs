@@ -17,12 +17,14 @@ impl Default for Encoder {
     }
 }
 
+/// What [`Encoder::new`] reserves: most Ceph structs and message fronts encode to 50–300 bytes, and growing from
+/// zero costs 6 reallocations (8, 16, … 256) for a 200-byte one; 256 bytes is one allocation for them. Measured
+/// with a micro-benchmark (docs/benchmarks.md, "What we tried — network path").
+pub const DEFAULT_CAPACITY: usize = 256;
+
 impl Encoder {
     pub fn new(features: u64) -> Self {
-        Encoder {
-            buf: BytesMut::new(),
-            features,
-        }
+        Encoder::with_capacity(features, DEFAULT_CAPACITY)
     }
 
     pub fn with_capacity(features: u64, cap: usize) -> Self {

@@ -29,9 +29,10 @@ use crate::control::{
 };
 use crate::crypto::{CryptoProvider, default_provider};
 use crate::frame::{
-    ALIGN_DEFAULT, Frame, FrameDecoder, FrameError, FrameLimits, Role, SecureRx, SecureTx, Tag, encode_frame,
+    ALIGN_DEFAULT, Frame, FrameDecoder, FrameError, FrameLimits, Role, RxSink, SecureRx, SecureTx, Tag,
+    encode_frame,
 };
-use crate::message::{MESSAGE_ALIGNS, Message, MessageError};
+use crate::message::{Message, MessageError, encode_message_frame};
 use crate::types::EntityName;
 
 /// `CEPH_FEATURE_MSG_ADDR2` (bit 59): msgr2 requires it of every peer.
@@ -203,6 +204,11 @@ pub struct Stats {
     pub bytes_out: u64,
     pub faults: u64,
     pub resumes: u64,
+    /// Received payload bytes msgr2 copied after the socket read (segments assembled across receive buffers,
+    /// the already-received head of a sink, secure-mode frames).
+    pub rx_copied_bytes: u64,
+    /// Received bytes that went straight into their segment's own buffer ([`Connection::take_rx_sink`]).
+    pub rx_direct_bytes: u64,
 }
 
 /// Who the peer is, once the session is established.
@@ -482,6 +488,8 @@ pub struct Connection {
     stats: Stats,
     /// Our address as the peer sees it (its HELLO).
     learned_addr: Option<EntityAddr>,
+    /// Segments at least this long go into receive sinks ([`Connection::take_rx_sink`]); kept across transports.
+    direct_rx_min: Option<usize>,
 }
 
 impl std::fmt::Debug for Connection {
@@ -549,6 +557,7 @@ impl Connection {
             last_keepalive_ack: None,
             stats: Stats::default(),
             learned_addr: None,
+            direct_rx_min: None,
         }
     }
 
@@ -561,7 +570,9 @@ impl Connection {
                 .max_frame_len
                 .min(self.cfg.limits.max_frame_len),
         };
+        self.fold_rx_counters();
         self.t = Transport::new(pre_auth, State::Banner, role);
+        self.t.decoder.set_direct_min(self.direct_rx_min);
         self.t.last_rx = Some(now);
         self.keepalive_due = None;
         let banner = Banner {
@@ -628,7 +639,16 @@ impl Connection {
     }
 
     pub fn stats(&self) -> Stats {
-        self.stats
+        let mut s = self.stats;
+        s.rx_copied_bytes += self.t.decoder.copied_bytes();
+        s.rx_direct_bytes += self.t.decoder.direct_bytes();
+        s
+    }
+
+    /// Keep the receive copy counters of a transport about to be replaced.
+    fn fold_rx_counters(&mut self) {
+        self.stats.rx_copied_bytes += self.t.decoder.copied_bytes();
+        self.stats.rx_direct_bytes += self.t.decoder.direct_bytes();
     }
 
     pub fn last_keepalive_ack(&self) -> Option<Instant> {
@@ -759,11 +779,8 @@ impl Connection {
             self.stats.messages_sent += 1;
             m.ack_seq = self.s.in_seq;
             self.s.acked_in_seq = self.s.in_seq;
-            let segs = m.segments();
-            match encode_frame(self.t.tx.as_mut(), Tag::Message, &segs, &MESSAGE_ALIGNS) {
-                Ok(bufs) => {
-                    self.t.out.extend(bufs);
-                }
+            match encode_message_frame(self.t.tx.as_mut(), &m, &mut self.t.out) {
+                Ok(()) => {}
                 Err(e) => {
                     self.s.release(&m);
                     self.fault(ConnError::Frame(e));
@@ -1005,6 +1022,56 @@ impl Connection {
     /// This copies `data`; a caller that owns its receive buffer should use [`Connection::handle_input_bytes`].
     pub fn handle_input(&mut self, now: Instant, data: &[u8]) -> R {
         self.handle_input_bytes(now, Bytes::copy_from_slice(data))
+    }
+
+    /// Receive segments of at least `min` bytes straight into buffers of their own (crc mode, ready sessions):
+    /// the IO layer then asks [`Connection::take_rx_sink`] before each receive. Off by default.
+    pub fn set_direct_rx(&mut self, min: Option<usize>) {
+        self.direct_rx_min = min;
+        self.t.decoder.set_direct_min(min);
+    }
+
+    /// Where the next receive should go: `Some(sink)` when the next bytes on the wire are (the rest of) a large
+    /// segment — receive at most [`RxSink::remaining`] bytes into it and return it with
+    /// [`Connection::handle_rx_sink`] before any other input. Its buffer is page-aligned and becomes the
+    /// segment (e.g. a MESSAGE's data) without another copy.
+    pub fn take_rx_sink(&mut self) -> Option<RxSink> {
+        if !self.has_transport() {
+            return None;
+        }
+        let ready = self.t.state == State::Ready;
+        self.t.decoder.take_sink(ready)
+    }
+
+    /// At most how many bytes the next plain receive should take (`None`: any): stops short of a large
+    /// segment so it can be received whole into a sink.
+    pub fn rx_stream_limit(&self) -> Option<usize> {
+        if self.t.state != State::Ready {
+            return None;
+        }
+        self.t.decoder.stream_limit()
+    }
+
+    /// A sink back from the IO layer after a receive of `received` bytes into it. Errors as for
+    /// [`Connection::handle_input`].
+    pub fn handle_rx_sink(&mut self, now: Instant, sink: RxSink, received: usize) -> R {
+        if !self.has_transport() {
+            return Err(ConnError::InvalidState(self.t.state.name()));
+        }
+        self.t.last_rx = Some(now);
+        self.stats.bytes_in += received as u64;
+        if let Err(e) = self.t.decoder.put_sink(sink) {
+            let e = ConnError::Frame(e);
+            self.fault(e.clone());
+            return Err(e);
+        }
+        match self.process(now) {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                self.fault(e.clone());
+                Err(e)
+            }
+        }
     }
 
     /// Bytes received from the socket, kept without copying: in crc mode MESSAGE segments (front, middle, data)
@@ -1704,6 +1771,7 @@ impl Connection {
                     self.s.requeue_sent();
                 }
                 std::mem::swap(&mut self.t, &mut new.t);
+                self.t.decoder.set_direct_min(self.direct_rx_min);
                 new.t.state = State::Closed;
                 new.events.push_back(Event::Closed {
                     error: ConnError::Replaced,

@@ -15,8 +15,9 @@
 //! ```
 
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
 
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::{Buf, BufMut, Bytes, BytesMut};
 use ceph_crc::ceph_crc32c;
 
 use crate::crypto::{AeadKey, CryptoError, CryptoProvider, KEY_LEN, NONCE_LEN, TAG_LEN};
@@ -160,6 +161,10 @@ pub enum FrameError {
     ShortSecret(usize),
     #[error("too many segments ({0}) for one frame")]
     TooManySegments(usize),
+    #[error("receive sink filled past its segment")]
+    SinkOverrun,
+    #[error("stream bytes pushed while a receive sink was lent out")]
+    SinkOrder,
 }
 
 /// Size limits applied to every received frame before any buffer is reserved for it.
@@ -381,6 +386,22 @@ fn padded(len: usize) -> usize {
 
 /// Build the preamble for `segments` (trailing empty segments are not counted; at least one).
 fn preamble_for(tag: Tag, segments: &[Bytes], aligns: &[u16]) -> Result<Preamble, FrameError> {
+    if segments.len() > MAX_SEGMENTS {
+        return Err(FrameError::TooManySegments(segments.len()));
+    }
+    let mut lens = [0usize; MAX_SEGMENTS];
+    for (l, s) in lens.iter_mut().zip(segments) {
+        *l = s.len();
+    }
+    preamble_for_lens(tag, &lens[..segments.len()], aligns)
+}
+
+/// [`preamble_for`] from the segments' lengths.
+pub(crate) fn preamble_for_lens(
+    tag: Tag,
+    segments: &[usize],
+    aligns: &[u16],
+) -> Result<Preamble, FrameError> {
     if segments.is_empty() || segments.len() > MAX_SEGMENTS || aligns.len() < segments.len() {
         return Err(FrameError::TooManySegments(segments.len()));
     }
@@ -390,7 +411,7 @@ fn preamble_for(tag: Tag, segments: &[Bytes], aligns: &[u16]) -> Result<Preamble
         segments: [SegmentDesc::default(); MAX_SEGMENTS],
     };
     for (i, s) in segments.iter().enumerate() {
-        let len = u32::try_from(s.len()).map_err(|_| FrameError::SegmentTooLong {
+        let len = u32::try_from(*s).map_err(|_| FrameError::SegmentTooLong {
             segment: i,
             len: u32::MAX,
             limit: u32::MAX,
@@ -548,6 +569,8 @@ enum RxState {
 struct RxChain {
     bufs: VecDeque<Bytes>,
     len: usize,
+    /// Bytes assembled by copying (ranges that spanned buffers).
+    copied: u64,
 }
 
 impl RxChain {
@@ -613,6 +636,11 @@ impl RxChain {
 
     /// Consume `n` contiguous bytes: a slice of the receive buffer when they lie in one, else assembled once.
     fn take(&mut self, n: usize) -> Option<Bytes> {
+        self.take_aligned(n, false)
+    }
+
+    /// As [`RxChain::take`]; an assembled copy starts on a page boundary when `page` is set (data segments).
+    fn take_aligned(&mut self, n: usize, page: bool) -> Option<Bytes> {
         if self.len < n {
             return None;
         }
@@ -629,8 +657,13 @@ impl RxChain {
             self.len -= n;
             return Some(b);
         }
-        let mut out = BytesMut::with_capacity(n);
+        let mut out = if page {
+            aligned_buf(n)
+        } else {
+            BytesMut::with_capacity(n)
+        };
         self.take_into(n, &mut out);
+        self.copied += n as u64;
         Some(out.freeze())
     }
 
@@ -689,6 +722,87 @@ pub struct FrameDecoder {
     limits: FrameLimits,
     rx: Option<SecureRx>,
     keep_raw: bool,
+    /// Segments at least this long are received into a buffer of their own ([`FrameDecoder::take_sink`]).
+    direct_min: Option<usize>,
+    sink: SinkState,
+    /// The input broke the sink protocol (bytes pushed while a sink was lent out): the stream order is lost.
+    misuse: bool,
+    /// The last frame had a direct segment: cap stream receives so the next one does not run deep into its data.
+    big_recent: bool,
+    copied: u64,
+    direct: u64,
+}
+
+/// Stream receives after a frame with a direct segment take at most this much (like Ceph's
+/// `ms_tcp_prefetch_max_size`): enough for the next frame's preamble, header and front, little of its data.
+pub const PREFETCH_AFTER_DIRECT: usize = 1024;
+
+/// Buffers for direct segments start on a page boundary (the data segment's advertised alignment), so an
+/// O_DIRECT write can use them as they are.
+const SINK_ALIGN: usize = ALIGN_PAGE as usize;
+
+/// Tells lent sinks apart across decoders and resets (a stale sink coming back is dropped, never spliced in).
+static SINK_IDS: AtomicU64 = AtomicU64::new(1);
+
+#[derive(Debug, Default)]
+enum SinkState {
+    #[default]
+    None,
+    /// Created, some bytes still to come, held by the decoder (filled by copying if input arrives as stream).
+    Held(RxSink),
+    /// Handed to the IO layer (its id): the next input must be this sink coming back.
+    Lent(u64),
+}
+
+/// A large segment's own buffer while its bytes arrive: page-aligned, exactly the segment's length. The IO layer
+/// receives up to [`RxSink::remaining`] bytes into the spare capacity of [`RxSink::buf_mut`] (then sets the
+/// length) and returns it with [`FrameDecoder::put_sink`]; once full it becomes the segment without a copy.
+#[derive(Debug)]
+pub struct RxSink {
+    id: u64,
+    buf: BytesMut,
+    len: usize,
+    /// Bytes put in by copying (the head that came with stream data) rather than received into it.
+    copied: usize,
+}
+
+impl RxSink {
+    /// Bytes of the segment still to receive.
+    pub fn remaining(&self) -> usize {
+        self.len.saturating_sub(self.buf.len())
+    }
+
+    /// The buffer: `len()` bytes received so far; receive into its spare capacity, at most `remaining()` bytes.
+    pub fn buf_mut(&mut self) -> &mut BytesMut {
+        &mut self.buf
+    }
+
+    /// The segment's length.
+    pub fn segment_len(&self) -> usize {
+        self.len
+    }
+}
+
+/// An empty buffer with room for `len` bytes whose first byte sits on a `SINK_ALIGN` boundary. Over-allocates by
+/// less than one page and skips the head in place (no second allocation, no copy).
+fn aligned_buf(len: usize) -> BytesMut {
+    let mut b = BytesMut::with_capacity(len + SINK_ALIGN - 1);
+    let pad = b.as_ptr().align_offset(SINK_ALIGN);
+    if pad > 0 && pad < SINK_ALIGN {
+        b.put_bytes(0, pad);
+        b.advance(pad);
+    }
+    b
+}
+
+/// Where segment `i` starts and ends within a crc-mode frame.
+fn crc_seg_range(p: &Preamble, i: usize) -> (usize, usize) {
+    let seg0 = p.seg_len(0);
+    let mut at = PREAMBLE_LEN + seg0 + if seg0 > 0 { CRC_LEN } else { 0 };
+    for k in 1..i {
+        at += p.seg_len(k);
+    }
+    (at, at + p.seg_len(i))
 }
 
 impl FrameDecoder {
@@ -699,6 +813,147 @@ impl FrameDecoder {
             limits,
             rx: None,
             keep_raw: true,
+            direct_min: None,
+            sink: SinkState::None,
+            misuse: false,
+            big_recent: false,
+            copied: 0,
+            direct: 0,
+        }
+    }
+
+    /// Receive segments of at least `min` bytes (crc mode, after auth) into buffers of their own: see
+    /// [`FrameDecoder::take_sink`]. Off (`None`) by default: callers that only push stream buffers would pay a
+    /// copy into the sink instead of getting slices.
+    pub fn set_direct_min(&mut self, min: Option<usize>) {
+        self.direct_min = min.map(|m| m.max(1));
+    }
+
+    /// Payload bytes copied by the decoder so far (segments assembled across receive buffers, the part of a
+    /// direct segment that had already arrived with stream data, secure-mode frames).
+    pub fn copied_bytes(&self) -> u64 {
+        self.copied + self.chain.copied
+    }
+
+    /// Bytes that arrived through sinks (received straight into their segment's own buffer).
+    pub fn direct_bytes(&self) -> u64 {
+        self.direct
+    }
+
+    fn direct_enabled(&self) -> bool {
+        self.direct_min.is_some() && self.rx.is_none() && !self.keep_raw
+    }
+
+    /// The frame at the front of the chain, if its preamble is complete and valid: its crc-mode length, and the
+    /// range of its direct segment (the last one of at least `direct_min` bytes), if any.
+    fn front_frame(&self) -> Option<(usize, Option<(usize, usize)>)> {
+        let min = self.direct_min?;
+        let mut pb = [0u8; PREAMBLE_LEN];
+        if !self.chain.peek(&mut pb) {
+            return None;
+        }
+        let p = Preamble::decode(&pb, &self.limits).ok()?;
+        let n = p.n();
+        let seg0 = p.seg_len(0);
+        let mut total = PREAMBLE_LEN + seg0 + if seg0 > 0 { CRC_LEN } else { 0 };
+        if n > 1 {
+            total += (1..n).map(|i| p.seg_len(i)).sum::<usize>() + CRC_EPILOGUE_LEN;
+        }
+        let direct = (1..n)
+            .rev()
+            .find(|&i| p.seg_len(i) >= min)
+            .map(|i| crc_seg_range(&p, i));
+        Some((total, direct))
+    }
+
+    /// When the next bytes on the wire are (the rest of) a large segment: a page-aligned buffer of exactly its
+    /// length to receive them into. The part of the segment that already arrived with stream data is moved into
+    /// it (one copy of those bytes; [`FrameDecoder::stream_limit`] keeps that part small). `enabled` is the
+    /// session's say (only once it is ready). Give the sink back with [`FrameDecoder::put_sink`] before any other
+    /// input.
+    pub fn take_sink(&mut self, enabled: bool) -> Option<RxSink> {
+        match std::mem::take(&mut self.sink) {
+            SinkState::Held(s) => {
+                self.sink = SinkState::Lent(s.id);
+                return Some(s);
+            }
+            SinkState::Lent(id) => {
+                self.sink = SinkState::Lent(id);
+                return None;
+            }
+            SinkState::None => {}
+        }
+        if !enabled || !self.direct_enabled() || self.misuse {
+            return None;
+        }
+        let (start, end) = self.front_frame()?.1?;
+        let have = self.chain.len();
+        if have < start || have >= end {
+            return None;
+        }
+        let len = end - start;
+        let mut buf = aligned_buf(len);
+        let prefix = have - start;
+        if prefix > 0 {
+            // The chain ends inside the segment: its last `prefix` bytes are the segment's beginning.
+            let head = self.chain.split_chain(start);
+            let mut rest = std::mem::replace(&mut self.chain, head);
+            rest.take_into(prefix, &mut buf);
+            self.copied += prefix as u64;
+        }
+        self.big_recent = true;
+        let id = SINK_IDS.fetch_add(1, Ordering::Relaxed);
+        self.sink = SinkState::Lent(id);
+        Some(RxSink {
+            id,
+            buf,
+            len,
+            copied: prefix,
+        })
+    }
+
+    /// A sink back from the IO layer with whatever it received. A full sink joins the stream as one buffer (its
+    /// segment is then handed out without a copy); a partial one waits for the next [`FrameDecoder::take_sink`].
+    /// A sink this decoder did not lend (reset since) is dropped.
+    pub fn put_sink(&mut self, sink: RxSink) -> Result<(), FrameError> {
+        match self.sink {
+            SinkState::Lent(id) if id == sink.id => {}
+            _ => return Ok(()),
+        }
+        if sink.buf.len() > sink.len {
+            self.misuse = true;
+            self.sink = SinkState::None;
+            return Err(FrameError::SinkOverrun);
+        }
+        self.sink = SinkState::None;
+        self.hold_sink(sink);
+        Ok(())
+    }
+
+    fn hold_sink(&mut self, sink: RxSink) {
+        if sink.buf.len() == sink.len {
+            self.direct += (sink.len - sink.copied) as u64;
+            self.chain.push(sink.buf.freeze());
+        } else {
+            self.sink = SinkState::Held(sink);
+        }
+    }
+
+    /// How many bytes the next stream receive should take at most (`None`: as many as it likes): up to the start
+    /// of a large segment whose frame head is still arriving, so the segment itself can go into a sink whole;
+    /// [`PREFETCH_AFTER_DIRECT`] right after such a frame.
+    pub fn stream_limit(&self) -> Option<usize> {
+        if !self.direct_enabled() || !matches!(self.sink, SinkState::None) {
+            return None;
+        }
+        let have = self.chain.len();
+        match self.front_frame() {
+            // Stop where the large segment starts: it then goes into a sink whole.
+            Some((_, Some((start, _)))) if have < start => Some(start - have),
+            // A frame without one (or whose large segment is already here): the rest of it, and a little more.
+            Some((total, _)) if self.big_recent => Some(total.saturating_sub(have) + PREFETCH_AFTER_DIRECT),
+            Some(_) => None,
+            None => self.big_recent.then_some(PREFETCH_AFTER_DIRECT),
         }
     }
 
@@ -724,17 +979,41 @@ impl FrameDecoder {
 
     /// Copy `data` in (for callers that do not own their receive buffer).
     pub fn push(&mut self, data: &[u8]) {
-        self.chain.push(Bytes::copy_from_slice(data));
+        self.push_bytes(Bytes::copy_from_slice(data));
     }
 
-    /// Keep a received buffer without copying it; segments are handed out as slices of it.
-    pub fn push_bytes(&mut self, data: Bytes) {
+    /// Keep a received buffer without copying it; segments are handed out as slices of it. (While a sink is held
+    /// its remaining bytes are copied into it first; bytes pushed while a sink is lent out break the stream
+    /// order and fail the next [`FrameDecoder::next_frame`].)
+    pub fn push_bytes(&mut self, mut data: Bytes) {
+        match std::mem::take(&mut self.sink) {
+            SinkState::None => {}
+            SinkState::Lent(id) => {
+                self.sink = SinkState::Lent(id);
+                if !data.is_empty() {
+                    self.misuse = true;
+                }
+                return;
+            }
+            SinkState::Held(mut s) => {
+                let k = s.remaining().min(data.len());
+                s.buf.extend_from_slice(&data[..k]);
+                s.copied += k;
+                self.copied += k as u64;
+                data.advance(k);
+                self.hold_sink(s);
+            }
+        }
         self.chain.push(data);
     }
 
     /// Bytes received but not yet parsed.
     pub fn buffered(&self) -> usize {
         self.chain.len()
+            + match &self.sink {
+                SinkState::Held(s) => s.buf.len(),
+                _ => 0,
+            }
     }
 
     /// Take exactly `n` raw bytes (for the banner, which precedes framing), if that many are buffered.
@@ -754,11 +1033,21 @@ impl FrameDecoder {
         self.chain.clear();
         self.state = RxState::Preamble;
         self.rx = None;
+        self.sink = SinkState::None;
+        self.misuse = false;
+        self.big_recent = false;
     }
 
     /// The next complete frame, `Ok(None)` if more input is needed. Frames the sender aborted (late_status) are
     /// skipped.
     pub fn next_frame(&mut self) -> Result<Option<Frame>, FrameError> {
+        if self.misuse {
+            return Err(FrameError::SinkOrder);
+        }
+        if !matches!(self.sink, SinkState::None) {
+            // A segment is still arriving in its own buffer; nothing after it can be parsed yet.
+            return Ok(None);
+        }
         loop {
             let r = if self.rx.is_some() {
                 self.next_secure()?
@@ -795,8 +1084,10 @@ impl FrameDecoder {
             None
         };
         f.advance(PREAMBLE_LEN);
+        self.big_recent = self.direct_min.is_some_and(|m| (1..n).any(|i| p.seg_len(i) >= m));
         let mut segments: [Bytes; MAX_SEGMENTS] = Default::default();
         segments[0] = f.take(seg0).ok_or(FrameError::Truncated)?;
+        self.copied += std::mem::take(&mut f.copied);
         if seg0 > 0 {
             let mut c = [0u8; CRC_LEN];
             if !f.read(&mut c) {
@@ -814,12 +1105,14 @@ impl FrameDecoder {
         }
         if n > 1 {
             for (i, seg) in segments.iter_mut().enumerate().take(n).skip(1) {
-                *seg = f.take(p.seg_len(i)).ok_or(FrameError::Truncated)?;
+                let page = p.segments[i].align == ALIGN_PAGE;
+                *seg = f.take_aligned(p.seg_len(i), page).ok_or(FrameError::Truncated)?;
             }
             let mut epi = [0u8; CRC_EPILOGUE_LEN];
             if !f.read(&mut epi) {
                 return Err(FrameError::Truncated);
             }
+            self.copied += f.copied;
             for (i, seg) in segments.iter().enumerate().take(n).skip(1) {
                 let expected = le32(&epi[1 + (i - 1) * 4..1 + i * 4]);
                 let computed = ceph_crc32c(u32::MAX, seg);
@@ -892,6 +1185,7 @@ impl FrameDecoder {
         // The one copy: ciphertext from the receive chain into this frame's buffer, decrypted there in place.
         frame.reserve(rest_len);
         self.chain.take_into(rest_len, &mut frame);
+        self.copied += (SECURE_HEAD_LEN + rest_len) as u64;
         let n = p.n();
         let seg0 = p.seg_len(0);
         let seg0_pad = padded(seg0);

@@ -216,3 +216,161 @@ proptest! {
         prop_assert_eq!(old, new);
     }
 }
+
+// ---------------------------------------------------------------------------------------------------------------
+// Receive sinks: large segments straight into their own page-aligned buffer (what the reactor does with
+// `CoreConfig::direct_rx_min`). The test plays the IO layer; its `extend_from_slice` into a sink or a stream
+// buffer stands for the kernel's copy out of the socket — the one copy a payload byte may take.
+
+/// Feed `wire` the way the reactor does: into a sink when the connection offers one, else as a stream receive
+/// of at most `stream` bytes (and at most the connection's stream limit). Returns the sinks' buffer addresses.
+fn feed_like_reactor(s: &mut Connection, now: Instant, wire: &Bytes, stream: usize) -> Vec<usize> {
+    let mut at = 0;
+    let mut sink_bufs = Vec::new();
+    while at < wire.len() {
+        if let Some(mut sink) = s.take_rx_sink() {
+            let k = sink.remaining().min(wire.len() - at);
+            assert!(k > 0);
+            let b = sink.buf_mut();
+            if !sink_bufs.contains(&(b.as_ptr() as usize)) {
+                sink_bufs.push(b.as_ptr() as usize);
+            }
+            b.extend_from_slice(&wire[at..at + k]); // the kernel's copy
+            at += k;
+            s.handle_rx_sink(now, sink, k).unwrap();
+            continue;
+        }
+        let k = stream
+            .min(s.rx_stream_limit().unwrap_or(usize::MAX))
+            .min(wire.len() - at);
+        assert!(k > 0);
+        let mut b = BytesMut::with_capacity(stream);
+        b.extend_from_slice(&wire[at..at + k]); // the kernel's copy
+        at += k;
+        s.handle_input_bytes(now, b.freeze()).unwrap();
+    }
+    sink_bufs
+}
+
+#[test]
+fn large_data_segments_are_received_into_their_own_aligned_buffer() {
+    let now = Instant::now();
+    let (mut c, mut s) = ready_pair(CON_MODE_CRC, now);
+    s.set_direct_rx(Some(16 << 10));
+    let sizes = [1usize << 20, 65536, 4 << 20, 4096, 65536, 100_000];
+    let mut sent = Vec::new();
+    for (i, &len) in sizes.iter().enumerate() {
+        let data: Bytes = (0..len).map(|j| (j * 13 + i) as u8).collect::<Vec<u8>>().into();
+        let front = Bytes::from(vec![i as u8; 200 + i * 10]);
+        let mut m = Message::new(70 + i as u16, 1, 1, front).with_data(data.clone());
+        m.tid = i as u64;
+        c.send(m).unwrap();
+        sent.push(data);
+    }
+    let wire = wire_of(&mut c);
+    let sinks = feed_like_reactor(&mut s, now, &wire, 65536);
+    let got = received(&mut s);
+    assert_eq!(got.len(), sizes.len());
+    let mut direct = 0;
+    for (i, m) in got.iter().enumerate() {
+        assert_eq!(m.tid, i as u64);
+        assert_eq!(m.data, sent[i], "message {i}");
+        if sizes[i] >= 16 << 10 {
+            let p = m.data.as_ptr() as usize;
+            assert_eq!(p % 4096, 0, "message {i}: data not page-aligned");
+            assert!(
+                sinks.contains(&p),
+                "message {i}: data is not the sink the bytes were received into"
+            );
+            direct += sizes[i];
+        }
+    }
+    assert_eq!(sinks.len(), 5);
+    let st = s.stats();
+    // Every byte of a large segment was received straight into its buffer, except what arrived with the
+    // frame's head: the first frame's stream receive (≤ 64 KiB, before the decoder knew a large frame was
+    // coming), then at most `PREFETCH_AFTER_DIRECT` per frame.
+    let pre = msgr2::frame::PREFETCH_AFTER_DIRECT as u64;
+    let copied_large = direct as u64 - st.rx_direct_bytes;
+    assert!(
+        copied_large <= 65536 + 4 * pre,
+        "copied {copied_large} bytes of large segments after the socket read"
+    );
+    // The rest of what was copied: the 4 KiB segment, whose head came with the previous (capped) receive.
+    assert!(st.rx_copied_bytes <= copied_large + 4096, "{st:?}");
+}
+
+#[test]
+fn without_direct_rx_a_spanning_data_segment_is_assembled_page_aligned() {
+    let now = Instant::now();
+    let (mut c, mut s) = ready_pair(CON_MODE_CRC, now);
+    let data: Bytes = (0..200_000u32)
+        .map(|j| (j % 253) as u8)
+        .collect::<Vec<u8>>()
+        .into();
+    c.send(Message::new(80, 1, 1, Bytes::from_static(b"f")).with_data(data.clone()))
+        .unwrap();
+    let wire = wire_of(&mut c);
+    assert!(feed_like_reactor(&mut s, now, &wire, 65536).is_empty());
+    let got = received(&mut s);
+    assert_eq!(got[0].data, data);
+    assert_eq!(got[0].data.as_ptr() as usize % 4096, 0);
+    assert_eq!(s.stats().rx_copied_bytes, data.len() as u64);
+}
+
+#[test]
+fn sink_protocol_violations_fault_the_connection() {
+    let now = Instant::now();
+    let (mut c, mut s) = ready_pair(CON_MODE_CRC, now);
+    s.set_direct_rx(Some(1024));
+    let data = Bytes::from(vec![7u8; 10_000]);
+    c.send(Message::new(81, 1, 1, Bytes::from_static(b"f")).with_data(data))
+        .unwrap();
+    let wire = wire_of(&mut c);
+    // The frame head, then a sink for the data; stream bytes while the sink is out break the order.
+    s.handle_input_bytes(now, wire.slice(..200)).unwrap();
+    let sink = s.take_rx_sink().expect("a sink for the data segment");
+    assert!(s.take_rx_sink().is_none(), "one sink at a time");
+    assert!(s.handle_input_bytes(now, wire.slice(200..300)).is_err());
+    drop(sink);
+
+    // Overrun: more bytes in the sink than the segment has.
+    let (mut c, mut s) = ready_pair(CON_MODE_CRC, now);
+    s.set_direct_rx(Some(1024));
+    c.send(Message::new(82, 1, 1, Bytes::from_static(b"f")).with_data(Bytes::from(vec![1u8; 5000])))
+        .unwrap();
+    let wire = wire_of(&mut c);
+    s.handle_input_bytes(now, wire.slice(..100)).unwrap();
+    let mut sink = s.take_rx_sink().expect("sink");
+    let n = sink.remaining() + 1;
+    sink.buf_mut().extend_from_slice(&vec![0u8; n]);
+    assert!(s.handle_rx_sink(now, sink, n).is_err());
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 32, ..ProptestConfig::default() })]
+    /// Sinks change where bytes land, never what is decoded: same messages as the copying path for any stream
+    /// receive size and direct threshold.
+    #[test]
+    fn sinks_decode_the_same_messages(
+        msgs in prop::collection::vec((0usize..300, 0usize..64, 0usize..70_000), 1..6),
+        stream in 1usize..100_000,
+        min in 1usize..40_000,
+    ) {
+        let now = Instant::now();
+        let reference = run(CON_MODE_CRC, &msgs, &[], false);
+        let (mut c, mut s) = ready_pair(CON_MODE_CRC, now);
+        s.set_direct_rx(Some(min));
+        for (i, &(f, mid, d)) in msgs.iter().enumerate() {
+            let mut m = Message::new(60, 1, 1, (0..f).map(|j| (j + i) as u8).collect::<Vec<u8>>().into());
+            m.middle = (0..mid).map(|j| (j * 3 + i) as u8).collect::<Vec<u8>>().into();
+            m.data = (0..d).map(|j| (j * 5 + i) as u8).collect::<Vec<u8>>().into();
+            m.tid = i as u64;
+            c.send(m).unwrap();
+        }
+        let wire = wire_of(&mut c);
+        feed_like_reactor(&mut s, now, &wire, stream);
+        let got = received(&mut s);
+        prop_assert_eq!(got, reference);
+    }
+}

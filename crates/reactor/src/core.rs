@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 use bytes::{Bytes, BytesMut};
 use io_uring::{IoUring, cqueue, opcode, squeue, types};
 use msgr2::auth::{ClientAuth, ServerAuth};
+use msgr2::frame::RxSink;
 use msgr2::{Connection, EntityAddr, Event, Message, PeerInfo};
 
 use crate::runtime::Shared;
@@ -193,6 +194,10 @@ pub struct CoreConfig {
     pub mesh_batch: usize,
     /// Connections this core holds at most; accepts beyond it are closed at once (`CoreStats::refused`).
     pub max_connections: usize,
+    /// msgr2 segments at least this long (in practice MESSAGE data of large writes) are received straight into
+    /// a page-aligned buffer of their own instead of the connection's receive buffer: no assembling copy, and
+    /// an O_DIRECT write can take the buffer as it is. `None`: everything goes through receive buffers.
+    pub direct_rx_min: Option<usize>,
 }
 
 impl Default for CoreConfig {
@@ -204,6 +209,7 @@ impl Default for CoreConfig {
             recv_pool_buffers: 256,
             mesh_batch: 256,
             max_connections: 16384,
+            direct_rx_min: Some(16 * 1024),
         }
     }
 }
@@ -225,6 +231,9 @@ pub struct CoreStats {
     pub accepted: u64,
     /// Accepted sockets closed at once because the core was at `max_connections`.
     pub refused: u64,
+    /// Receives straight into a msgr2 segment's own buffer (`CoreConfig::direct_rx_min`), and their bytes.
+    pub direct_recvs: u64,
+    pub direct_recv_bytes: u64,
     /// Connections open now.
     pub connections: u64,
 }
@@ -325,6 +334,11 @@ enum Op {
     Recv {
         conn: ConnId,
         buf: BytesMut,
+    },
+    /// A receive into a msgr2 segment's own buffer (its sink); the kernel writes into `sink`'s spare capacity.
+    RecvSink {
+        conn: ConnId,
+        sink: Box<RxSink>,
     },
     /// The kernel reads the slot's `bufs` through its `iov` and `msg` until the completion.
     Send {
@@ -876,7 +890,16 @@ impl<M: Send + 'static> CoreCtx<M> {
     // -----------------------------------------------------------------------------------------------------------
     // Connections
 
-    fn new_conn(&mut self, fd: RawFd, proto: Proto, state: ConnState, peer: Option<SocketAddr>) -> ConnId {
+    fn new_conn(
+        &mut self,
+        fd: RawFd,
+        mut proto: Proto,
+        state: ConnState,
+        peer: Option<SocketAddr>,
+    ) -> ConnId {
+        if let Proto::Msgr2(m) = &mut proto {
+            m.set_direct_rx(self.cfg.direct_rx_min);
+        }
         let c = Conn {
             fd,
             state,
@@ -1073,6 +1096,34 @@ impl<M: Send + 'static> CoreCtx<M> {
         if c.recv_armed || c.recv_paused || c.state != ConnState::Open {
             return;
         }
+        let mut limit = usize::MAX;
+        if let Proto::Msgr2(m) = &mut c.proto {
+            if let Some(mut sink) = m.take_rx_sink() {
+                // The next bytes are (the rest of) a large segment: straight into its own buffer. MSG_WAITALL
+                // lets the kernel retry until the segment is complete (one completion instead of one per
+                // arriving chunk); a short count (EOF, signal) is handled like any partial receive.
+                c.recv_armed = true;
+                c.ops += 1;
+                let fd = c.fd;
+                let want = sink.remaining();
+                let spare = sink.buf_mut().spare_capacity_mut();
+                let n = want.min(spare.len()).min(u32::MAX as usize) as u32;
+                let p = spare.as_mut_ptr() as *mut u8;
+                let e = opcode::Recv::new(types::Fd(fd), p, n)
+                    .flags(libc::MSG_WAITALL)
+                    .build();
+                self.stats.direct_recvs += 1;
+                self.push_op(
+                    e,
+                    Op::RecvSink {
+                        conn: id,
+                        sink: Box::new(sink),
+                    },
+                );
+                return;
+            }
+            limit = m.rx_stream_limit().unwrap_or(usize::MAX).max(1);
+        }
         let mut buf = std::mem::take(&mut c.rbuf);
         self.pool.refill(&mut buf);
         let Some(c) = self.conn_mut(id) else { return };
@@ -1082,7 +1133,7 @@ impl<M: Send + 'static> CoreCtx<M> {
         let spare = buf.spare_capacity_mut();
         let (p, n) = (
             spare.as_mut_ptr() as *mut u8,
-            spare.len().min(u32::MAX as usize) as u32,
+            spare.len().min(limit).min(u32::MAX as usize) as u32,
         );
         let e = opcode::Recv::new(types::Fd(fd), p, n).build();
         self.push_op(e, Op::Recv { conn: id, buf });
@@ -1242,6 +1293,38 @@ impl<M: Send + 'static> CoreCtx<M> {
                     self.mark_dirty(conn);
                     svc.on_data(self, conn, data);
                 }
+            }
+            Op::RecvSink { conn, mut sink } => {
+                let now = self.now;
+                let Some(c) = self.conn_mut(conn) else { return };
+                c.ops -= 1;
+                c.recv_armed = false;
+                if c.state == ConnState::Closing {
+                    self.maybe_free(conn);
+                    return;
+                }
+                if res <= 0 {
+                    let reason = if res == 0 {
+                        CloseReason::Eof
+                    } else {
+                        CloseReason::Io(-res)
+                    };
+                    self.fail_conn(svc, conn, reason);
+                    return;
+                }
+                let n = res as usize;
+                let buf = sink.buf_mut();
+                debug_assert!(n <= buf.capacity() - buf.len());
+                // SAFETY: the kernel initialised n bytes of the spare capacity it was given (at most
+                // `remaining()`, which msgr2 checks again).
+                unsafe { buf.set_len(buf.len() + n) };
+                if let Proto::Msgr2(m) = &mut c.proto {
+                    // Errors come back as Faulted/Closed events, handled in drive_conn.
+                    let _ = m.handle_rx_sink(now, *sink, n);
+                }
+                self.stats.recv_bytes += n as u64;
+                self.stats.direct_recv_bytes += n as u64;
+                self.mark_dirty(conn);
             }
             Op::Send { conn, mut slot } => {
                 // The kernel is done with the slot: forget the pointers, keep the capacity.

@@ -11,7 +11,7 @@ use libfuzzer_sys::fuzz_target;
 use msgr2::auth::{AuthNone, AuthNoneServer};
 use msgr2::frame::{Tag, encode_frame};
 use msgr2::types::{ENTITY_TYPE_CLIENT, ENTITY_TYPE_OSD, EntityName};
-use msgr2::{Config, Connection, EntityAddr};
+use msgr2::{AddrVec, Config, Connection, EntityAddr};
 
 fn pump(a: &mut Connection, b: &mut Connection, now: Instant) {
     for _ in 0..64 {
@@ -41,6 +41,8 @@ fuzz_target!(|data: &[u8]| {
     let addr = EntityAddr::msgr2("127.0.0.1:1".parse().unwrap(), 0);
     let mut ccfg = Config::new(ENTITY_TYPE_CLIENT, 1);
     ccfg.lossy = ctl & 2 != 0;
+    // Acceptors refuse a client without an address (as Ceph does).
+    ccfg.my_addrs = AddrVec::one(EntityAddr::msgr2("127.0.0.1:40000".parse().unwrap(), 1));
     let mut c = Connection::connector(ccfg, auth, addr, ENTITY_TYPE_OSD, now);
     let mut s = Connection::acceptor(Config::new(ENTITY_TYPE_OSD, 0), Box::new(AuthNoneServer::default()), now);
     pump(&mut c, &mut s, now);
