@@ -42,6 +42,8 @@ use crate::{CoreError, RecoveryCtx, RecoveryEvent};
 
 /// `osd_backfill_scan_max` (512): objects per scan digest.
 pub const BACKFILL_SCAN_MAX: usize = 512;
+/// Unconfirmed backfill removes on a target that start a confirming scan before the next forward scan.
+const REMOVE_CONFIRM_BATCH: usize = 64;
 /// `osd_backfill_retry_interval` (30 s): how long a rejected backfill reservation waits before asking again.
 pub const BACKFILL_RETRY_INTERVAL: Duration = Duration::from_secs(30);
 
@@ -61,6 +63,19 @@ struct Target {
     done: bool,
     /// Objects removed with MOSDPGBackfillRemove, not sent yet.
     to_remove: Vec<(HObject, Eversion)>,
+    /// Removes sent and not yet confirmed by a scan of the target (MOSDPGBackfillRemove has no answer).
+    /// (object, (the target's version, the batch that sent it)).
+    removing: BTreeMap<HObject, (Eversion, u64)>,
+    /// Remove batches sent to the target.
+    remove_seq: u64,
+    /// The confirming scan outstanding: where it starts (sent again while unanswered) and the last batch
+    /// it judges (later ones may reach the target after it).
+    verify: Option<(HObject, Retry, u64)>,
+    /// Confirming scans in a row that found removes not applied and none applied (a lost remove is sent
+    /// again each time, a bounded number of times).
+    verify_rounds: u32,
+    /// A forward scan was sent since the last confirming scan (removes are confirmed along with it).
+    confirm_due: bool,
 }
 
 /// Backfill state of one PG (primary or target side).
@@ -128,6 +143,11 @@ impl Backfill {
                     finish: None,
                     done: false,
                     to_remove: Vec::new(),
+                    removing: BTreeMap::new(),
+                    remove_seq: 0,
+                    verify: None,
+                    verify_rounds: 0,
+                    confirm_due: false,
                 },
             );
         }
@@ -183,6 +203,13 @@ impl Backfill {
                                 .filter(|(o, _)| cursor.as_ref().is_none_or(|c| o > c))
                                 .collect();
                             t.end = m.end;
+                            self.kick(ctx);
+                        } else if self
+                            .targets
+                            .get(&from)
+                            .is_some_and(|t| t.verify.as_ref().is_some_and(|(b, _, _)| *b == m.begin))
+                        {
+                            self.verified(ctx, from, &m.begin, &m.end, &objects);
                             self.kick(ctx);
                         }
                     }
@@ -310,10 +337,13 @@ impl Backfill {
 
     /// When a reservation is asked for again or an unanswered request is sent again (none: nothing waits).
     pub fn poll_timeout(&self) -> Option<Duration> {
-        let targets = self
-            .targets
-            .values()
-            .flat_map(|t| [t.scanning.and_then(|r| r.due()), t.finish.and_then(|r| r.due())]);
+        let targets = self.targets.values().flat_map(|t| {
+            [
+                t.scanning.and_then(|r| r.due()),
+                t.finish.and_then(|r| r.due()),
+                t.verify.as_ref().and_then(|(_, r, _)| r.due()),
+            ]
+        });
         let pushes = self
             .in_flight
             .values()
@@ -345,6 +375,11 @@ impl Backfill {
                 && r.fire(now, reset == Some(osd))
             {
                 finishes.push(osd);
+            }
+            if let Some((begin, r, _)) = t.verify.as_mut()
+                && r.fire(now, reset == Some(osd))
+            {
+                scans.push((osd, begin.clone()));
             }
         }
         for (osd, begin) in scans {
@@ -384,19 +419,29 @@ impl Backfill {
         self.targets.values().any(|t| !t.done)
     }
 
-    /// Ceph's `should_send_op` for a backfill target: a write to `oid` is replicated to `target` only if the
-    /// backfill has already passed `oid` (later objects are copied when the cursor reaches them). Always true
-    /// for OSDs that are not being backfilled.
-    pub fn should_send_op(&self, target: i32, oid: &HObject) -> bool {
+    /// Ceph's `should_send_op`: whether a write to `oid` goes to `target` with its transaction (true) or as
+    /// log entries with an empty transaction (false). `backfill_targets` are peering's backfill targets of
+    /// this interval (in the acting set or not). A backfill target gets the data only for objects at or
+    /// before `last_backfill_started` (the cursor: every object up to it is in sync or being copied, and
+    /// writes to objects being copied wait) or once its backfill is complete; later objects are copied when
+    /// the cursor reaches them, and before this PG's backfill started (waiting for a slot or reservations)
+    /// nothing is in sync yet. Any other OSD always gets the data.
+    pub fn should_send_op(&self, backfill_targets: &BTreeSet<i32>, target: i32, oid: &HObject) -> bool {
         match self.targets.get(&target) {
             Some(t) if !t.done => self.cursor.as_ref().is_some_and(|c| oid <= c) || t.reported.is_max(),
-            _ => true,
+            Some(_) => true,
+            None => !backfill_targets.contains(&target),
         }
     }
 
-    /// Whether `oid` is being pushed to a target now (writes to it wait until it is done).
+    /// Whether `oid` is being pushed to a target now, or removed from one without confirmation yet (writes
+    /// to it wait until it is done).
     pub fn is_backfilling(&self, oid: &HObject) -> bool {
         self.in_flight.contains_key(oid)
+            || self
+                .targets
+                .values()
+                .any(|t| t.removing.contains_key(oid) || t.to_remove.iter().any(|(o, _)| o == oid))
     }
 
     /// Counters for pg_stat.
@@ -477,6 +522,7 @@ impl Backfill {
                 if t.interval.is_empty() && !t.end.is_max() {
                     if t.scanning.is_none() {
                         t.scanning = Some(Retry::new(ctx.now));
+                        t.confirm_due = true;
                         scans.push((osd, t.end.clone()));
                     }
                     waiting = true;
@@ -585,31 +631,125 @@ impl Backfill {
         Ok(())
     }
 
+    /// Send the removes of this step. MOSDPGBackfillRemove has no answer, so each batch is followed by a scan
+    /// of the target from its first unconfirmed remove: the target handles messages in order, so the digest
+    /// shows whether the removes were applied ([`Backfill::verified`]).
     fn flush_removes<D: Device>(&mut self, ctx: &mut RecoveryCtx<'_, D>) {
         for (&osd, t) in self.targets.iter_mut() {
             if t.to_remove.is_empty() {
                 continue;
             }
-            let m = MOSDPGBackfillRemove {
-                pgid: SpgId::new(ctx.spgid.pgid, ShardId::NO_SHARD),
-                map_epoch: ctx.epoch,
-                ls: std::mem::take(&mut t.to_remove),
-            };
-            ctx.out.push(RecoveryEvent::Send {
-                to: osd,
-                msg: m.to_message(ctx.cfg.peer_features),
-            });
+            let ls = std::mem::take(&mut t.to_remove);
+            t.remove_seq += 1;
+            let seq = t.remove_seq;
+            t.removing.extend(ls.iter().map(|(o, v)| (o.clone(), (*v, seq))));
+            send_remove(ctx, osd, ls);
         }
+        // Confirm in batches: with the next forward scan, after REMOVE_CONFIRM_BATCH removes, or at the end
+        // (FINISH waits for it). Until then the target's `last_backfill` stays before the first one.
+        let exhausted = self.exhausted;
+        for (&osd, t) in self.targets.iter_mut() {
+            if t.verify.is_some() || t.done || t.verify_rounds > recovery::RETRY_ATTEMPTS {
+                continue;
+            }
+            let Some(first) = t.removing.keys().next().cloned() else {
+                continue;
+            };
+            if exhausted || t.confirm_due || t.removing.len() >= REMOVE_CONFIRM_BATCH {
+                t.confirm_due = false;
+                t.verify = Some((first.clone(), Retry::new(ctx.now), t.remove_seq));
+                send_scan(ctx, osd, first);
+            }
+        }
+    }
+
+    /// The digest of a confirming scan from `begin` (objects up to `end`, exclusive), judging the removes
+    /// sent before the scan: those whose objects are gone are confirmed; those still there at the version
+    /// removed were lost and go again, followed by another confirming scan. Judged removes past `end` are
+    /// confirmed by a scan from `end`.
+    fn verified<D: Device>(
+        &mut self,
+        ctx: &mut RecoveryCtx<'_, D>,
+        from: i32,
+        begin: &HObject,
+        end: &HObject,
+        objects: &BTreeMap<HObject, Eversion>,
+    ) {
+        let Some(t) = self.targets.get_mut(&from) else {
+            return;
+        };
+        let Some((_, _, judged)) = t.verify.take() else {
+            return;
+        };
+        let covered: Vec<(HObject, Eversion)> = t
+            .removing
+            .iter()
+            .filter(|(o, (_, seq))| *seq <= judged && *o >= begin && (end.is_max() || *o < end))
+            .map(|(o, (v, _))| (o.clone(), *v))
+            .collect();
+        let mut again = Vec::new();
+        let n = covered.len();
+        for (o, v) in covered {
+            // still there, and not newer than what was removed (a newer copy cannot appear while the remove
+            // is unconfirmed: writes to the object wait)
+            if objects.get(&o).is_some_and(|have| *have <= v) {
+                again.push((o, v));
+            } else {
+                t.removing.remove(&o);
+            }
+        }
+        if again.len() < n {
+            t.verify_rounds = 0;
+        }
+        let resent = !again.is_empty();
+        if resent {
+            t.verify_rounds += 1;
+            if t.verify_rounds > recovery::RETRY_ATTEMPTS {
+                // the target does not apply them: backfill waits for the next interval (as a push whose
+                // resends are used up), its `last_backfill` before them
+                let n = again.len();
+                self.log(
+                    ctx,
+                    format!("osd.{from} did not apply {n} backfill removes; waiting for the next interval"),
+                );
+                return;
+            }
+            t.remove_seq += 1;
+            for (o, _) in &again {
+                if let Some(e) = t.removing.get_mut(o) {
+                    e.1 = t.remove_seq;
+                }
+            }
+            send_remove(ctx, from, again);
+        }
+        let beyond = !end.is_max() && t.removing.iter().any(|(o, (_, seq))| *seq <= judged && o >= end);
+        let next = match t.removing.keys().next() {
+            Some(first) if resent => first.clone(),
+            // everything before `end` is judged: continue after it
+            Some(_) if beyond => end.clone(),
+            _ => return,
+        };
+        t.verify = Some((next.clone(), Retry::new(ctx.now), t.remove_seq));
+        send_scan(ctx, from, next);
     }
 
     /// Send each target its new `last_backfill`: the last compared object before the first one still in
     /// flight; FINISH once everything is compared and nothing is in flight.
     fn report<D: Device>(&mut self, ctx: &mut RecoveryCtx<'_, D>) {
-        let all_done = self.exhausted && self.in_flight.is_empty();
+        let first_removing = self
+            .targets
+            .values()
+            .filter_map(|t| t.removing.keys().next())
+            .min()
+            .cloned();
+        let all_done = self.exhausted && self.in_flight.is_empty() && first_removing.is_none();
         let new_lb = if all_done {
             Some(HObject::max_value())
         } else {
-            let first_busy = self.in_flight.keys().next().cloned();
+            let first_busy = match (self.in_flight.keys().next().cloned(), first_removing) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
             let lb = match &first_busy {
                 Some(b) => self.started.range(..b.clone()).next_back().cloned(),
                 None => self.started.iter().next_back().cloned(),
@@ -657,6 +797,19 @@ impl Backfill {
             msg: m.to_message(ctx.cfg.peer_features),
         });
     }
+}
+
+/// MOSDPGBackfillRemove of `ls` (object, the target's version) to `to`.
+fn send_remove<D: Device>(ctx: &mut RecoveryCtx<'_, D>, to: i32, ls: Vec<(HObject, Eversion)>) {
+    let m = MOSDPGBackfillRemove {
+        pgid: SpgId::new(ctx.spgid.pgid, ShardId::NO_SHARD),
+        map_epoch: ctx.epoch,
+        ls,
+    };
+    ctx.out.push(RecoveryEvent::Send {
+        to,
+        msg: m.to_message(ctx.cfg.peer_features),
+    });
 }
 
 /// MOSDPGScan GET_DIGEST from `begin`.

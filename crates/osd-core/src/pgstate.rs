@@ -174,17 +174,13 @@ impl PgState {
         self.last_seq = self.last_seq.max(seq);
     }
 
+    /// Where writes go and whose commits the client reply waits for: Ceph's `acting_recovery_backfill`
+    /// (the acting set and the backfill targets) without this OSD.
     fn acting_replicas(&self, whoami: i32) -> Vec<i32> {
-        self.view
-            .as_ref()
-            .map(|v| {
-                v.acting
-                    .iter()
-                    .copied()
-                    .filter(|&o| o != whoami && o >= 0)
-                    .collect()
-            })
-            .unwrap_or_default()
+        let Some(v) = self.view.as_ref() else {
+            return Vec::new();
+        };
+        repl::acting_recovery_backfill(&v.acting, self.peering.backfill_targets(), whoami)
     }
 
     /// Start peering over as for a new PG (after a split: the next map starts a new interval here, as on
@@ -476,7 +472,8 @@ impl PgState {
                 self.same_interval_since(),
                 lc,
                 cx.cfg.peer_features,
-                self.backfill.should_send_op(o, &r.soid),
+                self.backfill
+                    .should_send_op(self.peering.backfill_targets(), o, &r.soid),
             );
             cx.out.push_back(Output::ToOsd { osd: o, msg });
         }
@@ -736,7 +733,9 @@ impl PgState {
         let lc = self.peering.info().last_complete;
         for (r, w) in self.inflight.values() {
             if w.contains(&osd) {
-                let with_data = self.backfill.should_send_op(osd, &r.soid);
+                let with_data = self
+                    .backfill
+                    .should_send_op(self.peering.backfill_targets(), osd, &r.soid);
                 let msg = glue::repop_message(
                     &self.pg,
                     r,

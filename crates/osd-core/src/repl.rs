@@ -49,6 +49,24 @@ pub(crate) fn route(m: &ceph_msgs::Message) -> Option<SpgId> {
     }
 }
 
+/// Ceph's `acting_recovery_backfill` without `whoami`: every client write goes to the acting set and to the
+/// backfill targets (those outside the acting set too, e.g. an out OSD's replacement while pg_temp keeps the
+/// old acting set), and its reply waits for all of them. A backfill target gets the transaction only for
+/// objects its backfill has passed (`Backfill::should_send_op`), else the log entries alone.
+pub(crate) fn acting_recovery_backfill(
+    acting: &[i32],
+    backfill_targets: &std::collections::BTreeSet<i32>,
+    whoami: i32,
+) -> Vec<i32> {
+    let all: std::collections::BTreeSet<i32> = acting
+        .iter()
+        .chain(backfill_targets.iter())
+        .copied()
+        .filter(|&o| o != whoami && o >= 0)
+        .collect();
+    all.into_iter().collect()
+}
+
 /// The `map_epoch` a MOSDRepOp/MOSDRepOpReply starts with.
 pub(crate) fn epoch_prefix(m: &ceph_msgs::Message) -> Option<u32> {
     Decoder::new(m.front.clone()).u32().ok()
