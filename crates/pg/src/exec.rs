@@ -998,13 +998,15 @@ impl<D: Device> Ctx<'_, D> {
             start = prefix.to_vec();
         }
         loop {
+            // Ask for no more than the reply can hold plus one (the one tells whether the listing is truncated):
+            // a 16-key listing used to copy 256 entries out of the store.
+            let want = max.saturating_sub(out.len() as u64).saturating_add(1).min(256) as usize;
             let batch = self
                 .store
-                .omap_iterate(&self.cid, &self.okey, &start, 256)
+                .omap_iterate(&self.cid, &self.okey, &start, want)
                 .map_err(|e| store_errno(&e))?;
-            if batch.is_empty() {
-                return Ok((out, false));
-            }
+            // a short batch is the end of the object's omap: no second call to find nothing
+            let last = batch.len() < want;
             for (k, v) in batch {
                 if !k.starts_with(prefix) {
                     return Ok((out, false));
@@ -1013,9 +1015,13 @@ impl<D: Device> Ctx<'_, D> {
                     return Ok((out, true));
                 }
                 bytes += (k.len() + v.len() + 8) as u64;
-                start = k.to_vec();
+                start.clear();
+                start.extend_from_slice(&k);
                 start.push(0);
                 out.push((k, v));
+            }
+            if last {
+                return Ok((out, false));
             }
         }
     }
