@@ -18,6 +18,7 @@ mod error;
 mod fio;
 mod matrix;
 mod omap;
+mod osdperf;
 mod procstat;
 mod render;
 mod report;

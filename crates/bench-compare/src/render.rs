@@ -139,7 +139,58 @@ pub fn markdown_table(r: &Report) -> String {
             ratio(g.osd_cpu_per_op)
         );
     }
+    osd_latency_table(r, &mut s);
     s
+}
+
+/// Where writes spent their time inside the OSDs (averages of their perf counters over each test): only the
+/// tests that wrote, and only if some OSD answered.
+fn osd_latency_table(r: &Report, s: &mut String) {
+    let ms = |v: Option<f64>| v.map_or("–".to_string(), |x| format!("{x:.1}"));
+    let rows: Vec<_> = r
+        .tests
+        .iter()
+        .filter(|t| {
+            t.results
+                .iter()
+                .any(|x| x.as_ref().is_ok_and(|row| row.osd_lat.op_w_ms.is_some()))
+        })
+        .collect();
+    if rows.is_empty() {
+        return;
+    }
+    let _ = write!(
+        s,
+        "\nOSD-side write latency, ms (perf counters averaged over each test: primary `op_w_latency`, replica \
+         sub-op write latency, object store commit):\n\n| test |"
+    );
+    let mut align = String::from("|---|");
+    for g in &r.groups {
+        for col in ["op_w", "subop_w", "commit"] {
+            let _ = write!(s, " {} {col} |", g.label);
+            align.push_str("---:|");
+        }
+    }
+    let _ = writeln!(s, "\n{align}");
+    for t in rows {
+        let _ = write!(s, "| {} |", t.title);
+        for res in &t.results {
+            match res {
+                Ok(row) => {
+                    let l = row.osd_lat;
+                    let _ = write!(
+                        s,
+                        " {} | {} | {} |",
+                        ms(l.op_w_ms),
+                        ms(l.subop_ms),
+                        ms(l.commit_ms)
+                    );
+                }
+                Err(_) => s.push_str(" – | – | – |"),
+            }
+        }
+        s.push('\n');
+    }
 }
 
 fn esc(t: &str) -> String {
@@ -301,8 +352,21 @@ mod tests {
         assert!(t.contains("| 2.00 |"), "{t}");
         assert!(t.contains("**geometric mean**"));
         assert!(t.contains("**1.00**"));
-        let rows = t.lines().filter(|l| l.starts_with("| ")).count();
+        let (main, lat) = t
+            .split_once("OSD-side write latency")
+            .expect("the OSD latency table");
+        let rows = main.lines().filter(|l| l.starts_with("| ")).count();
         assert_eq!(rows, 1 + 2 + 1, "header, two tests, geomean:\n{t}");
+        assert!(
+            lat.contains("| bluestore op_w | bluestore subop_w | bluestore commit |"),
+            "{lat}"
+        );
+        assert!(lat.contains(" 2.0 | – | 1.0 |"), "{lat}");
+        assert_eq!(
+            lat.lines().filter(|l| l.starts_with("| ")).count(),
+            1 + 2,
+            "{lat}"
+        );
     }
 
     #[test]

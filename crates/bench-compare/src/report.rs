@@ -30,6 +30,8 @@ pub struct Row {
     pub osd_cpu_us_per_op: f64,
     /// Summed RSS of the group's OSDs at the end of the test.
     pub osd_rss_bytes: u64,
+    /// The OSDs' own latency counters over the test (write, replica write, store commit).
+    pub osd_lat: crate::osdperf::OsdLatency,
 }
 
 /// Whether a group ran.
@@ -231,6 +233,9 @@ impl Report {
                             "lat_p99_us": row.m.lat_p99_us,
                             "osd_cpu_us_per_op": row.osd_cpu_us_per_op,
                             "osd_rss_bytes": row.osd_rss_bytes,
+                            "osd_op_w_latency_ms": row.osd_lat.op_w_ms,
+                            "osd_subop_w_latency_ms": row.osd_lat.subop_ms,
+                            "osd_commit_latency_ms": row.osd_lat.commit_ms,
                         }),
                         Err(why) => json!({ "error": why }),
                     };
@@ -282,6 +287,11 @@ pub(crate) mod tests {
             },
             osd_cpu_us_per_op: cpu,
             osd_rss_bytes: 100 << 20,
+            osd_lat: crate::osdperf::OsdLatency {
+                op_w_ms: Some(2.0),
+                subop_ms: None,
+                commit_ms: Some(1.0),
+            },
         }
     }
 

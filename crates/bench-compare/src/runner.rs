@@ -597,6 +597,7 @@ fn omap_client(
 
 fn run_one(c: &Cluster, o: &RunOptions, t: &TestDef, g: &LiveGroup, script: &std::path::Path) -> Result<Row> {
     let timeout = Duration::from_secs(u64::from(o.runtime_s)) + CLIENT_SLACK;
+    let lat_before = crate::osdperf::sample(c.dir(), &g.report.osd_ids);
     let before = ProcSample::take(&g.pids)?;
     let m = match t.workload {
         Workload::Fio {
@@ -628,9 +629,11 @@ fn run_one(c: &Cluster, o: &RunOptions, t: &TestDef, g: &LiveGroup, script: &std
         )?)?,
     };
     let after = ProcSample::take(&g.pids)?;
+    let lat_after = crate::osdperf::sample(c.dir(), &g.report.osd_ids);
     Ok(Row {
         osd_cpu_us_per_op: (after.cpu_us - before.cpu_us).max(0.0) / m.ops.max(1) as f64,
         osd_rss_bytes: after.rss_bytes,
+        osd_lat: crate::osdperf::latency(&lat_before, &lat_after),
         m,
     })
 }
