@@ -152,6 +152,9 @@ pub enum Msg {
         map: Arc<OsdMap>,
         up_epoch: u32,
         routes: Arc<PgRouter>,
+        /// The newest epoch core 0 has in hand: epochs before it follow at once (a catch-up after a restart, or
+        /// a monitor message with several epochs), so PGs record their intervals and peer on the newest.
+        pending: u32,
     },
     /// Connection core → PG core: a message from `osd.<from>` about a PG of that core.
     Peer {
@@ -254,6 +257,10 @@ pub struct Common {
     /// The PGs each core found on its ferrostore shard at mount, with their split bits (set by the core factory
     /// before the core serves; core 0 builds the route table once every core has reported).
     stored_pgs: Mutex<Vec<Option<StoredPgs>>>,
+    /// The newest OSDMap each core's shard handled before the OSD stopped (osd-core's map store, Ceph's
+    /// superblock `newest_map`), set by the core factory: core 0 subscribes to the osdmap from the epoch after
+    /// the oldest of them and hands every epoch since to the cores.
+    stored_maps: Mutex<Vec<Option<Option<OsdMap>>>>,
 }
 
 impl Common {
@@ -915,6 +922,7 @@ impl Service for Core {
                 map,
                 up_epoch,
                 routes,
+                pending,
             } => {
                 // Peers that went down: drop their connections (a restarted one gets a new address).
                 let down: Vec<i32> = self.osds.keys().filter(|&&o| !map.is_up(o)).copied().collect();
@@ -930,6 +938,9 @@ impl Service for Core {
                 self.up_epoch = up_epoch;
                 self.routes = routes.clone();
                 if let Some(sh) = self.shard.as_mut() {
+                    if pending > map.epoch {
+                        sh.maps_pending(pending, &mut self.out);
+                    }
                     sh.set_map(map, routes, &mut self.out);
                 }
                 self.flush(ctx);
@@ -1171,6 +1182,12 @@ pub struct Control {
     map_received_at: Option<Instant>,
     /// Last epoch sent to the cores.
     map_sent: u32,
+    /// Whether the mon session was started (after every core read its stored map).
+    monc_started: bool,
+    /// Epochs from the mon client not yet handed to the cores (they wait for the route table), oldest first.
+    maps_to_send: VecDeque<OsdMap>,
+    /// The stored epoch the OSD started from (0: none), for the catch-up log lines.
+    catch_up_from: u32,
     /// The PG → core table (built once every core listed its stored PGs; advanced with every map sent).
     router: Option<PgRouter>,
     // mgr
@@ -1240,6 +1257,41 @@ impl Control {
             ctx.num_cores(),
             ctx.ring_setup()
         ));
+        self.maybe_start_monc(ctx);
+    }
+
+    /// Start the mon session once every core has read its stored map: the osdmap subscription starts after the
+    /// oldest of them (Ceph's `osdmap_subscribe(superblock.newest_map + 1)`), so every epoch missed while down
+    /// arrives and is handed to the cores in order.
+    fn maybe_start_monc(&mut self, ctx: &mut CoreCtx<Msg>) {
+        if self.monc_started {
+            return;
+        }
+        let oldest = {
+            let stored = self
+                .common
+                .stored_maps
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            if !stored.iter().all(Option::is_some) {
+                return;
+            }
+            stored.iter().flatten().flatten().min_by_key(|m| m.epoch).cloned()
+        };
+        self.monc_started = true;
+        self.monc.keep_osdmap_epochs();
+        if let Some(m) = oldest {
+            self.log(&format!(
+                "stored osdmap epoch {}: subscribing to osdmap from epoch {}",
+                m.epoch,
+                m.epoch + 1
+            ));
+            self.catch_up_from = m.epoch;
+            self.monc.set_osdmap(m.clone());
+            // the cores start from the stored epoch itself (PGs load with that epoch's placement)
+            self.maps_to_send.push_back(m);
+            self.send_map_to_cores(ctx);
+        }
         if let Err(e) = self.monc.start(Instant::now()) {
             self.log(&format!("mon client: {e}"));
             STOP.store(true, Ordering::SeqCst);
@@ -1249,6 +1301,7 @@ impl Control {
 
     fn tick(&mut self, ctx: &mut CoreCtx<Msg>) {
         let now = Instant::now();
+        self.maybe_start_monc(ctx);
         if STOP.load(Ordering::SeqCst) && self.stopping_since.is_none() {
             self.log("shutting down: marking myself down");
             self.mark_me_down(ctx);
@@ -1780,14 +1833,40 @@ impl Control {
     }
 
     /// Every core places its own PGs from the map: send it with the route table of its epoch.
+    ///
+    /// Every epoch the mon client moved through goes out in order (a restart catching up from its stored map
+    /// gets each epoch since, so PGs record intervals that began and ended while it was down); the cores are
+    /// told the newest epoch in hand, so PGs peer on that one only.
     fn send_map_to_cores(&mut self, ctx: &mut CoreCtx<Msg>) {
-        let Some(epoch) = self.monc.osdmap().map(|m| m.epoch) else {
-            return;
-        };
-        if epoch == self.map_sent || self.router_ready().is_none() {
+        self.maps_to_send.extend(self.monc.take_osdmap_epochs());
+        if self.maps_to_send.is_empty()
+            && let Some(m) = self.monc.osdmap()
+            && m.epoch > self.map_sent
+        {
+            self.maps_to_send.push_back(m.clone());
+        }
+        if self.maps_to_send.is_empty() || self.router_ready().is_none() {
             return;
         }
-        let Some(map) = self.monc.osdmap() else { return };
+        let pending = self.maps_to_send.back().map_or(0, |m| m.epoch);
+        while let Some(map) = self.maps_to_send.pop_front() {
+            if map.epoch <= self.map_sent {
+                continue;
+            }
+            if self.catch_up_from > 0 && self.map_sent > 0 && map.epoch != self.map_sent + 1 {
+                self.log(&format!(
+                    "osdmap jumps from epoch {} to {} (the monitor trimmed the epochs between)",
+                    self.map_sent, map.epoch
+                ));
+            }
+            if self.catch_up_from > 0 && pending > map.epoch {
+                self.log(&format!("catching up: osdmap epoch {} of {pending}", map.epoch));
+            }
+            self.send_one_map(ctx, &map, pending);
+        }
+    }
+
+    fn send_one_map(&mut self, ctx: &mut CoreCtx<Msg>, map: &OsdMap, pending: u32) {
         self.map_sent = map.epoch;
         // Pools whose rule reaches OSDs of another device class are not ours: their PGs may hold data on
         // classic OSDs that ferro-osd cannot peer with yet. The cores never see them.
@@ -1831,6 +1910,7 @@ impl Control {
                     map: shared.clone(),
                     up_epoch: self.up_epoch,
                     routes: routes.clone(),
+                    pending,
                 },
             );
         }
@@ -2443,6 +2523,7 @@ impl Daemon {
             mono_base: Instant::now(),
             busy_poll: opts.busy_poll,
             stored_pgs: Mutex::new(vec![None; dd.shards.max(1) as usize]),
+            stored_maps: Mutex::new(vec![None; dd.shards.max(1) as usize]),
         });
         let mons: Vec<MonTarget> = opts
             .mon_hosts
@@ -2475,6 +2556,9 @@ impl Daemon {
             alive_sent_for: 0,
             map_received_at: None,
             map_sent: 0,
+            monc_started: false,
+            maps_to_send: VecDeque::new(),
+            catch_up_from: 0,
             router: None,
             mgr_conn: None,
             mgr_ready: false,
@@ -2551,6 +2635,19 @@ impl Daemon {
                     let mut stored = common2.stored_pgs.lock().unwrap_or_else(PoisonError::into_inner);
                     if let Some(slot) = stored.get_mut(core) {
                         *slot = Some(pgs.into_iter().map(|(s, bits)| (s.pgid, bits)).collect());
+                    }
+                    drop(stored);
+                    // ... and the newest map this shard handled (core 0 catches up from there)
+                    let newest = match osd_core::load_newest_map(&mut store) {
+                        Ok(m) => m,
+                        Err(e) => {
+                            eprintln!("ferro-osd: shard {core}: stored map unusable ({e}): starting from the monitor's");
+                            None
+                        }
+                    };
+                    let mut maps = common2.stored_maps.lock().unwrap_or_else(PoisonError::into_inner);
+                    if let Some(slot) = maps.get_mut(core) {
+                        *slot = Some(newest);
                     }
                     Ok(store)
                 })

@@ -379,6 +379,11 @@ impl Shard {
         }
     }
 
+    /// Epochs up to `epoch` follow at once (a catch-up): PGs record the older ones' intervals without peering.
+    pub fn maps_pending(&mut self, epoch: u32, out: &mut Delivery) {
+        self.feed(Input::MapsPending(epoch), out);
+    }
+
     /// A new map epoch and the PG → core table at that epoch (core 0 computes it for every core).
     pub fn set_map(&mut self, map: Arc<OsdMap>, routes: Arc<PgRouter>, out: &mut Delivery) {
         self.feed(Input::Routes(routes), out);

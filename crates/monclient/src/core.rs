@@ -53,6 +53,11 @@ pub trait OsdMapLike: Sized {
     fn epoch(&self) -> u32;
     /// Apply an encoded incremental for epoch `self.epoch() + 1`.
     fn apply_incremental(&mut self, inc: &Bytes) -> Result<(), Self::Error>;
+    /// A copy of this epoch for [`MonClient::take_osdmap_epochs`] (types that cannot copy themselves keep the
+    /// default: no per-epoch history).
+    fn snapshot(&self) -> Option<Self> {
+        None
+    }
 }
 
 /// Tunables. Defaults are Pacific's (`mon_client_*`).
@@ -211,6 +216,9 @@ pub struct MonClient<M: OsdMapLike> {
     monmap_epoch: u32,
     monmap: Option<MonMapLite>,
     osdmap: Option<M>,
+    /// Every epoch the held map passed through, oldest first, when the owner asked for them
+    /// ([`MonClient::keep_osdmap_epochs`]).
+    osdmap_epochs: Option<VecDeque<M>>,
     commands: BTreeMap<u64, PendingCommand>,
     versions: BTreeMap<u64, String>,
     /// Messages waiting for a session ([`MonClient::send_message`]).
@@ -240,6 +248,7 @@ impl<M: OsdMapLike> MonClient<M> {
             monmap_epoch: 0,
             monmap: None,
             osdmap: None,
+            osdmap_epochs: None,
             commands: BTreeMap::new(),
             versions: BTreeMap::new(),
             outbox: VecDeque::new(),
@@ -274,6 +283,43 @@ impl<M: OsdMapLike> MonClient<M> {
 
     pub fn osdmap(&self) -> Option<&M> {
         self.osdmap.as_ref()
+    }
+
+    /// Start from a map kept from before (an OSD's newest stored map, Ceph's superblock `newest_map`): the
+    /// osdmap subscription then starts at the epoch after it, so the monitor sends every epoch since, as
+    /// incrementals, instead of only the current full map.
+    pub fn set_osdmap(&mut self, map: M) {
+        let start = u64::from(map.epoch()) + 1;
+        self.osdmap = Some(map);
+        if let Some(item) = self.subs.get_mut("osdmap") {
+            item.start = start;
+            self.subs_unsent = true;
+        }
+    }
+
+    /// Keep a copy of every epoch the held map moves through (an OSD advances its PGs through each one);
+    /// collect them with [`MonClient::take_osdmap_epochs`] after each [`Event::OsdMap`].
+    pub fn keep_osdmap_epochs(&mut self) {
+        if self.osdmap_epochs.is_none() {
+            self.osdmap_epochs = Some(VecDeque::new());
+        }
+    }
+
+    /// The epochs the held map moved through since the last call, oldest first (empty unless
+    /// [`MonClient::keep_osdmap_epochs`]). After a gap (the monitor trimmed the epochs we missed) the first is a
+    /// full map more than one epoch newer than the one before.
+    pub fn take_osdmap_epochs(&mut self) -> Vec<M> {
+        self.osdmap_epochs
+            .as_mut()
+            .map_or_else(Vec::new, |q| q.drain(..).collect())
+    }
+
+    fn note_epoch(&mut self) {
+        if let (Some(q), Some(m)) = (self.osdmap_epochs.as_mut(), self.osdmap.as_ref())
+            && let Some(copy) = m.snapshot()
+        {
+            q.push_back(copy);
+        }
     }
 
     pub fn monmap(&self) -> Option<&MonMapLite> {
@@ -621,11 +667,44 @@ impl<M: OsdMapLike> MonClient<M> {
                     Ok(map) => {
                         self.osdmap = Some(map);
                         have = e;
+                        self.note_epoch();
                     }
                     Err(err) => self.events.push_back(Event::OsdMapError {
                         epoch: e,
                         error: err.to_string(),
                     }),
+                }
+            }
+        }
+        let next = have + 1;
+        if have > 0
+            && last > have
+            && !m.incremental_maps.contains_key(&next)
+            && !m.maps.contains_key(&next)
+            && m.oldest_map > next
+        {
+            // The monitor trimmed the epochs after ours (its oldest is newer): as ceph-osd does, continue from a
+            // full map (the PGs' intervals in between are known only from their peers).
+            match m.maps.range(next..).next() {
+                Some((&e, _)) => {
+                    if self.take_full(&m, e) {
+                        have = e;
+                        self.note_epoch();
+                    }
+                }
+                None => {
+                    // ask from just below its oldest: the monitor starts such a reply with a full map
+                    let start = u64::from(m.oldest_map.saturating_sub(1).max(1));
+                    self.subs.insert(
+                        "osdmap".into(),
+                        SubscribeItem {
+                            start,
+                            flags: SUBSCRIBE_ONETIME,
+                        },
+                    );
+                    self.subs_unsent = true;
+                    self.flush_subs();
+                    return;
                 }
             }
         }
@@ -658,6 +737,7 @@ impl<M: OsdMapLike> MonClient<M> {
                     break;
                 }
                 have = e;
+                self.note_epoch();
                 e += 1;
             }
         }

@@ -43,4 +43,7 @@ impl OsdMapLike for EpochOnlyMap {
         self.epoch = e;
         Ok(())
     }
+    fn snapshot(&self) -> Option<Self> {
+        Some(self.clone())
+    }
 }

@@ -42,4 +42,8 @@ impl OsdMapLike for OsdMap {
             }),
         }
     }
+
+    fn snapshot(&self) -> Option<Self> {
+        Some(self.clone())
+    }
 }

@@ -39,6 +39,9 @@ impl OsdMapLike for FakeMap {
         self.state += delta;
         Ok(())
     }
+    fn snapshot(&self) -> Option<Self> {
+        Some(self.clone())
+    }
 }
 
 /// A full map or an incremental (same layout): `u32 epoch, u64 state or delta`.
