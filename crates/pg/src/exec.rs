@@ -298,21 +298,17 @@ pub(crate) fn handle_op<D: Device>(pg: &mut Pg, store: &mut Store<D>, ctx: OpCon
     let mut soid = soid;
     let mut okey = okey;
     let (mut exists, mut oi) = (exists, oi);
-    if m.snapid != SnapId::NOSNAP && m.snapid != SnapId::SNAPDIR && m.snapid.0 <= snapset.seq.0 {
-        let clone = snapset.clones.iter().copied().find(|c| c.0 >= m.snapid.0);
-        let covered = clone
-            .and_then(|c| snapset.clone_snaps.get(&c).map(|s| (c, s.clone())))
-            .filter(|(_, s)| {
-                let (first, last) = (s.last().map_or(u64::MAX, |x| x.0), s.first().map_or(0, |x| x.0));
-                !s.is_empty() && m.snapid.0 >= first && m.snapid.0 <= last
-            });
-        let Some((c, _)) = covered else {
+    let clone = match clone_for_read(&snapset, m.snapid) {
+        Ok(c) => c,
+        Err(()) => {
             send_now(
                 &mut out,
                 reply_error(m, -libc::ENOENT, epoch, Eversion::default(), 0, &[]),
             );
             return out;
-        };
+        }
+    };
+    if let Some(c) = clone {
         soid.snap = c;
         okey = keys::object_key(&soid, &pg.spgid);
         match pg.load_context(store, &okey).map(|(x, _)| x) {
@@ -820,6 +816,55 @@ impl Pg {
 
 /// An object's info and snapset.
 type Loaded = (ObjectInfo, SnapSet);
+
+/// Which object serves a read at `snapid` (find_object_context): `Ok(None)` the head (a head read, SNAPDIR, or a
+/// snapshot newer than the object's last change), `Ok(Some(c))` clone `c`, `Err(())` none (ENOENT).
+fn clone_for_read(snapset: &SnapSet, snapid: SnapId) -> Result<Option<SnapId>, ()> {
+    if snapid == SnapId::NOSNAP || snapid == SnapId::SNAPDIR || snapid.0 > snapset.seq.0 {
+        return Ok(None);
+    }
+    let clone = snapset.clones.iter().copied().find(|c| c.0 >= snapid.0);
+    clone
+        .filter(|c| {
+            snapset.clone_snaps.get(c).is_some_and(|s| {
+                let (first, last) = (s.last().map_or(u64::MAX, |x| x.0), s.first().map_or(0, |x| x.0));
+                !s.is_empty() && snapid.0 >= first && snapid.0 <= last
+            })
+        })
+        .map(Some)
+        .ok_or(())
+}
+
+impl Pg {
+    /// The store object a read-only op at snapshot `m.snapid` will read its data from: the clone that covers the
+    /// snapshot, or the head when the object has not changed since. `None` when that cannot be told without
+    /// running the op (no such object, no clone covers it, an undecodable object info, SNAPDIR); the op then
+    /// simply runs and answers for itself. Lets the OSD start a snapshot read's device reads before it runs.
+    pub fn snap_read_object<D: Device>(&mut self, store: &mut Store<D>, m: &MOSDOp) -> Option<ObjectKey> {
+        if m.snapid == SnapId::SNAPDIR {
+            return None;
+        }
+        let mut soid = HObject::new(
+            m.oid.0.clone(),
+            m.oloc.key.clone(),
+            SnapId::NOSNAP,
+            m.hash,
+            self.spgid.pgid.pool as i64,
+            m.oloc.nspace.clone(),
+        );
+        let head = keys::object_key(&soid, &self.spgid);
+        let (Some((_, snapset)), _) = self.load_context(store, &head).ok()? else {
+            return None;
+        };
+        match clone_for_read(&snapset, m.snapid).ok()? {
+            None => Some(head),
+            Some(c) => {
+                soid.snap = c;
+                Some(keys::object_key(&soid, &self.spgid))
+            }
+        }
+    }
+}
 
 /// [`load_oi`], plus whether the store holds the object at all when that is known for sure (an object without
 /// object info is there, but treated as absent).
