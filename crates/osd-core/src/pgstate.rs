@@ -382,10 +382,7 @@ impl PgState {
                 continue;
             }
             // a read whose data must come from the device waits for it without blocking the core
-            match self
-                .parked
-                .park(cx.store, &self.spgid, self.pg.collection(), &oid, op)
-            {
+            match self.parked.park(cx.store, &self.spgid, &mut self.pg, &oid, op) {
                 Ok(()) => {}
                 Err(op) => self.execute(cx, op),
             }

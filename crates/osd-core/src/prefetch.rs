@@ -8,8 +8,10 @@
 //! the PG asks the store to `prefetch` those ranges and parks the op. When the store reports the reads done
 //! (`ferrostore::Event::Prefetched`, fed in as [`crate::Input::Prefetched`]) the op runs; its `read` calls are
 //! served from memory; then the prefetch is released. Ops that arrive for a parked object wait behind it in
-//! arrival order (per-object order is Ceph's guarantee); ops on other objects go on. Anything else — writes,
-//! snapshot reads, class calls, ops whose reads need no device IO — runs at once as before.
+//! arrival order (per-object order is Ceph's guarantee); ops on other objects go on. A snapshot read prefetches
+//! from the clone that serves it (`pg::Pg::snap_read_object`; the ops still queue by the head's name, as Ceph
+//! orders them). Anything else — writes, class calls (what they read is known only when they run), SNAPDIR
+//! listings, ops whose reads need no device IO — runs at once as before.
 //!
 //! A new interval hands parked ops back to the PG's queue (they run again after peering); the end of a primary
 //! term drops them (the clients resend). A change to a prefetched object by anyone (a write queued behind the
@@ -25,10 +27,11 @@ use ferrostore::{Device, Store};
 use crate::pgstate::Cx;
 use crate::{ClientOp, OsdShard, glue};
 
-/// The byte ranges `(offset, length)` (length 0: to the object's end) an op will read from its object's data, if
-/// it is a plain read of the head whose reads are known before it runs. `None`: run it at once.
+/// The byte ranges `(offset, length)` (length 0: to the object's end) an op will read from its object's data (the
+/// head, or for a snapshot read the clone that serves it), if it is a plain read whose reads are known before it
+/// runs. `None`: run it at once.
 pub(crate) fn plan(m: &MOSDOp) -> Option<Vec<(u64, u64)>> {
-    if m.snapid != SnapId::NOSNAP || m.ops.is_empty() {
+    if m.snapid == SnapId::SNAPDIR || m.ops.is_empty() {
         return None;
     }
     let mut ranges = Vec::new();
@@ -102,16 +105,24 @@ impl Parked {
         &mut self,
         store: &mut Store<D>,
         spgid: &SpgId,
-        cid: &ferrostore::CollectionId,
+        pg: &mut pg::Pg,
         oid: &HObject,
         op: Box<ClientOp>,
     ) -> Result<(), Box<ClientOp>> {
         let Some(ranges) = plan(&op.msg) else {
             return Err(op);
         };
-        let key = pg::keys::object_key(oid, spgid);
+        let key = if op.msg.snapid == SnapId::NOSNAP {
+            pg::keys::object_key(oid, spgid)
+        } else {
+            // the clone (or head) the snapshot read will read; unknown: the op answers for itself now
+            match pg.snap_read_object(store, &op.msg) {
+                Some(k) => k,
+                None => return Err(op),
+            }
+        };
         // Errors (no such object, name too long) are the engine's to answer: run it now.
-        let Ok(Some(token)) = store.prefetch(cid, &key, &ranges) else {
+        let Ok(Some(token)) = store.prefetch(pg.collection(), &key, &ranges) else {
             return Err(op);
         };
         self.tokens.insert(token, oid.clone());
@@ -213,7 +224,7 @@ mod tests {
         assert_eq!(plan(&whole), Some(vec![(0, 0)]));
         let sparse = msg(vec![OSDOp::new(op::SPARSE_READ).with_extent(0, 65536)]);
         assert_eq!(plan(&sparse), Some(vec![(0, 65536)]));
-        // a write anywhere in the op, a stat only, a class call, a snapshot read: no prefetch
+        // a write anywhere in the op, a stat only, a class call, a SNAPDIR listing: no prefetch
         let rw = msg(vec![
             OSDOp::new(op::READ).with_extent(0, 4096),
             OSDOp::new(op::WRITE).with_extent(0, 4096),
@@ -223,6 +234,8 @@ mod tests {
         assert_eq!(plan(&msg(vec![OSDOp::new(op::CALL)])), None);
         let mut snap = msg(vec![OSDOp::new(op::READ).with_extent(0, 4096)]);
         snap.snapid = SnapId(4);
+        assert_eq!(plan(&snap), Some(vec![(0, 4096)]), "snapshot reads too");
+        snap.snapid = SnapId::SNAPDIR;
         assert_eq!(plan(&snap), None);
         assert_eq!(
             plan(&msg(vec![OSDOp::new(op::SPARSE_READ).with_extent(0, 0)])),

@@ -11,6 +11,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use ceph_msgs::osd_op::{OSDOp, op};
 use common::Cluster;
+use denc::SnapId;
 use ferrostore::Device;
 
 fn data(seed: u8, len: usize) -> Vec<u8> {
@@ -135,4 +136,58 @@ fn new_interval_requeues_parked_reads() {
         "the parked read ran after re-peering"
     );
     assert_eq!(c.osds.get_mut(&primary).unwrap().store_mut().prefetches_held(), 0);
+}
+
+/// A read at a snapshot is prefetched from the clone that serves it (not the head), returns the snapshot's bytes,
+/// and keeps its place in the object's order: a write queued behind it does not overtake it.
+#[test]
+fn snapshot_reads_are_prefetched_from_their_clone() {
+    let (mut c, a, _) = two_objects();
+    // snapshot 1 taken (self-managed, as RBD does): the next write clones obj-a first
+    let new_a = data(7, 25_000);
+    let w = c.send_with(
+        "obj-a",
+        vec![
+            OSDOp::new(op::WRITEFULL)
+                .with_extent(0, new_a.len() as u64)
+                .with_indata(Bytes::from(new_a.clone())),
+        ],
+        |m| {
+            m.snap_seq = SnapId(1);
+            m.snaps = vec![SnapId(1)];
+        },
+    );
+    c.run();
+    assert_eq!(c.reply(w).unwrap().result, 0);
+    let at_snap = |m: &mut ceph_msgs::osd_op::MOSDOp| m.snapid = SnapId(1);
+    let r_snap = c.send_with("obj-a", vec![OSDOp::new(op::READ).with_extent(0, 0)], at_snap);
+    let newer = data(8, 5_000);
+    let w2 = c.write_full("obj-a", &newer);
+    let r_head = c.read("obj-a");
+    // the snapshot read is parked on its clone's data; the write and the head read wait behind it
+    assert!(c.reply(r_snap).is_none() && c.reply(w2).is_none() && c.reply(r_head).is_none());
+    assert_eq!(held(&mut c).0, 1, "the snapshot read's prefetch");
+    c.run();
+    assert_eq!(
+        c.read_data(r_snap).unwrap(),
+        Bytes::from(a.clone()),
+        "snapshot read returns the clone's bytes"
+    );
+    assert_eq!(c.reply(w2).unwrap().result, 0);
+    assert_eq!(c.read_data(r_head).unwrap(), Bytes::from(newer));
+    let s = c.osds.get_mut(&0).unwrap().store_mut();
+    // the snapshot read was served from its prefetch (the head read found the write's data still in memory)
+    assert_eq!(s.stats.reads_prefetched, 1, "{:?}", s.stats);
+    assert_eq!(s.prefetches_held(), 0);
+    // a snapshot no clone covers (before the object existed) answers ENOENT at once, nothing parked
+    let r0 = c.send_with("obj-b", vec![OSDOp::new(op::READ).with_extent(0, 0)], |m| {
+        m.snapid = SnapId(1);
+    });
+    c.run();
+    assert_eq!(
+        c.read_data(r0).unwrap(),
+        Bytes::from(data(2, 70_000)),
+        "obj-b unchanged since: head"
+    );
+    assert_eq!(held(&mut c).0, 0);
 }

@@ -337,6 +337,11 @@ impl Cluster {
 
     /// Send an op on `name` to its acting primary; returns the tid.
     pub fn send(&mut self, name: &str, ops: Vec<OSDOp>) -> u64 {
+        self.send_with(name, ops, |_| {})
+    }
+
+    /// `send`, with the message adjusted by `f` first (snapshot id, snap context).
+    pub fn send_with(&mut self, name: &str, ops: Vec<OSDOp>, f: impl FnOnce(&mut MOSDOp)) -> u64 {
         let (spgid, hash, primary) = self.locate(name);
         self.tid += 1;
         let mut flags = flag::ACK | flag::ONDISK;
@@ -369,6 +374,8 @@ impl Cluster {
             },
             ..Default::default()
         };
+        let mut msg = msg;
+        f(&mut msg);
         self.sent.insert(self.tid, msg.clone());
         self.deliver(msg, primary);
         self.tid
