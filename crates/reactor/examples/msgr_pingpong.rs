@@ -270,6 +270,7 @@ fn main() {
         (false, 32, 0),
         (false, 32, 4096),
         (true, 32, 4096),
+        (false, 16, 64 << 10),
         (false, 8, 1 << 20),
     ] {
         let p = Params {
