@@ -22,6 +22,10 @@ pub struct DeviceStats {
     pub flushes: u64,
     pub bytes_read: u64,
     pub bytes_written: u64,
+    /// Writes whose buffers were not aligned for O_DIRECT and were copied into a bounce buffer first (io_uring
+    /// backend; a caller that hands in 512-byte-aligned `Bytes`, e.g. page-aligned receive buffers, gets none).
+    pub write_copies: u64,
+    pub bytes_copied: u64,
 }
 
 /// A block device driven by submissions and completions. Offsets and lengths of reads and writes are multiples of

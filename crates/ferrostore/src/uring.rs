@@ -406,6 +406,8 @@ impl Device for UringDevice {
                 .build()
                 .user_data(i as u64)
         } else {
+            self.stats.write_copies += 1;
+            self.stats.bytes_copied += len as u64;
             let mut bounce = AlignedBuf::zeroed(len);
             let mut at = 0;
             for b in &bufs {

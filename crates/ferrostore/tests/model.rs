@@ -67,6 +67,9 @@ fn random_streams_match_model_across_remounts() {
                 s.poll(&mut ev).unwrap();
             }
             if step % 25 == 0 {
+                if let Err(e) = check_point_reads(&mut s, &model) {
+                    panic!("seed {seed} step {step}: {e} (FERRO_SEED={seed})");
+                }
                 let got = dump(&mut s).unwrap();
                 assert!(
                     got == model,
