@@ -131,6 +131,10 @@ pub enum Bug {
     AckBeforeReplicas,
     /// Peering takes the stalest complete shard's log as authoritative (`peering::Config::fault_pick_worst_log`).
     WorstLog,
+    /// A restarted OSD starts from the monitor's current map instead of replaying every epoch after the newest
+    /// it stored (how ferro-osd worked before map history): intervals that began and ended while it was down
+    /// are unknown to it.
+    NoMapReplay,
 }
 
 impl Bug {
@@ -142,9 +146,10 @@ impl Bug {
             "replay-order" => Ok(Bug::ReplayOrder),
             "ack-before-replicas" => Ok(Bug::AckBeforeReplicas),
             "worst-log" => Ok(Bug::WorstLog),
+            "no-map-replay" => Ok(Bug::NoMapReplay),
             _ => Err(format!(
                 "unknown bug {s:?} (none, lying-flush, ack-without-replica, replay-order, ack-before-replicas, \
-                 worst-log)"
+                 worst-log, no-map-replay)"
             )),
         }
     }
@@ -156,6 +161,7 @@ impl Bug {
             Bug::ReplayOrder => "replay-order",
             Bug::AckBeforeReplicas => "ack-before-replicas",
             Bug::WorstLog => "worst-log",
+            Bug::NoMapReplay => "no-map-replay",
         }
     }
 }
@@ -352,7 +358,7 @@ pub mod cli {
 
     pub const USAGE: &str = "usage: sim [--seed S | --seeds A..B] [--steps N] [--osds K] [--size N] [--shards N] \
 [--pg-num N] [--objects N] [--clients N] [--faults all|none|crash,reset,partition,slow,out-in,pools,split] \
-[--bug none|lying-flush|ack-without-replica|replay-order|ack-before-replicas|worst-log] [--verbose] [--trace LINES] [--device-mib N]";
+[--bug none|lying-flush|ack-without-replica|replay-order|ack-before-replicas|worst-log|no-map-replay] [--verbose] [--trace LINES] [--device-mib N]";
 
     /// Parse arguments (without the program name) into a template config and a seed range.
     pub fn parse(args: &[String]) -> Result<(Config, std::ops::Range<u64>), String> {

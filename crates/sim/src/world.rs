@@ -469,6 +469,9 @@ impl World {
         let nshards = self.report.shards;
         let mut shards = Vec::new();
         let mut router = PgRouter::new(o, nshards);
+        // The oldest of the shards' newest stored maps (Ceph's superblock newest_map): the OSD replays every
+        // epoch after it.
+        let mut stored_map: Option<OsdMap> = None;
         for s in 0..nshards {
             let store_cfg = StoreConfig {
                 fault_replay_order: self.cfg.bug == Bug::ReplayOrder,
@@ -478,6 +481,15 @@ impl World {
                 .map_err(|e| format!("osd.{o} shard {s}: mount after restart failed: {e}"))?;
             let stored = osd_core::stored_pgs(&mut store)
                 .map_err(|e| format!("osd.{o} shard {s}: listing PGs: {e}"))?;
+            match osd_core::load_newest_map(&mut store) {
+                Ok(Some(m)) => {
+                    if stored_map.as_ref().is_none_or(|x| m.epoch < x.epoch) {
+                        stored_map = Some(m);
+                    }
+                }
+                Ok(None) => {}
+                Err(e) => return Err(format!("osd.{o} shard {s}: loading its newest map: {e}")),
+            }
             let conflicts = router.add_stored(s, stored.iter().map(|(p, bits)| (p.pgid, *bits)));
             if let Some(c) = conflicts.first() {
                 return Err(format!(
@@ -504,9 +516,33 @@ impl World {
         osd.crash_pending = false;
         let inc = osd.inc;
         self.trace(format!("osd.{o} started (instance {inc})"));
-        // A (re)started OSD fetches the current map from the monitor.
-        let map = self.mon.map.clone();
-        self.osd_new_map(o, map)?;
+        // A restarted OSD asks the monitor for every epoch after the newest it stored and advances through each
+        // (Ceph's MMonSubscribe osdmap start = newest_map + 1); a new one (or, as a seeded bug, any) takes the
+        // current map.
+        let newest = self.mon.map.epoch;
+        match stored_map {
+            Some(m) if self.cfg.bug != Bug::NoMapReplay && m.epoch <= newest => {
+                let from = m.epoch;
+                self.trace(format!(
+                    "osd.{o} replays epochs {}..={newest} from its stored map",
+                    from + 1
+                ));
+                for s in 0..nshards as usize {
+                    self.osd_input(o, s, Input::MapsPending(newest))?;
+                }
+                let mut cur = m;
+                self.osd_new_map(o, cur.clone())?;
+                for e in from + 1..=newest {
+                    let bytes = self.mon_inc(e)?;
+                    apply_inc(&mut cur, bytes, &format!("osd.{o}"))?;
+                    self.osd_new_map(o, cur.clone())?;
+                }
+            }
+            _ => {
+                let map = self.mon.map.clone();
+                self.osd_new_map(o, map)?;
+            }
+        }
         for s in 0..nshards as usize {
             self.drain(o, s)?;
         }
@@ -790,6 +826,17 @@ impl World {
         Ok(())
     }
 
+    /// The monitor's incremental for `epoch` (it keeps every one).
+    fn mon_inc(&self, epoch: u32) -> Result<Bytes, String> {
+        self.mon
+            .incs
+            .binary_search_by_key(&epoch, |(e, _)| *e)
+            .ok()
+            .and_then(|i| self.mon.incs.get(i))
+            .map(|(_, b)| b.clone())
+            .ok_or_else(|| format!("monitor has no incremental for epoch {epoch}"))
+    }
+
     fn osd_receive(&mut self, o: i32, from: Node, msg: ceph_msgs::Message) -> Result<(), String> {
         match from {
             Node::Mon => {
@@ -799,15 +846,23 @@ impl World {
                     if epoch <= have {
                         continue;
                     }
-                    let next = if epoch == have + 1 {
+                    if epoch == have + 1 {
                         let mut m = self.osds[o as usize].map.clone().ok_or("no map")?;
                         apply_inc(&mut m, bytes, &format!("osd.{o}"))?;
-                        m
+                        self.osd_new_map(o, m)?;
+                    } else if let Some(mut m) = self.osds[o as usize].map.clone() {
+                        // A gap: ask for the epochs after ours (the monitor keeps every incremental).
+                        for s in 0..self.osds[o as usize].shards.len() {
+                            self.osd_input(o, s, Input::MapsPending(epoch))?;
+                        }
+                        for e in have + 1..=epoch {
+                            let b = self.mon_inc(e)?;
+                            apply_inc(&mut m, b, &format!("osd.{o}"))?;
+                            self.osd_new_map(o, m.clone())?;
+                        }
                     } else {
-                        // A gap (the OSD restarted meanwhile): fetch the full map.
-                        self.mon.map.clone()
-                    };
-                    self.osd_new_map(o, next)?;
+                        self.osd_new_map(o, self.mon.map.clone())?;
+                    }
                 }
             }
             Node::Osd(_) | Node::Client(_) => self.osd_route(o, from, msg)?,
