@@ -27,6 +27,9 @@ pub(crate) fn too_old(type_name: &'static str, version: u16, oldest: u16) -> Dec
 /// Header versions older than HEAD are refused (`OLDEST`).
 macro_rules! message {
     ($t:ty, $ty:expr, $head:expr, $compat:expr, $name:expr, $prio:expr) => {
+        message!($t, $ty, $head, $compat, $name, $prio, |_m: &$t| 256);
+    };
+    ($t:ty, $ty:expr, $head:expr, $compat:expr, $name:expr, $prio:expr, $front_capacity:expr) => {
         impl $t {
             /// The oldest header version our decoder reads.
             pub const OLDEST: u16 = $head;
@@ -37,6 +40,9 @@ macro_rules! message {
             const COMPAT_VERSION: u16 = $compat;
             const NAME: &'static str = $name;
             const PRIORITY: u16 = $prio;
+            fn front_capacity(&self) -> usize {
+                ($front_capacity)(self)
+            }
             fn encode_front(&self, e: &mut ::denc::Encoder) {
                 self.enc(e)
             }
@@ -183,9 +189,15 @@ pub trait CephMessage: Sized {
     /// Decode from the front segment of a message with header version `version`, and its data segment.
     fn decode_front(version: u16, front: &mut Decoder, data: &Bytes) -> Result<Self, DecodeError>;
 
+    /// Bytes to reserve for the front segment: enough for most messages of the type, so encoding it is one
+    /// allocation instead of a buffer that grows 8, 16, 32… bytes at a time.
+    fn front_capacity(&self) -> usize {
+        256
+    }
+
     /// The full message for a peer with `features` (tid 0; set it with [`Message::with_tid`]).
     fn to_message(&self, features: u64) -> Message {
-        let mut e = Encoder::new(features);
+        let mut e = Encoder::with_capacity(features, self.front_capacity());
         self.encode_front(&mut e);
         Message {
             msg_type: Self::TYPE,

@@ -141,6 +141,16 @@ impl MOSDRepOp {
     fn data_segment(&self) -> Bytes {
         self.op_t.to_bytes(u64::MAX)
     }
+    /// At least the front's encoded size for the usual rep op (pg_stats 700-800 bytes, three hobjects, the log
+    /// entries), so the encoder allocates once (checked against every captured rep op, tests/capture_rep.rs).
+    fn front_estimate(&self) -> usize {
+        let hobj = |h: &HObject| 48 + h.oid.0.len() + h.key.len() + h.nspace.len();
+        960 + self.logbl.len()
+            + hobj(&self.poid)
+            + hobj(&self.new_temp_oid)
+            + hobj(&self.discard_temp_oid)
+            + self.updated_hit_set_history.as_ref().map_or(0, Bytes::len)
+    }
     fn dec(d: &mut Decoder, data: &Bytes) -> Result<Self, DecodeError> {
         Ok(MOSDRepOp {
             map_epoch: d.u32()?,
@@ -167,7 +177,15 @@ impl MOSDRepOp {
         })
     }
 }
-message!(MOSDRepOp, rep_msg::REPOP, 3, 1, "osd_repop", prio::DEFAULT);
+message!(
+    MOSDRepOp,
+    rep_msg::REPOP,
+    3,
+    1,
+    "osd_repop",
+    prio::DEFAULT,
+    MOSDRepOp::front_estimate
+);
 
 /// `MOSDRepOpReply` (113, v2): a replica's commit acknowledgement.
 #[derive(Debug, Clone, PartialEq)]

@@ -83,6 +83,17 @@ fn roundtrip<T: CephMessage + std::fmt::Debug>(m: &Message) -> Result<(&'static 
     let t = T::from_message(m)
         .map_err(|e| format!("{}: {e}\n  v{} front {}", T::NAME, m.version, hex(&m.front)))?;
     let back = t.to_message(denc::CEPH_FEATURES_ALL);
+    // client ops and replies are encoded in one allocation
+    if [osd_msg_type::OSD_OP, osd_msg_type::OSD_OPREPLY].contains(&T::TYPE)
+        && t.front_capacity() < m.front.len()
+    {
+        return Err(format!(
+            "{}: front capacity {} < {} bytes",
+            T::NAME,
+            t.front_capacity(),
+            m.front.len()
+        ));
+    }
     if back.front != m.front {
         return Err(format!(
             "{} v{}: front differs\n  got  {}\n  want {}\n  {t:?}",

@@ -58,6 +58,16 @@ fn roundtrip<T: CephMessage + std::fmt::Debug>(m: &Message) -> T {
     });
     let back = t.to_message(ceph_corpus_features());
     assert_eq!(back.front, m.front, "{} front differs: {t:?}", T::NAME);
+    if T::TYPE == rep_msg::REPOP {
+        // encoding a rep op's front is one allocation
+        assert!(
+            t.front_capacity() >= m.front.len(),
+            "{}: front capacity {} < {} bytes",
+            T::NAME,
+            t.front_capacity(),
+            m.front.len()
+        );
+    }
     assert_eq!(back.data, m.data, "{} data differs", T::NAME);
     assert_eq!(
         (back.version, back.compat_version),

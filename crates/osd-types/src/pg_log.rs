@@ -44,11 +44,12 @@ fn key_with_prefix(prefix: &str, v: Eversion) -> String {
     digits(&mut k[..10], u64::from(v.epoch));
     k[10] = b'.';
     digits(&mut k[11..], v.version);
-    let mut s = String::with_capacity(prefix.len() + k.len());
-    s.push_str(prefix);
-    // only ASCII digits and a dot were written
-    s.extend(k.iter().map(|&b| char::from(b)));
-    s
+    // bytes, not chars: pushing 31 chars one at a time cost ~1000 instructions per key
+    let mut s = Vec::with_capacity(prefix.len() + k.len());
+    s.extend_from_slice(prefix.as_bytes());
+    s.extend_from_slice(&k);
+    // only ASCII digits and a dot were added to a str
+    String::from_utf8(s).unwrap_or_default()
 }
 
 /// `pg_log_op_return_item_t`: one op's return value and output, kept for dup replies.

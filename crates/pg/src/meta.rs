@@ -12,6 +12,7 @@ use osd_types::past_intervals::PastIntervals;
 use osd_types::pg_info::PgInfo;
 use osd_types::pg_log_t::PgLog as PgLogT;
 use osd_types::pg_missing::{PgMissing, PgMissingItem};
+use osd_types::pg_stat::PgStat;
 use osd_types::pgmeta::{
     BIGINFO_KEY, EPOCH_KEY, FASTINFO_KEY, INFO_KEY, INFOVER_KEY, MAY_INCLUDE_DELETES_KEY, MISSING_PREFIX,
     PG_LATEST_STRUCT_V, PgFastInfo, decode_biginfo, encode_biginfo, encode_info, missing_key,
@@ -123,6 +124,7 @@ impl Pg {
     /// current by writes).
     pub fn info(&self) -> PgInfo {
         let mut i = self.info.clone();
+        i.stats = self.info_stats();
         i.last_update = self.log.head;
         i.last_complete = if self.missing.is_empty() {
             self.log.complete
@@ -131,7 +133,13 @@ impl Pg {
         };
         i.log_tail = self.log.tail;
         i.last_user_version = self.log.last_user_version;
-        let sum = &mut i.stats.stats.sum;
+        i
+    }
+
+    /// `info().stats` without copying the rest of the info (what every MOSDRepOp carries as `pg_stats`).
+    pub fn info_stats(&self) -> PgStat {
+        let mut st = self.info.stats.clone();
+        let sum = &mut st.stats.sum;
         sum.num_objects = self.stats.num_objects as i64;
         sum.num_bytes = self.stats.num_bytes as i64;
         sum.num_objects_omap = self.stats.num_omap_objects as i64;
@@ -139,10 +147,10 @@ impl Pg {
         sum.num_rd_kb = self.stats.num_rd_kb as i64;
         sum.num_wr = self.stats.num_wr as i64;
         sum.num_wr_kb = self.stats.num_wr_kb as i64;
-        i.stats.log_size = self.log.len() as i64;
-        i.stats.ondisk_log_size = i.stats.log_size;
-        i.stats.version = self.log.head;
-        i
+        st.log_size = self.log.len() as i64;
+        st.ondisk_log_size = st.log_size;
+        st.version = self.log.head;
+        st
     }
 
     /// The local missing set.

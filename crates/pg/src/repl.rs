@@ -35,6 +35,8 @@ pub struct RepOp {
     /// type that carries one contiguous data buffer.
     pub txn_data: Vec<Bytes>,
     flat: std::sync::OnceLock<Bytes>,
+    /// `log_entries` encoded (MOSDRepOp's `logbl`): the same for every replica, so encoded once.
+    logbl: std::sync::OnceLock<Bytes>,
     /// The replicas it must reach; the client reply waits for each one's [`Pg::on_rep_commit`].
     pub replicas: Vec<i32>,
     /// The primary's own store transaction for it.
@@ -59,6 +61,17 @@ impl RepOp {
             .clone()
     }
 
+    /// The log entries as MOSDRepOp carries them (`logbl`), encoded on first use.
+    pub fn logbl(&self) -> &Bytes {
+        self.logbl.get_or_init(|| {
+            osd_types::encode_sized(
+                &self.log_entries,
+                denc::CEPH_FEATURES_ALL,
+                16 + 320 * self.log_entries.len(),
+            )
+        })
+    }
+
     /// The `MOSDRepOp` for one replica (`pg_stats` from [`Pg::info`]; `from` is the primary's shard).
     pub fn to_message(
         &self,
@@ -77,12 +90,8 @@ impl RepOp {
             poid: self.soid.clone(),
             acks_wanted: CEPH_OSD_FLAG_ONDISK,
             version: self.at_version,
-            logbl: osd_types::encode_sized(
-                &self.log_entries,
-                denc::CEPH_FEATURES_ALL,
-                16 + 320 * self.log_entries.len(),
-            ),
-            pg_stats: pg.info().stats,
+            logbl: self.logbl().clone(),
+            pg_stats: pg.info_stats(),
             pg_trim_to: self.trim_to,
             new_temp_oid: HObject::default(),
             discard_temp_oid: HObject::default(),
@@ -161,14 +170,23 @@ impl Pg {
         let Some(last) = entries.pop() else {
             return Err(PgError::Transaction("a write without a log entry".into()));
         };
-        let seed_obj: Vec<(Bytes, denc::GHObject)> = self.op_object.take().into_iter().collect();
+        let op_object = self.op_object.take();
+        let coll = denc::Coll::pg(self.spgid);
         let ceph = txn::to_ceph_seeded(
             &obj_ops,
-            vec![(self.cid.clone(), denc::Coll::pg(self.spgid))],
-            seed_obj,
+            vec![(self.cid.clone(), coll)],
+            op_object.iter().cloned().collect(),
         )?;
         let known: Vec<_> = known.into_iter().map(|(k, e)| (self.cid.clone(), k, e)).collect();
-        let mut t = txn::translate_known(store, &ceph, &known)?;
+        // the store names of the PG's collection and of the op's object are known here: no rebuilding them
+        let seed_keys = op_object
+            .map(|(name, g)| {
+                let k = ferrostore::ObjectKey::new(g.hobj.hash, name);
+                (g, k)
+            })
+            .into_iter()
+            .collect();
+        let mut t = txn::translate_seeded(store, &ceph, &known, vec![(coll, self.cid.clone())], seed_keys)?;
         let meta = keys::pgmeta_key(&self.spgid);
         let mut all = Vec::with_capacity(entries.len() + 1);
         for e in entries {
@@ -209,6 +227,7 @@ impl Pg {
                         log_entries: all,
                         txn_data: ceph.encode_rope(),
                         flat: std::sync::OnceLock::new(),
+                        logbl: std::sync::OnceLock::new(),
                         txn: ceph,
                         replicas: self.replicas.clone(),
                         seq,
@@ -238,13 +257,36 @@ impl Pg {
         log_entries: &[PgLogEntry],
         trim_to: Eversion,
     ) -> Result<u64, PgError> {
+        self.apply_rep_op_stats(store, txn, log_entries, trim_to, None)
+    }
+
+    /// [`Pg::apply_rep_op`]; with `primary_stats` (MOSDRepOp's `pg_stats`) the object counts are the
+    /// primary's, as a Ceph replica takes them (`update_stats`), instead of looking every written object up
+    /// before and after (two getattrs and two `object_info_t` decodes per object).
+    fn apply_rep_op_stats<D: Device>(
+        &mut self,
+        store: &mut Store<D>,
+        txn: &Transaction,
+        log_entries: &[PgLogEntry],
+        trim_to: Eversion,
+        primary_stats: Option<&osd_types::pg_stat::PgStat>,
+    ) -> Result<u64, PgError> {
         if !log_entries.is_empty() && log_entries.iter().all(|e| e.version <= self.log.head) {
             // a rep op this shard already applied (a resend): nothing to do but answer again
             return Ok(store.queue_transaction(&ferrostore::Transaction::new())?);
         }
-        let mut t = txn::translate(store, txn)?;
+        let mut t = txn::translate_seeded(
+            store,
+            txn,
+            &[],
+            vec![(denc::Coll::pg(self.spgid), self.cid.clone())],
+            Vec::new(),
+        )?;
         let meta = keys::pgmeta_key(&self.spgid);
-        let objs: BTreeSet<HObject> = log_entries.iter().map(|e| e.soid.clone()).collect();
+        let objs: BTreeSet<HObject> = match primary_stats {
+            Some(_) => BTreeSet::new(),
+            None => log_entries.iter().map(|e| e.soid.clone()).collect(),
+        };
         let mut before = Vec::with_capacity(objs.len());
         for o in &objs {
             before.push(self.object_footprint(store, o)?);
@@ -288,6 +330,18 @@ impl Pg {
                 kvs,
             });
         }
+        // (a refused transaction reloads everything, stats included, from the store)
+        if let Some(st) = primary_stats {
+            let sum = &st.stats.sum;
+            let n = |v: i64| v.max(0) as u64;
+            self.stats.num_objects = n(sum.num_objects);
+            self.stats.num_bytes = n(sum.num_bytes);
+            self.stats.num_omap_objects = n(sum.num_objects_omap);
+            self.stats.num_rd = n(sum.num_rd);
+            self.stats.num_rd_kb = n(sum.num_rd_kb);
+            self.stats.num_wr = n(sum.num_wr);
+            self.stats.num_wr_kb = n(sum.num_wr_kb);
+        }
         let fast = self.fastinfo_kv(self.log.head, self.log.last_user_version);
         add_meta_kv(&mut t, &self.cid, &meta, fast);
         let seq = match self.queue(store, &t) {
@@ -315,7 +369,7 @@ impl Pg {
         let entries = m
             .log_entries()
             .map_err(|e| PgError::Transaction(format!("log entries: {e}")))?;
-        self.apply_rep_op(store, &m.op_t, &entries, m.pg_trim_to)
+        self.apply_rep_op_stats(store, &m.op_t, &entries, m.pg_trim_to, Some(&m.pg_stats))
     }
 
     /// (size, has omap) of an object as stored, None if absent.

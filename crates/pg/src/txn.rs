@@ -218,6 +218,27 @@ impl<D: Device> Tracker<'_, D> {
             .ok_or_else(|| PgError::Corrupt("tracker".into()))
     }
 
+    /// The object exists after this op whatever it was before (a write, zero or touch creates it): no store
+    /// lookup for an object the transaction has not named yet. Its attrs stay "as stored", which is right
+    /// either way: a lookup of an attr of an object the store does not hold finds nothing.
+    fn will_exist(&mut self, cid: &CollectionId, k: &ObjectKey) -> Result<(), PgError> {
+        if self.objs.iter().any(|(c, n, _)| n == &k.name && c == cid) {
+            if !self.exists(cid, k)? {
+                self.set_exists(cid, k, true)?;
+            }
+        } else {
+            self.objs.push((
+                cid.clone(),
+                k.name.clone(),
+                ObjState {
+                    exists: true,
+                    base: AttrBase::Store,
+                    attrs: AttrSet::default(),
+                },
+            ));
+        }
+        Ok(())
+    }
     fn exists(&mut self, cid: &CollectionId, k: &ObjectKey) -> Result<bool, PgError> {
         Ok(self.state(cid, k)?.exists)
     }
@@ -276,6 +297,18 @@ pub fn translate_known<D: Device>(
     t: &Transaction,
     known: &[(CollectionId, ObjectKey, bool)],
 ) -> Result<ferrostore::Transaction, PgError> {
+    translate_seeded(store, t, known, Vec::new(), Vec::new())
+}
+
+/// [`translate_known`] with store names the caller has already (the PG's collection, the op's object): a
+/// `coll_t` formatted as text and a `ghobject_t` sort key cost ~1 000 instructions each to build again.
+pub(crate) fn translate_seeded<D: Device>(
+    store: &mut Store<D>,
+    t: &Transaction,
+    known: &[(CollectionId, ObjectKey, bool)],
+    mut colls: Vec<(Coll, CollectionId)>,
+    mut keys: Vec<(GHObject, ObjectKey)>,
+) -> Result<ferrostore::Transaction, PgError> {
     let ops = t
         .ops()
         .map_err(|e| PgError::Transaction(format!("undecodable transaction: {e}")))?;
@@ -296,8 +329,6 @@ pub fn translate_known<D: Device>(
         ));
     }
     // names repeat across ops: build each store name once
-    let mut colls: Vec<(Coll, CollectionId)> = Vec::new();
-    let mut keys: Vec<(GHObject, ObjectKey)> = Vec::new();
     let mut coll_id = |c: &Coll| -> CollectionId {
         if let Some((_, x)) = colls.iter().find(|(k, _)| k == c) {
             return x.clone();
@@ -319,9 +350,7 @@ pub fn translate_known<D: Device>(
             TxOp::Nop | TxOp::CollHint { .. } => {}
             TxOp::Touch { cid, oid } => {
                 let (c, k) = (coll_id(&cid), object_key(&oid));
-                if !tr.exists(&c, &k)? {
-                    tr.set_exists(&c, &k, true)?;
-                }
+                tr.will_exist(&c, &k)?;
                 out.push(Op::Touch { cid: c, oid: k });
             }
             TxOp::Create { cid, oid } => {
@@ -334,9 +363,7 @@ pub fn translate_known<D: Device>(
             }
             TxOp::Write { cid, oid, off, data } => {
                 let (c, k) = (coll_id(&cid), object_key(&oid));
-                if !tr.exists(&c, &k)? {
-                    tr.set_exists(&c, &k, true)?;
-                }
+                tr.will_exist(&c, &k)?;
                 if data.is_empty() {
                     // BlueStore writes nothing (the object is created all the same)
                     out.push(Op::Touch { cid: c, oid: k });
@@ -351,9 +378,7 @@ pub fn translate_known<D: Device>(
             }
             TxOp::Zero { cid, oid, off, len } => {
                 let (c, k) = (coll_id(&cid), object_key(&oid));
-                if !tr.exists(&c, &k)? {
-                    tr.set_exists(&c, &k, true)?;
-                }
+                tr.will_exist(&c, &k)?;
                 if len == 0 {
                     out.push(Op::Touch { cid: c, oid: k });
                 } else {

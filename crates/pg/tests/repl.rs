@@ -52,6 +52,9 @@ struct Cluster {
     caps: OsdCap,
     tid: u64,
     repops: usize,
+    /// Rep ops go as the MOSDRepOp a ferro-osd sends (front encoded, the shared transaction bytes as data) and
+    /// are applied with `apply_rep_op_msg` (stats taken from the primary's `pg_stats`).
+    via_messages: bool,
 }
 
 impl Cluster {
@@ -72,6 +75,7 @@ impl Cluster {
             caps: OsdCap::allow_all(),
             tid: 0,
             repops: 0,
+            via_messages: false,
         }
     }
 
@@ -113,8 +117,25 @@ impl Cluster {
         );
         assert_eq!(t.to_bytes(u64::MAX), rep.txn_bytes());
         let mut out = Outputs::default();
+        let msg = self.via_messages.then(|| {
+            use ceph_msgs::CephMessage as _;
+            let mut m = rep.to_message(
+                &self.pg,
+                EPOCH,
+                EPOCH,
+                denc::PgShard::new(0, ShardId::NO_SHARD),
+                Eversion::default(),
+            );
+            m.op_t = Transaction::default();
+            let mut wire = m.to_message(u64::MAX);
+            wire.data = rep.txn_bytes();
+            ceph_msgs::osd_rep::MOSDRepOp::from_message(&wire).unwrap()
+        });
         for (osd, s, r) in &mut self.replicas {
-            let seq = r.apply_rep_op(s, &t, &rep.log_entries, rep.trim_to).unwrap();
+            let seq = match &msg {
+                Some(m) => r.apply_rep_op_msg(s, m).unwrap(),
+                None => r.apply_rep_op(s, &t, &rep.log_entries, rep.trim_to).unwrap(),
+            };
             s.wait_durable(seq).unwrap();
             let o = self.pg.on_rep_commit(*osd, rep.at_version);
             out.replies.extend(o.replies);
@@ -190,6 +211,30 @@ fn assert_same(c: &mut Cluster) {
 #[test]
 fn every_write_family_replicates_to_identical_objects() {
     let mut c = Cluster::new(2);
+    every_write_family(&mut c);
+}
+
+/// Through MOSDRepOp: the replicas' objects are the primary's, and the statistics they take from the primary's
+/// `pg_stats` (instead of looking each written object up) are what a scan of their own store finds.
+#[test]
+fn every_write_family_replicates_through_messages_with_the_primarys_stats() {
+    let mut c = Cluster::new(2);
+    c.via_messages = true;
+    every_write_family(&mut c);
+    for (osd, s, r) in &mut c.replicas {
+        let sent = r.stats();
+        r.refresh_stats(s).unwrap();
+        let scanned = r.stats();
+        assert_eq!(
+            (sent.num_objects, sent.num_bytes, sent.num_omap_objects),
+            (scanned.num_objects, scanned.num_bytes, scanned.num_omap_objects),
+            "osd.{osd}: stats from the primary = stats of the replica's store"
+        );
+        assert!(scanned.num_objects > 5);
+    }
+}
+
+fn every_write_family(c: &mut Cluster) {
     // data: write, writefull, append, zero, truncate, writesame, create, delete, set-alloc-hint
     assert_eq!(c.run("d", vec![write(0, b"hello world")]).result, 0);
     assert_eq!(c.run("d", vec![write(100, b"tail")]).result, 0);
@@ -280,7 +325,7 @@ fn every_write_family_replicates_to_identical_objects() {
     m.snap_seq = SnapId(5);
     m.snaps = vec![SnapId(5)];
     assert_eq!(c.send(m).result, 0);
-    assert_same(&mut c);
+    assert_same(c);
     assert!(c.repops >= 20, "{} rep ops", c.repops);
 }
 
