@@ -204,13 +204,6 @@ impl RepBench {
         let mut out = b.pg.handle_op(&mut b.store, ctx);
         let mut encoded = 0;
         for (_, r) in out.replies.drain(..) {
-            if std::env::var("PG_BENCH_DEBUG").is_ok() {
-                eprintln!(
-                    "reply {} {:?}",
-                    r.result,
-                    r.ops.iter().map(|o| o.rval).collect::<Vec<_>>()
-                );
-            }
             encoded += usize::from(!r.encode_message(f).front.is_empty());
         }
         for r in std::mem::take(&mut out.repops) {
