@@ -447,6 +447,7 @@ impl PgState {
             .iter()
             .filter(|e| e.version > head)
             .cloned()
+            .map(owned_entry)
             .collect();
         self.peering.append_log(&new);
         if r.trim_to > Eversion::default() {
@@ -702,7 +703,11 @@ impl PgState {
         }
         let seq = glue::apply_repop(cx.store, &mut self.pg, &m)?;
         self.note_seq(seq);
-        let new: Vec<_> = entries.into_iter().filter(|e| e.version > head).collect();
+        let new: Vec<_> = entries
+            .into_iter()
+            .filter(|e| e.version > head)
+            .map(owned_entry)
+            .collect();
         self.peering.append_log(&new);
         if m.pg_trim_to > Eversion::default() {
             self.peering.trim_log(m.pg_trim_to);
@@ -962,4 +967,12 @@ impl PgState {
             repops_in_flight: self.inflight.len(),
         }
     }
+}
+
+/// A log entry for peering's copy of the log, which keeps it for hundreds of writes: its names and buffers are
+/// copied out of the client op or rep op it was decoded from, so that it does not keep that message's receive
+/// buffer (64 KiB or the whole message) alive.
+fn owned_entry(mut e: osd_types::PgLogEntry) -> osd_types::PgLogEntry {
+    osd_types::owned::Owned::own_buffers(&mut e);
+    e
 }
