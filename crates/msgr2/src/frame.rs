@@ -786,14 +786,31 @@ impl RxSink {
 /// An empty buffer with room for `len` bytes whose first byte sits on a `SINK_ALIGN` boundary. Over-allocates by
 /// less than one page and skips the head in place (no second allocation, no copy).
 fn aligned_buf(len: usize) -> BytesMut {
+    aligned_buf_at(len, 0)
+}
+
+/// As [`aligned_buf`], the first byte `in_page` bytes (taken modulo the page size) past a page boundary.
+fn aligned_buf_at(len: usize, in_page: usize) -> BytesMut {
     let mut b = BytesMut::with_capacity(len + SINK_ALIGN - 1);
-    let pad = b.as_ptr().align_offset(SINK_ALIGN);
-    if pad > 0 && pad < SINK_ALIGN {
+    let pad = (b.as_ptr().align_offset(SINK_ALIGN) + in_page) % SINK_ALIGN;
+    if pad > 0 {
         b.put_bytes(0, pad);
         b.advance(pad);
     }
     b
 }
+
+/// The segment of a frame that goes into a sink: its index and byte range within the crc-mode frame.
+#[derive(Debug, Clone, Copy)]
+struct DirectSeg {
+    index: usize,
+    start: usize,
+    end: usize,
+}
+
+/// Offset of `data_off` (le16) in `ceph_msg_header2`: seq 8, tid 8, type 2, priority 2, version 2,
+/// data_pre_padding_len 4.
+const MSG_HEADER_DATA_OFF: usize = 26;
 
 /// Where segment `i` starts and ends within a crc-mode frame.
 fn crc_seg_range(p: &Preamble, i: usize) -> (usize, usize) {
@@ -846,7 +863,7 @@ impl FrameDecoder {
 
     /// The frame at the front of the chain, if its preamble is complete and valid: its crc-mode length, and the
     /// range of its direct segment (the last one of at least `direct_min` bytes), if any.
-    fn front_frame(&self) -> Option<(usize, Option<(usize, usize)>)> {
+    fn front_frame(&self) -> Option<(usize, Option<DirectSeg>)> {
         let min = self.direct_min?;
         let mut pb = [0u8; PREAMBLE_LEN];
         if !self.chain.peek(&mut pb) {
@@ -859,11 +876,29 @@ impl FrameDecoder {
         if n > 1 {
             total += (1..n).map(|i| p.seg_len(i)).sum::<usize>() + CRC_EPILOGUE_LEN;
         }
-        let direct = (1..n)
-            .rev()
-            .find(|&i| p.seg_len(i) >= min)
-            .map(|i| crc_seg_range(&p, i));
+        let direct = (1..n).rev().find(|&i| p.seg_len(i) >= min).map(|i| {
+            let (start, end) = crc_seg_range(&p, i);
+            DirectSeg { index: i, start, end }
+        });
         Some((total, direct))
+    }
+
+    /// Where in its page the first byte of segment `i` of the front frame should land: for a MESSAGE's data
+    /// segment, `ceph_msg_header2::data_off` modulo the page size — Ceph's convention from msgr1, which clients
+    /// fill with the write's object offset, so the whole blocks of an unaligned write still land page-aligned (a
+    /// sender can use it to align a payload placed inside the data segment); 0 otherwise. The header precedes the
+    /// data segment, so it is in the chain when the sink is made.
+    fn data_page_offset(&self, i: usize) -> usize {
+        let mut h = [0u8; PREAMBLE_LEN + MSG_HEADER_DATA_OFF + 2];
+        if i != 3 || !self.chain.peek(&mut h) || h[0] != Tag::Message as u8 {
+            return 0;
+        }
+        let seg0 = u32::from_le_bytes([h[2], h[3], h[4], h[5]]) as usize;
+        if seg0 < MSG_HEADER_DATA_OFF + 2 {
+            return 0;
+        }
+        let at = PREAMBLE_LEN + MSG_HEADER_DATA_OFF;
+        usize::from(u16::from_le_bytes([h[at], h[at + 1]])) % SINK_ALIGN
     }
 
     /// When the next bytes on the wire are (the rest of) a large segment: a page-aligned buffer of exactly its
@@ -886,13 +921,13 @@ impl FrameDecoder {
         if !enabled || !self.direct_enabled() || self.misuse {
             return None;
         }
-        let (start, end) = self.front_frame()?.1?;
+        let DirectSeg { index: i, start, end } = self.front_frame()?.1?;
         let have = self.chain.len();
         if have < start || have >= end {
             return None;
         }
         let len = end - start;
-        let mut buf = aligned_buf(len);
+        let mut buf = aligned_buf_at(len, self.data_page_offset(i));
         let prefix = have - start;
         if prefix > 0 {
             // The chain ends inside the segment: its last `prefix` bytes are the segment's beginning.
@@ -949,7 +984,7 @@ impl FrameDecoder {
         let have = self.chain.len();
         match self.front_frame() {
             // Stop where the large segment starts: it then goes into a sink whole.
-            Some((_, Some((start, _)))) if have < start => Some(start - have),
+            Some((_, Some(DirectSeg { start, .. }))) if have < start => Some(start - have),
             // A frame without one (or whose large segment is already here): the rest of it, and a little more.
             Some((total, _)) if self.big_recent => Some(total.saturating_sub(have) + PREFETCH_AFTER_DIRECT),
             Some(_) => None,

@@ -301,6 +301,39 @@ fn large_data_segments_are_received_into_their_own_aligned_buffer() {
 }
 
 #[test]
+fn data_lands_at_the_page_offset_the_header_asks_for() {
+    // Ceph's data_off convention (msgr1, kept in the v2 header): clients put the write's object offset there,
+    // so the data's first byte sits at that offset within a page and the write's whole blocks are page-aligned.
+    let now = Instant::now();
+    let (mut c, mut s) = ready_pair(CON_MODE_CRC, now);
+    s.set_direct_rx(Some(16 << 10));
+    let offs = [1000u16, 8192 + 512, 0, 65535];
+    let data: Bytes = (0..70_000u32)
+        .map(|j| (j % 241) as u8)
+        .collect::<Vec<u8>>()
+        .into();
+    for (i, &off) in offs.iter().enumerate() {
+        let mut m = Message::new(90, 1, 1, Bytes::from_static(b"front")).with_data(data.clone());
+        m.data_off = off;
+        m.tid = i as u64;
+        c.send(m).unwrap();
+    }
+    let wire = wire_of(&mut c);
+    feed_like_reactor(&mut s, now, &wire, 65536);
+    let got = received(&mut s);
+    assert_eq!(got.len(), offs.len());
+    for (m, &off) in got.iter().zip(&offs) {
+        assert_eq!(m.data, data);
+        assert_eq!(m.data_off, off);
+        assert_eq!(
+            m.data.as_ptr() as usize % 4096,
+            usize::from(off) % 4096,
+            "data_off {off}"
+        );
+    }
+}
+
+#[test]
 fn without_direct_rx_a_spanning_data_segment_is_assembled_page_aligned() {
     let now = Instant::now();
     let (mut c, mut s) = ready_pair(CON_MODE_CRC, now);
