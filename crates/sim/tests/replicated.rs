@@ -2,9 +2,9 @@
 //! Replicated pools (osd-core's replication, peering, recovery) under every fault the core supports for them
 //! (crash, reset, partition, slow, out/in, pool changes).
 //!
-//! CI: size 3 on 4 OSDs, seeds 0..50 at 1500 fault steps. The seeds below marked `#[ignore]` fail today: each
-//! is a finding about the code under test, kept with the command that replays it
-//! (`cargo test -p sim --test replicated -- --ignored` runs them all).
+//! CI: size 3 on 4 OSDs, seeds 0..50 at 1500 fault steps; size 2 on 3 OSDs, seeds 0..40 at 3000. Seeds marked
+//! `#[ignore]` (none today) fail: each is a finding about the code under test, kept with the command that replays
+//! it (`cargo test -p sim --test replicated -- --ignored` runs them all).
 
 use sim::{Config, Faults, run, run_many};
 
@@ -42,6 +42,13 @@ fn ci_size3_seeds_00_25() {
 #[test]
 fn ci_size3_seeds_25_50() {
     seeds(replicated(3, 4, 1500), 25..50);
+}
+
+/// Size 2 on 3 OSDs (min_size 1): crashes and partitions leave one OSD serving alone while the other is down, so
+/// restarts must replay the epochs they missed (map history). Seeds 0..40 of the 0..500 sweep.
+#[test]
+fn ci_size2_seeds_00_40() {
+    seeds(replicated(2, 3, 3000), 0..40);
 }
 
 fn one(cfg: Config) {
