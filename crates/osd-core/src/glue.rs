@@ -3,11 +3,9 @@
 //! that waits for replicas, replica apply, peering persistence and load). Every call the core makes into those
 //! APIs goes through this file, so it adapts in one place as the pg crate grows.
 
-use ceph_msgs::CephMessage;
 use ceph_msgs::osd_rep::MOSDRepOp;
 use denc::{Coll, Eversion, PgId, PgShard, ShardId, SpgId};
 use ferrostore::{CollectionId, Device, Store};
-use osd_types::transaction::Transaction;
 use osdmap::{OsdMap, PgPool};
 
 /// One replicated write as the op engine made it.
@@ -55,20 +53,16 @@ pub(crate) fn repop_message(
     features: u64,
     with_data: bool,
 ) -> ceph_msgs::Message {
-    let mut m = r.to_message(
+    // the front is encoded once per rep op (every replica gets the same one), without the transaction
+    r.message(
         pg,
         epoch,
         min_epoch,
         PgShard::new(whoami, ShardId::NO_SHARD),
         min_last_complete_ondisk,
-    );
-    // encode the front without the transaction, then attach the shared bytes as the data segment
-    m.op_t = Transaction::default();
-    let mut msg = m.to_message(features);
-    if with_data {
-        msg.data = r.txn_bytes();
-    }
-    msg
+        features,
+        with_data,
+    )
 }
 
 /// The version and reqid a rep op is known by.

@@ -37,6 +37,9 @@ pub struct RepOp {
     flat: std::sync::OnceLock<Bytes>,
     /// `log_entries` encoded (MOSDRepOp's `logbl`): the same for every replica, so encoded once.
     logbl: std::sync::OnceLock<Bytes>,
+    /// The first encoded MOSDRepOp front and what it was built for: every replica of a write gets the same
+    /// front (same epochs, sender and features), so the second one reuses it.
+    front: std::sync::OnceLock<(FrontKey, Bytes)>,
     /// The replicas it must reach; the client reply waits for each one's [`Pg::on_rep_commit`].
     pub replicas: Vec<i32>,
     /// The primary's own store transaction for it.
@@ -72,6 +75,91 @@ impl RepOp {
         })
     }
 
+    /// The wire MOSDRepOp for one replica: the front of [`RepOp::to_message`] (encoded once per rep op while the
+    /// epochs, sender and features stay the same) and, `with_data`, the shared transaction bytes as the data
+    /// segment (without it the transaction is empty: log entries only, for a backfill target the cursor has
+    /// not passed yet).
+    #[allow(clippy::too_many_arguments)] // the MOSDRepOp fields that vary per send
+    pub fn message(
+        &self,
+        pg: &Pg,
+        map_epoch: u32,
+        min_epoch: u32,
+        from: PgShard,
+        min_last_complete_ondisk: Eversion,
+        features: u64,
+        with_data: bool,
+    ) -> ceph_msgs::Message {
+        use ceph_msgs::CephMessage as _;
+        let key = FrontKey {
+            map_epoch,
+            min_epoch,
+            from,
+            min_last_complete_ondisk,
+            features,
+        };
+        let encode = || {
+            let m = self.message_front(pg, map_epoch, min_epoch, from, min_last_complete_ondisk);
+            m.to_message(features)
+        };
+        let mut msg = match self.front.get() {
+            Some((k, front)) if *k == key => ceph_msgs::Message {
+                msg_type: MOSDRepOp::TYPE,
+                version: MOSDRepOp::HEAD_VERSION,
+                compat_version: MOSDRepOp::COMPAT_VERSION,
+                priority: MOSDRepOp::PRIORITY,
+                tid: 0,
+                front: front.clone(),
+                middle: Bytes::new(),
+                data: Bytes::new(),
+            },
+            Some(_) => encode(),
+            None => {
+                let msg = encode();
+                let _ = self.front.set((key, msg.front.clone()));
+                msg
+            }
+        };
+        // without data the segment holds an empty transaction, as MOSDRepOp's encoding of one
+        msg.data = if with_data {
+            self.txn_bytes()
+        } else {
+            use denc::Encode as _;
+            Transaction::default().to_bytes(features)
+        };
+        msg
+    }
+
+    /// [`RepOp::to_message`] without the transaction (no copy of it: the data segment carries it).
+    fn message_front(
+        &self,
+        pg: &Pg,
+        map_epoch: u32,
+        min_epoch: u32,
+        from: PgShard,
+        min_last_complete_ondisk: Eversion,
+    ) -> MOSDRepOp {
+        MOSDRepOp {
+            map_epoch,
+            min_epoch,
+            trace: TraceInfo::default(),
+            reqid: self.reqid,
+            pgid: pg.spgid(),
+            poid: self.soid.clone(),
+            acks_wanted: CEPH_OSD_FLAG_ONDISK,
+            version: self.at_version,
+            logbl: self.logbl().clone(),
+            pg_stats: pg.info_stats(),
+            pg_trim_to: self.trim_to,
+            new_temp_oid: HObject::default(),
+            discard_temp_oid: HObject::default(),
+            from,
+            updated_hit_set_history: None,
+            min_last_complete_ondisk,
+            op_t: Transaction::default(),
+        }
+    }
+
     /// The `MOSDRepOp` for one replica (`pg_stats` from [`Pg::info`]; `from` is the primary's shard).
     pub fn to_message(
         &self,
@@ -101,6 +189,16 @@ impl RepOp {
             op_t: self.txn.clone(),
         }
     }
+}
+
+/// What an encoded MOSDRepOp front depends on besides the rep op itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct FrontKey {
+    map_epoch: u32,
+    min_epoch: u32,
+    from: PgShard,
+    min_last_complete_ondisk: Eversion,
+    features: u64,
 }
 
 /// Before/after of one object for statistics: (exists, size, has omap).
@@ -228,6 +326,7 @@ impl Pg {
                         txn_data: ceph.encode_rope(),
                         flat: std::sync::OnceLock::new(),
                         logbl: std::sync::OnceLock::new(),
+                        front: std::sync::OnceLock::new(),
                         txn: ceph,
                         replicas: self.replicas.clone(),
                         seq,

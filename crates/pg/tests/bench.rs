@@ -209,16 +209,15 @@ impl RepBench {
         for r in std::mem::take(&mut out.repops) {
             for (osd, store, pg) in &mut self.replicas {
                 // glue::repop_message
-                let mut rm = r.to_message(
+                let msg = r.message(
                     &b.pg,
                     1,
                     1,
                     denc::PgShard::new(0, denc::ShardId::NO_SHARD),
                     denc::Eversion::default(),
+                    f,
+                    true,
                 );
-                rm.op_t = osd_types::transaction::Transaction::default();
-                let mut msg = rm.to_message(f);
-                msg.data = r.txn_bytes();
                 // the replica
                 let got = MOSDRepOp::from_message(&msg).unwrap();
                 let _entries = got.log_entries().unwrap();

@@ -119,16 +119,53 @@ impl Cluster {
         let mut out = Outputs::default();
         let msg = self.via_messages.then(|| {
             use ceph_msgs::CephMessage as _;
-            let mut m = rep.to_message(
-                &self.pg,
-                EPOCH,
-                EPOCH,
-                denc::PgShard::new(0, ShardId::NO_SHARD),
-                Eversion::default(),
-            );
+            let from = denc::PgShard::new(0, ShardId::NO_SHARD);
+            // the message as the typed struct encodes it, and as `RepOp::message` builds it (cached front)
+            let mut m = rep.to_message(&self.pg, EPOCH, EPOCH, from, Eversion::default());
             m.op_t = Transaction::default();
             let mut wire = m.to_message(u64::MAX);
             wire.data = rep.txn_bytes();
+            for with_data in [true, true, false] {
+                let got = rep.message(
+                    &self.pg,
+                    EPOCH,
+                    EPOCH,
+                    from,
+                    Eversion::default(),
+                    u64::MAX,
+                    with_data,
+                );
+                assert_eq!(got.front, wire.front);
+                assert_eq!(
+                    (got.msg_type, got.version, got.compat_version),
+                    (wire.msg_type, wire.version, wire.compat_version)
+                );
+                assert_eq!(
+                    got.data,
+                    if with_data {
+                        wire.data.clone()
+                    } else {
+                        Transaction::default().to_bytes(u64::MAX)
+                    }
+                );
+            }
+            // without data: a rep op with an empty transaction, as a backfill target beyond the cursor gets it
+            let bare = rep.message(&self.pg, EPOCH, EPOCH, from, Eversion::default(), u64::MAX, false);
+            let bare = ceph_msgs::osd_rep::MOSDRepOp::from_message(&bare).unwrap();
+            assert!(bare.op_t.is_empty());
+            assert_eq!(&bare.logbl, rep.logbl());
+            // another epoch: a fresh front, not the cached one
+            let later = rep.message(
+                &self.pg,
+                EPOCH + 1,
+                EPOCH,
+                from,
+                Eversion::default(),
+                u64::MAX,
+                true,
+            );
+            let dec = ceph_msgs::osd_rep::MOSDRepOp::from_message(&later).unwrap();
+            assert_eq!(dec.map_epoch, EPOCH + 1);
             ceph_msgs::osd_rep::MOSDRepOp::from_message(&wire).unwrap()
         });
         for (osd, s, r) in &mut self.replicas {
