@@ -297,6 +297,12 @@ impl<D: Device> OsdShard<D> {
             Ok(_) => {}
             Err(e) => self.error(format!("persisting the placement history: {e}")),
         }
+        if !catching_up {
+            // a PG this map did not advance must not stay in catch-up mode (it peers on its next map)
+            for p in self.pgs.values_mut() {
+                p.peering.set_catching_up(false);
+            }
+        }
         // the newest map handled, after the PGs' writes for it (src/mapstore.rs)
         if m.epoch > self.stored_epoch
             && let Err(e) = crate::mapstore::save(&mut self.store, &mut self.superblock_created, &m)

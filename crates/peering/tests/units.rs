@@ -209,3 +209,43 @@ fn primary_ignores_notifies_from_older_intervals() {
     );
     assert_eq!(p.state_name(), "Started/Primary/Active/Activating");
 }
+
+/// A restarted OSD replaying the epochs it missed (`set_catching_up`): the intervals are recorded (and persisted)
+/// but nothing is sent until the newest epoch; there the PG peers, and an interval in which another OSD went
+/// read-write alone while this one was down makes it `down` when that OSD is down now.
+#[test]
+fn catch_up_records_intervals_and_peers_on_the_newest_epoch() {
+    // size 2 / min_size 1: one OSD alone may go read-write
+    let map = |epoch, acting: &[i32], up: &[i32], up_thru: &[(i32, u32)]| MapView {
+        pool: PoolView { size: 2, min_size: 1 },
+        ..map(epoch, acting, up, up_thru)
+    };
+    let mut p = pg(1).with_last_map(map(5, &[0, 1], &[0, 1], &[(0, 4)]));
+    p.set_catching_up(true);
+    // osd.1 (us) was down: osd.0 served alone in 6..8 with its up_thru recorded, then it went down too
+    p.handle(Duration::ZERO, Event::AdvanceMap(map(6, &[0], &[0], &[(0, 6)])));
+    p.handle(Duration::ZERO, Event::AdvanceMap(map(9, &[], &[], &[(0, 6)])));
+    let outs: Vec<Output> = std::iter::from_fn(|| p.poll_output()).collect();
+    assert!(
+        outs.iter().all(|o| matches!(o, Output::Persist(_))),
+        "catching up only persists: {outs:?}"
+    );
+    assert!(!outs.is_empty(), "the closed intervals are persisted");
+    // compact past intervals keep the intervals that may have gone read-write
+    let rw: Vec<(u32, u32, Vec<i32>)> = p
+        .past_intervals()
+        .intervals()
+        .iter()
+        .map(|i| (i.first, i.last, i.acting.iter().map(|s| s.osd).collect()))
+        .collect();
+    assert!(
+        rw.contains(&(6, 8, vec![0])),
+        "the interval osd.0 served alone: {rw:?}"
+    );
+    // the newest epoch: we are up again and alone; osd.0 (the only member of 6..8) is down
+    p.set_catching_up(false);
+    p.handle(Duration::ZERO, Event::AdvanceMap(map(10, &[1], &[1], &[(0, 6)])));
+    let _: Vec<Output> = std::iter::from_fn(|| p.poll_output()).collect();
+    assert!(!p.is_active(), "went active without osd.0's writes");
+    assert_eq!(p.state_name(), "Started/Primary/Peering/Down");
+}
