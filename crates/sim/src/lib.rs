@@ -194,6 +194,9 @@ pub struct Config {
     pub verbose: bool,
     /// Size of each OSD's simulated device in MiB (its layout changes the IO pattern, hence the run).
     pub device_mib: u32,
+    /// Every OSD–OSD partition is followed, 50–250 ms later, by a crash of one side (a fault schedule that
+    /// leaves writes only one side holds on a down OSD; `--partition-crash`).
+    pub partition_crash: bool,
 }
 
 impl Config {
@@ -216,6 +219,7 @@ impl Config {
             trace_len: 40,
             verbose: false,
             device_mib: 6,
+            partition_crash: false,
         }
     }
 
@@ -246,6 +250,9 @@ impl Config {
         }
         if self.device_mib != d.device_mib {
             s.push_str(&format!(" --device-mib {}", self.device_mib));
+        }
+        if self.partition_crash {
+            s.push_str(" --partition-crash");
         }
         if self.bug != Bug::None {
             s.push_str(&format!(" --bug {}", self.bug.name()));
@@ -358,7 +365,7 @@ pub mod cli {
 
     pub const USAGE: &str = "usage: sim [--seed S | --seeds A..B] [--steps N] [--osds K] [--size N] [--shards N] \
 [--pg-num N] [--objects N] [--clients N] [--faults all|none|crash,reset,partition,slow,out-in,pools,split] \
-[--bug none|lying-flush|ack-without-replica|replay-order|ack-before-replicas|worst-log|no-map-replay] [--verbose] [--trace LINES] [--device-mib N]";
+[--bug none|lying-flush|ack-without-replica|replay-order|ack-before-replicas|worst-log|no-map-replay] [--partition-crash] [--verbose] [--trace LINES] [--device-mib N]";
 
     /// Parse arguments (without the program name) into a template config and a seed range.
     pub fn parse(args: &[String]) -> Result<(Config, std::ops::Range<u64>), String> {
@@ -389,6 +396,7 @@ pub mod cli {
                 "--faults" => faults = Some(Faults::parse(&val()?)?),
                 "--bug" => cfg.bug = Bug::parse(&val()?)?,
                 "--verbose" => cfg.verbose = true,
+                "--partition-crash" => cfg.partition_crash = true,
                 "--trace" => cfg.trace_len = num(val()?)? as usize,
                 "--device-mib" => cfg.device_mib = (num(val()?)? as u32).max(2),
                 "-h" | "--help" => return Err(USAGE.into()),

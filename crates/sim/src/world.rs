@@ -1256,6 +1256,16 @@ impl World {
             // Heartbeats fail after the grace: one side is reported down.
             let d = ms(300 + self.rng.below(500));
             self.schedule(d, Ev::PartitionReport { a: x, b: y, id });
+            if self.cfg.partition_crash {
+                let victim = if self.rng.below(2) == 0 { x } else { y };
+                let v = &mut self.osds[victim as usize];
+                if v.running && !v.crash_pending {
+                    v.crash_pending = true;
+                    let inc = v.inc;
+                    let d = ms(50 + self.rng.below(200));
+                    self.schedule(d, Ev::CrashDeadline { osd: victim, inc });
+                }
+            }
         }
         Ok(())
     }
