@@ -269,20 +269,21 @@ fn wait_writer(
 }
 
 /// Writes must keep being acknowledged while PGs move (Ceph only holds ops on the object being recovered or
-/// backfilled): every full second of the load after the change but the first (peering) must acknowledge at
-/// least `MIN_ACKS_PER_SEC` writes. Before the OSD shared its newer map with clients, such a move stalled writes
+/// backfilled): every full second of the load after the change but the first two (an out takes two epochs to
+/// peer: the new up set, then pg_temp; writes now also wait for the backfill target's PG to exist) must
+/// acknowledge at least `MIN_ACKS_PER_SEC` writes. Before the OSD shared its newer map with clients, such a move stalled writes
 /// completely (e.g. `[1, 0, 0, 0, 0, 0, 0, 0, 0, 0]`).
 fn assert_writes_flow(per_sec: &[usize]) {
     const MIN_ACKS_PER_SEC: usize = 5;
     assert!(
-        per_sec.len() >= 4,
+        per_sec.len() >= 5,
         "too short a load after the change: {per_sec:?}"
     );
     let low: Vec<(usize, usize)> = per_sec
         .iter()
         .copied()
         .enumerate()
-        .skip(1)
+        .skip(2)
         .filter(|&(_, n)| n < MIN_ACKS_PER_SEC)
         .collect();
     assert!(
