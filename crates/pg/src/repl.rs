@@ -170,23 +170,8 @@ impl RepOp {
         min_last_complete_ondisk: Eversion,
     ) -> MOSDRepOp {
         MOSDRepOp {
-            map_epoch,
-            min_epoch,
-            trace: TraceInfo::default(),
-            reqid: self.reqid,
-            pgid: pg.spgid(),
-            poid: self.soid.clone(),
-            acks_wanted: CEPH_OSD_FLAG_ONDISK,
-            version: self.at_version,
-            logbl: self.logbl().clone(),
-            pg_stats: pg.info_stats(),
-            pg_trim_to: self.trim_to,
-            new_temp_oid: HObject::default(),
-            discard_temp_oid: HObject::default(),
-            from,
-            updated_hit_set_history: None,
-            min_last_complete_ondisk,
             op_t: self.txn.clone(),
+            ..self.message_front(pg, map_epoch, min_epoch, from, min_last_complete_ondisk)
         }
     }
 }
