@@ -56,7 +56,7 @@ pub fn run(cmd: &mut Command, timeout: Duration) -> String {
     };
     let stdout = String::from_utf8_lossy(&out_t.join().unwrap()).to_string();
     let stderr = String::from_utf8_lossy(&err_t.join().unwrap()).to_string();
-    assert!(status.success(), "{what} failed: {stderr}\n{stdout}");
+    assert!(status.success(), "{what} failed ({status}): {stderr}\n{stdout}");
     stdout
 }
 

@@ -131,3 +131,6 @@ for ns in NSS:
                 print(f"FINAL DIFFERENCE {kind} {ns}/{name}: {a!r} vs {b!r}", file=sys.stderr)
                 sys.exit(1)
 print(f"ok: {count} ops, seed {seed}, no difference")
+for io in ios:
+    io.close()
+cluster.shutdown()

@@ -47,5 +47,7 @@ else:
         if got != data:
             bad += 1
             print(f"MISMATCH {name}: got {None if got is None else len(got)} bytes", file=sys.stderr)
-    print(f"verified {n} objects, {bad} bad")
+    print(f"verified {n} objects, {bad} bad", flush=True)
+    io.close()
+    cluster.shutdown()  # not at interpreter exit, where librados teardown can crash after the verdict
     sys.exit(1 if bad else 0)
