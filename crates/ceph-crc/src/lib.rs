@@ -7,6 +7,14 @@
 //!
 //! Seeds Ceph uses: msgr2 preamble 0; msgr2 segments and epilogues `u32::MAX` (`-1`); OSDMap crc `-1`; EC
 //! HashInfo `-1`. A NULL buffer in Ceph means "that many zero bytes": see [`ceph_crc32c_zeros`].
+//!
+//! [`combine`] shifts and combines crcs without the data; [`blocks`] lets per-page crcs computed once (msgr2's
+//! receive check) travel with a buffer to whoever checksums the same bytes next (ferrostore, a resend).
+
+pub mod blocks;
+pub mod combine;
+
+pub use combine::{BLOCK_SIZE, CrcShift, SHIFT_BLOCK, crc32c_combine, crc32c_shift};
 
 /// CRC-32C of `data` continuing from `seed`, with Ceph's no-inversion convention.
 #[inline]
@@ -14,18 +22,10 @@ pub fn ceph_crc32c(seed: u32, data: &[u8]) -> u32 {
     !crc32c::crc32c_append(!seed, data)
 }
 
-/// CRC-32C of `len` zero bytes continuing from `seed` (Ceph's `ceph_crc32c(seed, NULL, len)`).
+/// CRC-32C of `len` zero bytes continuing from `seed` (Ceph's `ceph_crc32c(seed, NULL, len)`): the raw
+/// register shifted past `len` bytes, computed without touching any memory.
 pub fn ceph_crc32c_zeros(seed: u32, len: u64) -> u32 {
-    // Feeding from a static block keeps this allocation-free; throughput is that of the hardware path.
-    static ZEROS: [u8; 4096] = [0; 4096];
-    let mut crc = !seed;
-    let mut left = len;
-    while left > 0 {
-        let n = left.min(ZEROS.len() as u64) as usize;
-        crc = crc32c::crc32c_append(crc, &ZEROS[..n]);
-        left -= n as u64;
-    }
-    !crc
+    crc32c_shift(seed, len)
 }
 
 /// Incremental form: feed several buffers as if they were one.
