@@ -19,6 +19,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use ceph_crc::ceph_crc32c;
+pub use pagepool::PageBuf;
 
 use crate::crypto::{AeadKey, CryptoError, CryptoProvider, KEY_LEN, NONCE_LEN, TAG_LEN};
 
@@ -657,25 +658,26 @@ impl RxChain {
             self.len -= n;
             return Some(b);
         }
-        let mut out = if page {
-            aligned_buf(n)
-        } else {
-            BytesMut::with_capacity(n)
-        };
-        self.take_into(n, &mut out);
         self.copied += n as u64;
+        if page {
+            let mut out = aligned_buf(n);
+            self.take_into(n, &mut out);
+            return Some(out.freeze());
+        }
+        let mut out = BytesMut::with_capacity(n);
+        self.take_into(n, &mut out);
         Some(out.freeze())
     }
 
     /// Consume `n` bytes (callers check `n <= len`) by appending them to `out`.
-    fn take_into(&mut self, mut n: usize, out: &mut BytesMut) {
+    fn take_into(&mut self, mut n: usize, out: &mut impl Fill) {
         debug_assert!(n <= self.len);
         while n > 0 {
             let Some(front) = self.bufs.front_mut() else {
                 return;
             };
             let k = front.len().min(n);
-            out.put_slice(&front[..k]);
+            out.fill(&front[..k]);
             self.len -= k;
             n -= k;
             if k == front.len() {
@@ -760,7 +762,7 @@ enum SinkState {
 #[derive(Debug)]
 pub struct RxSink {
     id: u64,
-    buf: BytesMut,
+    buf: PageBuf,
     len: usize,
     /// Bytes put in by copying (the head that came with stream data) rather than received into it.
     copied: usize,
@@ -773,7 +775,7 @@ impl RxSink {
     }
 
     /// The buffer: `len()` bytes received so far; receive into its spare capacity, at most `remaining()` bytes.
-    pub fn buf_mut(&mut self) -> &mut BytesMut {
+    pub fn buf_mut(&mut self) -> &mut PageBuf {
         &mut self.buf
     }
 
@@ -783,21 +785,35 @@ impl RxSink {
     }
 }
 
-/// An empty buffer with room for `len` bytes whose first byte sits on a `SINK_ALIGN` boundary. Over-allocates by
-/// less than one page and skips the head in place (no second allocation, no copy).
-fn aligned_buf(len: usize) -> BytesMut {
+/// An empty buffer with room for `len` bytes whose first byte sits on a `SINK_ALIGN` boundary.
+fn aligned_buf(len: usize) -> PageBuf {
     aligned_buf_at(len, 0)
 }
 
-/// As [`aligned_buf`], the first byte `in_page` bytes (taken modulo the page size) past a page boundary.
-fn aligned_buf_at(len: usize, in_page: usize) -> BytesMut {
-    let mut b = BytesMut::with_capacity(len + SINK_ALIGN - 1);
-    let pad = (b.as_ptr().align_offset(SINK_ALIGN) + in_page) % SINK_ALIGN;
-    if pad > 0 {
-        b.put_bytes(0, pad);
-        b.advance(pad);
+/// As [`aligned_buf`], the first byte `in_page` bytes (taken modulo the page size) past a page boundary. Large
+/// buffers (a 4 MiB write's data) come from the process's [`pagepool`]: recycled mappings, so they neither pay
+/// page faults on every message nor stay resident in malloc's arenas once freed; small ones from the heap.
+fn aligned_buf_at(len: usize, in_page: usize) -> PageBuf {
+    pagepool::global().alloc(len, in_page)
+}
+
+const _: () = assert!(SINK_ALIGN == pagepool::PAGE);
+
+/// Where [`RxChain::take_into`] appends.
+trait Fill {
+    fn fill(&mut self, data: &[u8]);
+}
+
+impl Fill for BytesMut {
+    fn fill(&mut self, data: &[u8]) {
+        self.put_slice(data);
     }
-    b
+}
+
+impl Fill for PageBuf {
+    fn fill(&mut self, data: &[u8]) {
+        self.extend_from_slice(data);
+    }
 }
 
 /// The segment of a frame that goes into a sink: its index and byte range within the crc-mode frame.
