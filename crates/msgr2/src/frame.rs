@@ -1164,9 +1164,17 @@ impl FrameDecoder {
                 return Err(FrameError::Truncated);
             }
             self.copied += f.copied;
-            for (i, seg) in segments.iter().enumerate().take(n).skip(1) {
+            for (i, seg) in segments.iter_mut().enumerate().take(n).skip(1) {
                 let expected = le32(&epi[1 + (i - 1) * 4..1 + i * 4]);
-                let computed = ceph_crc32c(u32::MAX, seg);
+                let computed = if p.segments[i].align == ALIGN_PAGE {
+                    // A data segment is checked page by page and keeps the page crcs (the segment crc is
+                    // derived from them): ferrostore's block crcs and a resend's segment crc reuse this pass.
+                    let (crc, attached) = ceph_crc::blocks::attach(std::mem::take(seg));
+                    *seg = attached;
+                    !crc
+                } else {
+                    ceph_crc32c(u32::MAX, seg)
+                };
                 if computed != expected {
                     return Err(FrameError::SegmentCrc {
                         segment: i,

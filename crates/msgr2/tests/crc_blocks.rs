@@ -1,0 +1,186 @@
+// SPDX-License-Identifier: LGPL-3.0-or-later
+//! One crc pass per received byte: a data segment is checked page by page, the segment crc derived from the
+//! page crcs, and the page crcs stay attached to the received data (`ceph_crc::blocks`) for the store and for
+//! resends. A corrupted byte anywhere in the segment must still fail the frame.
+#![allow(clippy::unwrap_used)] // test code: a panic is the failure report
+
+use std::time::Instant;
+
+use bytes::{Bytes, BytesMut};
+use msgr2::auth::{CON_MODE_CRC, CON_MODE_SECURE};
+use msgr2::testing::{TestClientAuth, TestServerAuth};
+use msgr2::types::{ENTITY_TYPE_CLIENT, ENTITY_TYPE_OSD, EntityName};
+use msgr2::{AddrVec, Config, Connection, EntityAddr, Event, Message};
+
+const PAGE: usize = 4096;
+
+fn ready_pair(now: Instant) -> (Connection, Connection) {
+    let addr = EntityAddr::msgr2("127.0.0.1:6800".parse().unwrap(), 0);
+    let mut ccfg = Config::new(ENTITY_TYPE_CLIENT, 1);
+    ccfg.my_addrs = AddrVec::one(EntityAddr::msgr2("127.0.0.1:40000".parse().unwrap(), 1));
+    let mut c = Connection::connector(
+        ccfg,
+        Box::new(TestClientAuth::new(
+            EntityName::new(ENTITY_TYPE_CLIENT, "z"),
+            vec![CON_MODE_CRC],
+        )),
+        addr,
+        ENTITY_TYPE_OSD,
+        now,
+    );
+    let mut s = Connection::acceptor(
+        Config::new(ENTITY_TYPE_OSD, 0),
+        Box::new(TestServerAuth::new(
+            vec![CON_MODE_SECURE, CON_MODE_CRC],
+            b"0123456789abcdef",
+            &[5u8; 64],
+        )),
+        now,
+    );
+    for _ in 0..32 {
+        let a = wire_of(&mut c);
+        if !a.is_empty() {
+            s.handle_input_bytes(now, a).unwrap();
+        }
+        let b = wire_of(&mut s);
+        if !b.is_empty() {
+            c.handle_input_bytes(now, b).unwrap();
+        }
+        if c.is_ready() && s.is_ready() {
+            break;
+        }
+    }
+    assert!(c.is_ready() && s.is_ready(), "handshake did not finish");
+    while s.poll_event().is_some() {}
+    while c.poll_event().is_some() {}
+    s.set_direct_rx(Some(16 << 10));
+    (c, s)
+}
+
+fn wire_of(c: &mut Connection) -> Bytes {
+    let mut out = Vec::new();
+    c.drain_output(&mut out);
+    let mut w = BytesMut::new();
+    for b in out {
+        w.extend_from_slice(&b);
+    }
+    w.freeze()
+}
+
+/// Feed `wire` as the reactor does (sinks when offered, 64 KiB stream receives otherwise); the first error.
+fn feed(s: &mut Connection, now: Instant, wire: &[u8]) -> Result<(), String> {
+    let mut at = 0;
+    while at < wire.len() {
+        if let Some(mut sink) = s.take_rx_sink() {
+            let k = sink.remaining().min(wire.len() - at);
+            sink.buf_mut().extend_from_slice(&wire[at..at + k]);
+            at += k;
+            s.handle_rx_sink(now, sink, k).map_err(|e| format!("{e:?}"))?;
+            continue;
+        }
+        let k = 65536
+            .min(s.rx_stream_limit().unwrap_or(usize::MAX))
+            .min(wire.len() - at);
+        s.handle_input_bytes(now, Bytes::copy_from_slice(&wire[at..at + k]))
+            .map_err(|e| format!("{e:?}"))?;
+        at += k;
+    }
+    Ok(())
+}
+
+fn received(s: &mut Connection) -> Vec<Message> {
+    let mut v = Vec::new();
+    while let Some(e) = s.poll_event() {
+        if let Event::Message(m) = e {
+            v.push(m);
+        }
+    }
+    v
+}
+
+/// The standard CRC-32C (what ferrostore stores per block).
+fn std_crc(b: &[u8]) -> u32 {
+    !ceph_crc::ceph_crc32c(u32::MAX, b)
+}
+
+fn data_of(len: usize, seed: u32) -> Bytes {
+    (0..len as u32)
+        .map(|j| (j.wrapping_mul(2_654_435_761).wrapping_add(seed) >> 13) as u8)
+        .collect::<Vec<u8>>()
+        .into()
+}
+
+/// (wire of one MESSAGE with `data` at `data_off`, where the data segment starts in the wire).
+fn one_message(c: &mut Connection, data: &Bytes, data_off: u16) -> (Bytes, usize) {
+    let mut m = Message::new(90, 1, 1, Bytes::from_static(b"front")).with_data(data.clone());
+    m.data_off = data_off;
+    c.send(m).unwrap();
+    let wire = wire_of(c);
+    // crc mode: the data segment is the last one, right before the 13-byte epilogue
+    let start = wire.len() - 13 - data.len();
+    assert_eq!(&wire[start..start + data.len()], &data[..]);
+    (wire, start)
+}
+
+#[test]
+fn received_data_carries_the_crc_of_every_whole_block() {
+    let now = Instant::now();
+    let (mut c, mut s) = ready_pair(now);
+    for (len, off) in [(65536usize, 0u16), (70_000, 1000), (4 << 20, 512), (20_000, 4095)] {
+        let data = data_of(len, len as u32);
+        let (wire, _) = one_message(&mut c, &data, off);
+        feed(&mut s, now, &wire).unwrap();
+        let got = received(&mut s);
+        assert_eq!(got.len(), 1);
+        let m = &got[0];
+        assert_eq!(m.data, data);
+        assert_eq!(m.data.as_ptr() as usize % PAGE, usize::from(off) % PAGE);
+        // every whole block of the object (data_off is the object offset) has its crc attached
+        let pc = ceph_crc::blocks::page_crcs(&m.data).expect("page crcs attached");
+        let head = (PAGE - usize::from(off) % PAGE) % PAGE;
+        let mut blocks = 0;
+        for blk in m.data[head.min(len)..].chunks_exact(PAGE) {
+            assert_eq!(pc.get(blk), Some(std_crc(blk)));
+            blocks += 1;
+        }
+        assert_eq!(blocks, (len - head) / PAGE);
+        // a slice (as a decoded op's payload is) still finds them
+        let op_data = m.data.slice(head..head + PAGE);
+        let pc2 = ceph_crc::blocks::page_crcs(&op_data).unwrap();
+        assert_eq!(pc2.get(&op_data), Some(std_crc(&op_data)));
+        // the segment crc from attached pages is Ceph's segment crc
+        assert_eq!(
+            ceph_crc::blocks::ceph_segment_crc(&m.data),
+            ceph_crc::ceph_crc32c(u32::MAX, &data)
+        );
+    }
+}
+
+#[test]
+fn a_flipped_byte_in_a_sink_received_segment_fails_the_frame() {
+    let now = Instant::now();
+    let len = 3 * PAGE + 1234;
+    let data = data_of(len, 7);
+    // in the partial head page, in a whole page, in the partial tail, first and last byte
+    for (k, pos) in [100usize, PAGE + 17, len - 5, 0, len - 1].into_iter().enumerate() {
+        let (mut c, mut s) = ready_pair(now);
+        let (wire, start) = one_message(&mut c, &data, 1000);
+        let mut bad = wire.to_vec();
+        bad[start + pos] ^= 0x20;
+        let before = ceph_crc::blocks::live_attachments();
+        let r = feed(&mut s, now, &bad);
+        let err = r.expect_err(&format!("case {k}: a corrupted data byte at {pos} was accepted"));
+        assert!(
+            err.contains("SegmentCrc") || err.contains("crc"),
+            "case {k}: {err}"
+        );
+        assert!(received(&mut s).is_empty(), "case {k}: a message came out");
+        // the rejected segment's page crcs are gone with it (other tests may attach meanwhile: not more)
+        assert!(ceph_crc::blocks::live_attachments() <= before + 1);
+        // the intact wire goes through
+        let (mut c, mut s) = ready_pair(now);
+        let (wire, _) = one_message(&mut c, &data, 1000);
+        feed(&mut s, now, &wire).unwrap();
+        assert_eq!(received(&mut s).len(), 1);
+    }
+}
