@@ -484,51 +484,68 @@ pub fn encode_frame(
             }
             Ok(out)
         }
-        Some(SecureTx(gcm)) => {
-            let seg0 = &segments[0];
-            let seg0_pad = padded(seg0.len());
-            let mut total = SECURE_HEAD_LEN;
-            if seg0_pad > INLINE_LEN {
-                total += seg0_pad - INLINE_LEN + TAG_LEN;
-            }
-            if n > 1 {
-                total += segments[1..n].iter().map(|s| padded(s.len())).sum::<usize>()
-                    + SECURE_EPILOGUE_LEN
-                    + TAG_LEN;
-            }
-            let mut out = BytesMut::with_capacity(total);
-            // Block 1: preamble + inline part of seg0.
-            let mut block = BytesMut::with_capacity(SECURE_HEAD_LEN);
-            block.put_slice(&p.encode());
-            let inline = seg0.len().min(INLINE_LEN);
-            block.put_slice(&seg0[..inline]);
-            block.put_bytes(0, INLINE_LEN - inline);
-            gcm.seal(&mut block)?;
-            out.unsplit(block);
-            // Block 2: the rest of seg0.
-            if seg0_pad > INLINE_LEN {
-                let mut block = BytesMut::with_capacity(seg0_pad - INLINE_LEN + TAG_LEN);
-                block.put_slice(&seg0[INLINE_LEN..]);
-                block.put_bytes(0, seg0_pad - seg0.len());
-                gcm.seal(&mut block)?;
-                out.unsplit(block);
-            }
-            // Block 3: segments 1.. and the epilogue.
-            if n > 1 {
-                let mut block = BytesMut::with_capacity(total - out.len());
-                for s in &segments[1..n] {
-                    block.put_slice(s);
-                    block.put_bytes(0, padded(s.len()) - s.len());
-                }
-                block.put_u8(LATE_STATUS_COMPLETE);
-                block.put_bytes(0, SECURE_EPILOGUE_LEN - 1);
-                gcm.seal(&mut block)?;
-                out.unsplit(block);
-            }
-            debug_assert_eq!(out.len(), total);
-            Ok(vec![out.freeze()])
+        Some(tx) => {
+            let rest: Vec<&[Bytes]> = segments[1..n].iter().map(std::slice::from_ref).collect();
+            Ok(vec![encode_secure_pieces(tx, &p, &segments[0], &rest)?])
         }
     }
+}
+
+/// A secure-mode frame whose segments after the first are chains of pieces (each segment the concatenation of
+/// its pieces: a message's data segment can be a sender's rope). The pieces are copied once, into the
+/// plaintext that is sealed in place. `rest` holds segments 1..n of the preamble `p`.
+pub(crate) fn encode_secure_pieces(
+    tx: &mut SecureTx,
+    p: &Preamble,
+    seg0: &[u8],
+    rest: &[&[Bytes]],
+) -> Result<Bytes, FrameError> {
+    let SecureTx(gcm) = tx;
+    let n = p.n();
+    debug_assert_eq!(rest.len() + 1, n.max(1));
+    let seg_len = |s: &[Bytes]| s.iter().map(Bytes::len).sum::<usize>();
+    let seg0_pad = padded(seg0.len());
+    let mut total = SECURE_HEAD_LEN;
+    if seg0_pad > INLINE_LEN {
+        total += seg0_pad - INLINE_LEN + TAG_LEN;
+    }
+    if n > 1 {
+        total += rest.iter().map(|s| padded(seg_len(s))).sum::<usize>() + SECURE_EPILOGUE_LEN + TAG_LEN;
+    }
+    let mut out = BytesMut::with_capacity(total);
+    // Block 1: preamble + inline part of seg0.
+    let mut block = BytesMut::with_capacity(SECURE_HEAD_LEN);
+    block.put_slice(&p.encode());
+    let inline = seg0.len().min(INLINE_LEN);
+    block.put_slice(&seg0[..inline]);
+    block.put_bytes(0, INLINE_LEN - inline);
+    gcm.seal(&mut block)?;
+    out.unsplit(block);
+    // Block 2: the rest of seg0.
+    if seg0_pad > INLINE_LEN {
+        let mut block = BytesMut::with_capacity(seg0_pad - INLINE_LEN + TAG_LEN);
+        block.put_slice(&seg0[INLINE_LEN..]);
+        block.put_bytes(0, seg0_pad - seg0.len());
+        gcm.seal(&mut block)?;
+        out.unsplit(block);
+    }
+    // Block 3: segments 1.. and the epilogue.
+    if n > 1 {
+        let mut block = BytesMut::with_capacity(total - out.len());
+        for s in rest {
+            let len = seg_len(s);
+            for piece in s.iter() {
+                block.put_slice(piece);
+            }
+            block.put_bytes(0, padded(len) - len);
+        }
+        block.put_u8(LATE_STATUS_COMPLETE);
+        block.put_bytes(0, SECURE_EPILOGUE_LEN - 1);
+        gcm.seal(&mut block)?;
+        out.unsplit(block);
+    }
+    debug_assert_eq!(out.len(), total);
+    Ok(out.freeze())
 }
 
 /// A received frame: the tag byte, its segments (unpadded, shared with the receive buffer), and in crc mode the

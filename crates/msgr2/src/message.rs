@@ -9,7 +9,7 @@ use ceph_crc::ceph_crc32c;
 
 use crate::frame::{
     ALIGN_DEFAULT, ALIGN_PAGE, CRC_EPILOGUE_LEN, CRC_LEN, FrameError, LATE_STATUS_COMPLETE, PREAMBLE_LEN,
-    SecureTx, Tag, encode_frame, preamble_for_lens,
+    SecureTx, Tag, encode_secure_pieces, preamble_for_lens,
 };
 
 /// Size of the packed `ceph_msg_header2`.
@@ -42,6 +42,10 @@ pub struct Message {
     pub front: Bytes,
     pub middle: Bytes,
     pub data: Bytes,
+    /// More of the data segment after `data`, by reference: a sender's rope (e.g. an encoded transaction whose
+    /// write payload is the client's received buffer) goes out without being flattened. The data segment is
+    /// `data` followed by these pieces; received messages always have it all in `data` and this empty.
+    pub data_tail: Vec<Bytes>,
 }
 
 impl Message {
@@ -63,7 +67,25 @@ impl Message {
 
     /// Payload bytes (front + middle + data), for flow-control accounting.
     pub fn payload_len(&self) -> usize {
-        self.front.len() + self.middle.len() + self.data.len()
+        self.front.len() + self.middle.len() + self.data_len()
+    }
+
+    /// Length of the data segment (`data` and `data_tail`).
+    pub fn data_len(&self) -> usize {
+        self.data.len() + self.data_tail.iter().map(Bytes::len).sum::<usize>()
+    }
+
+    /// The data segment in one buffer: `data` itself unless the message has a tail (then a copy).
+    pub fn data_flat(&self) -> Bytes {
+        if self.data_tail.is_empty() {
+            return self.data.clone();
+        }
+        let mut b = BytesMut::with_capacity(self.data_len());
+        b.put_slice(&self.data);
+        for p in &self.data_tail {
+            b.put_slice(p);
+        }
+        b.freeze()
     }
 
     /// Encode `ceph_msg_header2` (41 bytes).
@@ -90,13 +112,13 @@ impl Message {
         a
     }
 
-    /// Segments of the MESSAGE frame, in order.
+    /// Segments of the MESSAGE frame, in order (the data segment flattened: [`Message::data_flat`]).
     pub fn segments(&self) -> [Bytes; 4] {
         [
             self.encode_header(),
             self.front.clone(),
             self.middle.clone(),
-            self.data.clone(),
+            self.data_flat(),
         ]
     }
 
@@ -128,6 +150,7 @@ impl Message {
             front: segs[1].clone(),
             middle: segs[2].clone(),
             data: segs[3].clone(),
+            data_tail: Vec::new(),
         })
     }
 }
@@ -147,22 +170,33 @@ const GLUE_MAX: usize = 512;
 /// Append the MESSAGE frame of `m` to `out` (buffers for one vectored write). Crc mode writes the preamble, the
 /// header and its crc straight into one buffer — with the front, and with everything else when the rest is
 /// small (a reply without data is then a single buffer); data and large segments are shared, not copied.
-/// The bytes are exactly those of [`encode_frame`] over [`Message::segments`], which secure mode uses.
+/// The bytes are exactly those of [`crate::frame::encode_frame`] over [`Message::segments`]; a data segment with
+/// a tail goes out piece by piece (crc mode: by reference; secure mode: copied once, into the sealed block).
 pub(crate) fn encode_message_frame(
     tx: Option<&mut SecureTx>,
     m: &Message,
     out: &mut VecDeque<Bytes>,
 ) -> Result<(), FrameError> {
-    if tx.is_some() {
-        out.extend(encode_frame(tx, Tag::Message, &m.segments(), &MESSAGE_ALIGNS)?);
-        return Ok(());
-    }
     let hdr = m.header_bytes();
-    let rest = [&m.front, &m.middle, &m.data];
-    let lens = [HEADER2_LEN, m.front.len(), m.middle.len(), m.data.len()];
+    // each segment after the header as a chain of pieces (only the data segment can have more than one)
+    let mut data: Vec<&Bytes> = Vec::with_capacity(1 + m.data_tail.len());
+    data.push(&m.data);
+    data.extend(m.data_tail.iter());
+    let lens = [HEADER2_LEN, m.front.len(), m.middle.len(), m.data_len()];
     let p = preamble_for_lens(Tag::Message, &lens, &MESSAGE_ALIGNS)?;
     let n = p.num_segments as usize;
-    let tail_len: usize = rest.iter().map(|b| b.len()).sum();
+    if let Some(tx) = tx {
+        let data_owned: Vec<Bytes> = data.iter().map(|b| (*b).clone()).collect();
+        let rest: [&[Bytes]; 3] = [
+            std::slice::from_ref(&m.front),
+            std::slice::from_ref(&m.middle),
+            &data_owned,
+        ];
+        out.push_back(encode_secure_pieces(tx, &p, &hdr, &rest[..n.saturating_sub(1)])?);
+        return Ok(());
+    }
+    let rest: [&[&Bytes]; 3] = [&[&m.front], &[&m.middle], &data];
+    let tail_len: usize = lens[1..].iter().sum();
     let glue_all = tail_len <= GLUE_MAX;
     let glue_front = m.front.len() <= GLUE_MAX;
     let mut cap = PREAMBLE_LEN + HEADER2_LEN + CRC_LEN;
@@ -184,13 +218,18 @@ pub(crate) fn encode_message_frame(
     let mut epi = [0u8; CRC_EPILOGUE_LEN];
     epi[0] = LATE_STATUS_COMPLETE;
     for (i, seg) in rest.iter().enumerate() {
-        // Segments past the last non-empty one are not described; their crc field stays 0.
-        let crc = if i + 1 < n { ceph_crc32c(u32::MAX, seg) } else { 0 };
+        // Segments past the last non-empty one are not described; their crc field stays 0. A chained segment's
+        // crc runs on from piece to piece.
+        let crc = if i + 1 < n {
+            seg.iter().fold(u32::MAX, |c, piece| ceph_crc32c(c, piece))
+        } else {
+            0
+        };
         epi[1 + i * 4..5 + i * 4].copy_from_slice(&crc.to_le_bytes());
     }
     if glue_all {
-        for seg in rest {
-            head.put_slice(seg);
+        for piece in rest.iter().flat_map(|s| s.iter()) {
+            head.put_slice(piece);
         }
         head.put_slice(&epi);
         out.push_back(head.freeze());
@@ -202,9 +241,9 @@ pub(crate) fn encode_message_frame(
         first = 1;
     }
     out.push_back(head.freeze());
-    for seg in &rest[first..] {
-        if !seg.is_empty() {
-            out.push_back((*seg).clone());
+    for piece in rest[first..].iter().flat_map(|s| s.iter()) {
+        if !piece.is_empty() {
+            out.push_back((*piece).clone());
         }
     }
     out.push_back(Bytes::copy_from_slice(&epi));
@@ -214,25 +253,44 @@ pub(crate) fn encode_message_frame(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::frame::{FrameDecoder, FrameLimits, concat};
+    use crate::crypto::default_provider;
+    use crate::frame::{FrameDecoder, FrameLimits, Role, concat, encode_frame};
     use proptest::prelude::*;
+
+    /// `m` with its data cut into a rope at `cuts` (positions within the data).
+    fn rope(mut m: Message, cuts: &[usize]) -> Message {
+        let data = std::mem::take(&mut m.data);
+        let mut at: Vec<usize> = cuts.iter().map(|c| c % (data.len() + 1)).collect();
+        at.sort_unstable();
+        let mut prev = 0;
+        let mut pieces = Vec::new();
+        for c in at.into_iter().chain([data.len()]) {
+            pieces.push(data.slice(prev..c));
+            prev = c;
+        }
+        m.data = pieces.remove(0);
+        m.data_tail = pieces;
+        m
+    }
 
     proptest! {
         #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
-        /// The crc-mode fast path writes exactly the bytes of the generic frame encoder, and decodes back.
+        /// The crc-mode fast path writes exactly the bytes of the generic frame encoder, and decodes back; a data
+        /// segment given as a rope encodes to the same bytes as the flat one, its pieces by reference.
         #[test]
         fn message_frame_is_byte_identical_to_encode_frame(
             front in 0usize..1200, middle in 0usize..700, data in 0usize..9000, tid in any::<u64>(),
+            cuts in proptest::collection::vec(any::<usize>(), 0..4),
         ) {
             let mut m = Message::new(42, 3, 1, (0..front).map(|i| i as u8).collect::<Vec<u8>>().into());
             m.middle = (0..middle).map(|i| (i * 7) as u8).collect::<Vec<u8>>().into();
             m.data = (0..data).map(|i| (i * 3) as u8).collect::<Vec<u8>>().into();
             m.tid = tid;
             m.seq = 5;
+            let generic = encode_frame(None, Tag::Message, &m.segments(), &MESSAGE_ALIGNS).unwrap();
             let mut fast = VecDeque::new();
             encode_message_frame(None, &m, &mut fast).unwrap();
             let fast: Vec<Bytes> = fast.into();
-            let generic = encode_frame(None, Tag::Message, &m.segments(), &MESSAGE_ALIGNS).unwrap();
             prop_assert_eq!(concat(&fast), concat(&generic));
             // Small replies are one buffer; data above the glue limit goes by reference.
             if front + middle + data <= GLUE_MAX {
@@ -241,12 +299,45 @@ mod tests {
             if data > GLUE_MAX {
                 prop_assert!(fast.iter().any(|b| b.as_ptr() == m.data.as_ptr()));
             }
+            let roped = rope(m.clone(), &cuts);
+            prop_assert_eq!(roped.data_len(), data);
+            prop_assert_eq!(roped.payload_len(), m.payload_len());
+            let mut fast_rope = VecDeque::new();
+            encode_message_frame(None, &roped, &mut fast_rope).unwrap();
+            let fast_rope: Vec<Bytes> = fast_rope.into();
+            prop_assert_eq!(concat(&fast_rope), concat(&generic));
+            if front + middle + data > GLUE_MAX {
+                for p in std::iter::once(&roped.data).chain(&roped.data_tail).filter(|p| !p.is_empty()) {
+                    prop_assert!(fast_rope.iter().any(|b| b.as_ptr() == p.as_ptr() && b.len() == p.len()));
+                }
+            }
             let mut d = FrameDecoder::new(FrameLimits::default());
             d.set_keep_raw(false);
-            d.push_bytes(concat(&fast));
+            d.push_bytes(concat(&fast_rope));
             let f = d.next_frame().unwrap().unwrap();
             let back = Message::from_segments(&f.segments).unwrap();
             prop_assert_eq!(back, m);
+        }
+
+        /// Secure mode seals a rope's pieces into exactly the frame of the flat message.
+        #[test]
+        fn secure_message_frame_with_a_rope_is_the_flat_frame(
+            front in 0usize..300, data in 0usize..9000,
+            cuts in proptest::collection::vec(any::<usize>(), 0..4),
+        ) {
+            let p = default_provider();
+            let secret = [7u8; 64];
+            let mut tx_a = SecureTx::new(p.as_ref(), &secret, Role::Connector).unwrap();
+            let mut tx_b = SecureTx::new(p.as_ref(), &secret, Role::Connector).unwrap();
+            let mut m = Message::new(42, 3, 1, (0..front).map(|i| i as u8).collect::<Vec<u8>>().into());
+            m.data = (0..data).map(|i| (i * 5) as u8).collect::<Vec<u8>>().into();
+            m.seq = 9;
+            let flat = encode_frame(Some(&mut tx_a), Tag::Message, &m.segments(), &MESSAGE_ALIGNS).unwrap();
+            let roped = rope(m, &cuts);
+            let mut out = VecDeque::new();
+            encode_message_frame(Some(&mut tx_b), &roped, &mut out).unwrap();
+            let out: Vec<Bytes> = out.into();
+            prop_assert_eq!(concat(&out), concat(&flat));
         }
     }
 }
