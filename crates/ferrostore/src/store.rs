@@ -121,6 +121,9 @@ pub struct StoreStats {
     pub reads_prefetched: u64,
     pub prefetches: u64,
     pub prefetches_dropped: u64,
+    /// Whole blocks written with the crc the messenger computed while checking them (`ceph_crc::blocks`), not
+    /// a second pass over their bytes.
+    pub crc_blocks_reused: u64,
 }
 
 /// Bytes one prefetch may cover (a larger one is refused: the op reads synchronously).
@@ -1888,13 +1891,22 @@ impl<D: Device> Store<D> {
         let b1 = end.div_ceil(B);
         let mut segs: Vec<Bytes> = Vec::new();
         let mut crcs = Vec::with_capacity((b1 - b0) as usize);
+        // Crcs msgr2 attached to the received pages: a whole block that is exactly such a page (the client's
+        // data_off put object blocks on pages) takes its crc from there; anything else is computed here.
+        let known = ceph_crc::blocks::page_crcs(data);
         // (index in segs, start offset in data) of the last whole-block slice, to extend it instead of adding one.
         let mut last_full: Option<(usize, usize)> = None;
         for b in b0..b1 {
             let (bs, be) = (b * B, (b + 1) * B);
             if bs >= off && be <= end {
                 let (s, e) = ((bs - off) as usize, (be - off) as usize);
-                crcs.push(crc(&data[s..e]));
+                match known.as_ref().and_then(|k| k.get(&data[s..e])) {
+                    Some(c) => {
+                        crcs.push(c);
+                        self.stats.crc_blocks_reused += 1;
+                    }
+                    None => crcs.push(crc(&data[s..e])),
+                }
                 match last_full {
                     Some((i, from)) if i + 1 == segs.len() => segs[i] = data.slice(from..e),
                     _ => {
