@@ -221,7 +221,9 @@ pub(crate) fn encode_message_frame(
         // Segments past the last non-empty one are not described; their crc field stays 0. A chained segment's
         // crc runs on from piece to piece.
         let crc = if i + 1 < n {
-            seg.iter().fold(u32::MAX, |c, piece| ceph_crc32c(c, piece))
+            // pages received with crcs attached (a replica's copy of the client's data, a verified read)
+            // are not read again: their crcs are combined
+            ceph_crc::blocks::ceph_segment_crc_pieces(seg.iter().map(|piece| &piece[..]))
         } else {
             0
         };

@@ -184,3 +184,35 @@ fn a_flipped_byte_in_a_sink_received_segment_fails_the_frame() {
         assert_eq!(received(&mut s).len(), 1);
     }
 }
+
+/// Forwarding received data (a primary's rep ops carry the client's buffer, as a rope piece) sends the same
+/// bytes as sending a copy: the segment crc combined from attached pages is the one a full pass gives.
+#[test]
+fn resending_received_data_puts_the_same_crc_on_the_wire() {
+    let now = Instant::now();
+    let (mut c, mut s) = ready_pair(now);
+    let data = data_of(5 * PAGE + 300, 3);
+    let (wire, _) = one_message(&mut c, &data, 700);
+    feed(&mut s, now, &wire).unwrap();
+    let got = received(&mut s).pop().unwrap();
+    assert!(ceph_crc::blocks::page_crcs(&got.data).is_some());
+    // two identical fresh connections: one sends the received (attached) data, the other a plain copy
+    let (mut a1, mut b1) = ready_pair(now);
+    let (mut a2, mut b2) = ready_pair(now);
+    let head = Bytes::from(vec![9u8; 100]);
+    let mut m1 = Message::new(91, 1, 1, Bytes::from_static(b"f"));
+    m1.data = head.clone();
+    m1.data_tail = vec![got.data.slice(..PAGE + 5), got.data.slice(PAGE + 5..)];
+    let mut m2 = Message::new(91, 1, 1, Bytes::from_static(b"f"));
+    let mut flat = head.to_vec();
+    flat.extend_from_slice(&data);
+    m2.data = Bytes::from(flat);
+    a1.send(m1).unwrap();
+    a2.send(m2).unwrap();
+    let (w1, w2) = (wire_of(&mut a1), wire_of(&mut a2));
+    assert_eq!(w1, w2);
+    feed(&mut b1, now, &w1).unwrap();
+    feed(&mut b2, now, &w2).unwrap();
+    assert_eq!(received(&mut b1).len(), 1);
+    assert_eq!(received(&mut b2).len(), 1);
+}
