@@ -127,3 +127,58 @@ fn blocks_off_the_attached_pages_are_computed() {
     assert_eq!(s.stats.csum_errors, 0);
     assert!(s.fsck().unwrap().errors.is_empty());
 }
+
+/// A read from the io_uring device (page-aligned buffers) hands out its just-verified block crcs with the data,
+/// so a read reply's segment crc needs no second pass; they are the blocks' real crcs.
+#[test]
+fn verified_reads_carry_their_block_crcs() {
+    use ferrostore::uring::{UringDevice, UringOptions};
+    let p = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("ferrostore-crc-reuse.img");
+    let _ = std::fs::remove_file(&p);
+    let dev = match UringDevice::open(&p, Some(32 << 20), UringOptions::default()) {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!(
+                "skipping: cannot open {} with O_DIRECT + io_uring: {e}",
+                p.display()
+            );
+            return;
+        }
+    };
+    let dev = mkfs(
+        dev,
+        &MkfsOptions {
+            shards: 1,
+            log_bytes: 1 << 20,
+            uuid: 44,
+        },
+    )
+    .unwrap();
+    let mut s = Store::mount(dev, 0, StoreConfig::default()).unwrap();
+    s.commit(&setup_txn(1)).unwrap();
+    let data = placed(64 << 10, 0, 11);
+    let mut t = ferrostore::Transaction::new();
+    t.push(Op::Write {
+        cid: cid(0),
+        oid: oid(1),
+        offset: 0,
+        data: Bytes::copy_from_slice(&data),
+    });
+    s.commit(&t).unwrap();
+    // whole object, and a part starting inside a block
+    for (off, len) in [(0u64, 64usize << 10), (100, 40_000)] {
+        let got = s.read(&cid(0), &oid(1), off, len as u64).unwrap();
+        assert_eq!(got, data.slice(off as usize..off as usize + len));
+        let pc = ceph_crc::blocks::page_crcs(&got).expect("verified read carries crcs");
+        let head = (PAGE - off as usize % PAGE) % PAGE;
+        for blk in got[head..].chunks_exact(PAGE) {
+            assert_eq!(pc.get(blk), Some(crc32c::crc32c(blk)));
+        }
+        assert_eq!(
+            ceph_crc::blocks::ceph_segment_crc(&got),
+            ceph_crc::ceph_crc32c(u32::MAX, &got)
+        );
+    }
+    drop(s);
+    let _ = std::fs::remove_file(&p);
+}
