@@ -134,6 +134,10 @@ pub struct OsdOptions {
     /// `ferro_osd_busy_poll` (default false): while device IO is in flight, poll the ferrostore device ring on
     /// every loop turn instead of sleeping until it has completions (for CPUs dedicated to the OSD).
     pub busy_poll: bool,
+    /// Large receive buffers and malloc: `ferro_rx_buffer_pool_bytes`, `ferro_osd_malloc_mmap_threshold`,
+    /// `ferro_osd_malloc_arena_max`, `ferro_osd_mem_trim_interval`, `ferro_osd_malloc_trim` (see
+    /// [`crate::memory::MemoryOptions`]).
+    pub memory: crate::memory::MemoryOptions,
     pub beacon_interval_s: u64,
     /// `osd_heartbeat_interval`, `osd_heartbeat_grace`, `osd_heartbeat_min_peers`, `osd_heartbeat_min_size`.
     pub heartbeat_interval_s: u64,
@@ -284,6 +288,24 @@ pub fn load(args: &Args) -> Result<(OsdOptions, ceph_config::Config), String> {
         cache_bytes: get("ferrostore_cache_bytes").and_then(|s| parse_size(&s)),
         read_pool_bytes: get("ferrostore_read_pool_bytes").and_then(|s| parse_size(&s)),
         busy_poll: get("ferro_osd_busy_poll").is_some_and(|v| parse_bool(&v)),
+        memory: {
+            let d = crate::memory::MemoryOptions::default();
+            crate::memory::MemoryOptions {
+                rx_buffer_pool_bytes: get("ferro_rx_buffer_pool_bytes")
+                    .and_then(|s| parse_size(&s))
+                    .unwrap_or(d.rx_buffer_pool_bytes),
+                malloc_mmap_threshold: get("ferro_osd_malloc_mmap_threshold")
+                    .and_then(|s| parse_size(&s))
+                    .filter(|&t| t > 0)
+                    .or(d.malloc_mmap_threshold),
+                malloc_arena_max: get("ferro_osd_malloc_arena_max")
+                    .and_then(|s| s.trim().parse().ok())
+                    .filter(|&n| n > 0)
+                    .or(d.malloc_arena_max),
+                trim_interval_s: num("ferro_osd_mem_trim_interval", d.trim_interval_s),
+                malloc_trim: get("ferro_osd_malloc_trim").map_or(d.malloc_trim, |v| parse_bool(&v)),
+            }
+        },
         beacon_interval_s: num("osd_beacon_report_interval", 300),
         heartbeat_interval_s: num("osd_heartbeat_interval", 6),
         heartbeat_grace_s: num("osd_heartbeat_grace", 20),
@@ -329,6 +351,44 @@ mod tests {
         assert!(parse(&argv("-i")).is_err());
         assert!(parse(&argv("-i x")).is_err());
         assert!(parse(&argv("stray")).is_err());
+    }
+
+    #[test]
+    fn memory_options_from_ceph_conf() {
+        let dir = std::env::temp_dir().join(format!("ferro-osd-args-mem-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let conf = dir.join("ceph.conf");
+        std::fs::write(
+            &conf,
+            "[global]\nfsid = 7b1c1a3e-56a7-4a4e-8f0a-123456789abc\n[osd]\nosd data = /d\n\
+             ferro_rx_buffer_pool_bytes = 8M\nferro_osd_malloc_trim = true\n",
+        )
+        .unwrap();
+        let a = parse(&argv(&format!(
+            "-i 1 -c {} --ferro_osd_malloc_mmap_threshold=256K --ferro_osd_mem_trim_interval=0",
+            conf.display()
+        )))
+        .unwrap();
+        let (o, _) = load(&a).unwrap();
+        assert_eq!(
+            o.memory,
+            crate::memory::MemoryOptions {
+                rx_buffer_pool_bytes: 8 << 20,
+                malloc_mmap_threshold: Some(256 << 10),
+                malloc_arena_max: None,
+                trim_interval_s: 0,
+                malloc_trim: true,
+            }
+        );
+        let a = parse(&argv(&format!(
+            "-i 1 -c {} --ferro_rx_buffer_pool_bytes=0",
+            conf.display()
+        )))
+        .unwrap();
+        let (o, _) = load(&a).unwrap();
+        assert_eq!(o.memory.rx_buffer_pool_bytes, 0);
+        assert_eq!(o.memory.trim_interval_s, 1);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

@@ -11,6 +11,7 @@
 //! * [`worker`]: a core's storage side (its ferrostore shard and PGs).
 //! * [`admin`]: the admin socket (`ceph daemon osd.N ...`), a thread that posts commands to core 0.
 //! * [`perf`]: perf counters (`perf dump`, `perf schema`, the MMgrReport schema).
+//! * [`memory`]: the large receive-buffer pool, malloc settings and the idle trimmer.
 //!
 //! Cores exchange work only over the reactor's SPSC mesh: an op for a PG of another core crosses to it and its
 //! reply comes back to the connection's core.
@@ -19,6 +20,7 @@ pub mod admin;
 pub mod args;
 pub mod daemon;
 pub mod heartbeat;
+pub mod memory;
 pub mod mkfs;
 pub mod perf;
 pub mod stats;

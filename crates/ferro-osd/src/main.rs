@@ -57,6 +57,8 @@ fn run(a: &args::Args) -> Result<(), String> {
         );
         return Ok(());
     }
+    // Before any core allocates: the receive-buffer pool's bound, malloc's knobs, the idle trimmer.
+    ferro_osd::memory::configure(&opts.memory);
     let dd = mkfs::open(&opts)?;
     let (key, _from) = cfg.entity_key().map_err(|e| format!("keyring: {e}"))?;
     let key = cephx::CryptoKey::from_base64(&key).map_err(|e| format!("keyring: {e}"))?;

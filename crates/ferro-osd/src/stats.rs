@@ -156,7 +156,8 @@ pub fn osd_stat(
 /// `dump_mempools`: what holds this OSD's memory, in the layout of ceph-osd's answer (`mempool.by_pool.<name>`
 /// with `items` and `bytes`, and a `total`), from the shards' last statistics (at most a second old), plus the
 /// process's resident set (`rss_bytes`, from /proc) to compare the pools with. `bytes` is 0 where we count items
-/// only: PG log entries, tracked ops and replicated writes hold names and buffers of varying size.
+/// only: PG log entries, tracked ops and replicated writes hold names and buffers of varying size. The large
+/// receive-buffer pool is live (`ferro_rx_buffers_idle` / `_in_use` and its counters in `rx_buffer_pool`).
 pub fn mempools<'a>(
     shards: impl Iterator<Item = &'a crate::worker::ShardStats>,
     rss_bytes: u64,
@@ -171,14 +172,16 @@ pub fn mempools<'a>(
         m.pglog_entries += s.mem.pglog_entries;
         m.repops_in_flight += s.mem.repops_in_flight;
     }
-    let pools = [
+    let (rx_pools, rx_detail) = crate::memory::rx_pool_json();
+    let mut pools = vec![
         ("ferrostore", n, m.store_bytes),
         ("osd_pglog", m.pglog_entries, 0),
         ("osd", m.ops_tracked + m.subops_tracked, 0),
         ("osd_repop", m.repops_in_flight, 0),
     ];
+    pools.extend(rx_pools);
     let mut by_pool = serde_json::Map::new();
-    for (name, items, bytes) in pools {
+    for &(name, items, bytes) in &pools {
         by_pool.insert(name.into(), serde_json::json!({"items": items, "bytes": bytes}));
     }
     serde_json::json!({
@@ -190,6 +193,7 @@ pub fn mempools<'a>(
             },
         },
         "rss_bytes": rss_bytes,
+        "rx_buffer_pool": rx_detail,
     })
 }
 
@@ -232,6 +236,12 @@ mod tests {
         assert_eq!(v["mempool"]["total"]["bytes"], 1500);
         assert_eq!(v["mempool"]["total"]["items"], 2 + 260 + 8 + 4);
         assert_eq!(v["rss_bytes"], 42u64 << 20);
+        assert!(p["ferro_rx_buffers_idle"]["bytes"].is_u64());
+        assert!(p["ferro_rx_buffers_in_use"]["items"].is_u64());
+        assert_eq!(
+            v["rx_buffer_pool"]["max_idle_bytes"],
+            pagepool::DEFAULT_MAX_IDLE_BYTES
+        );
         assert!(self_rss_bytes() > 0, "this test process has a resident set");
     }
 }

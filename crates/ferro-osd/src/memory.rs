@@ -1,0 +1,112 @@
+// SPDX-License-Identifier: LGPL-3.0-or-later
+//! Process memory settings: the large receive-buffer pool (`pagepool`), glibc's malloc knobs, and a trimmer
+//! thread that gives idle memory back to the kernel.
+//!
+//! Large receive buffers (4 MiB writes, replicas' rep ops) come from [`pagepool::global`]: mappings recycled
+//! while large writes keep coming and unmapped once a whole trim interval went by without needing them. The
+//! trimmer wakes once per interval (`ferro_osd_mem_trim_interval`, seconds) off the reactor cores; it only takes
+//! the pool's per-class locks for a moment, never a core's time.
+
+use std::time::Duration;
+
+/// What [`configure`] applies (from ceph.conf, see [`crate::args::OsdOptions`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MemoryOptions {
+    /// `ferro_rx_buffer_pool_bytes`: idle large receive buffers kept for reuse (0: none).
+    pub rx_buffer_pool_bytes: u64,
+    /// `ferro_osd_malloc_mmap_threshold` (bytes): a fixed glibc mmap threshold (`mallopt(M_MMAP_THRESHOLD)`),
+    /// which also stops glibc from raising it as large blocks are freed. `None`: glibc's dynamic default.
+    pub malloc_mmap_threshold: Option<u64>,
+    /// `ferro_osd_malloc_arena_max`: cap on glibc's malloc arenas (`mallopt(M_ARENA_MAX)`). `None`: default.
+    pub malloc_arena_max: Option<u64>,
+    /// `ferro_osd_mem_trim_interval` (seconds, 0 = never): how often idle pool buffers are released.
+    pub trim_interval_s: u64,
+    /// `ferro_osd_malloc_trim`: also `malloc_trim(0)` on a trimmer tick after a quiet interval (no large buffer
+    /// taken from the pool), returning free pages inside malloc's arenas to the kernel.
+    pub malloc_trim: bool,
+}
+
+impl Default for MemoryOptions {
+    fn default() -> Self {
+        MemoryOptions {
+            rx_buffer_pool_bytes: pagepool::DEFAULT_MAX_IDLE_BYTES as u64,
+            malloc_mmap_threshold: None,
+            malloc_arena_max: None,
+            trim_interval_s: 1,
+            malloc_trim: false,
+        }
+    }
+}
+
+/// Apply the settings to this process and start the trimmer (if an interval is set). Call once, early (before
+/// the reactor cores start allocating).
+pub fn configure(o: &MemoryOptions) {
+    let pool = pagepool::global();
+    pool.set_max_idle_bytes(usize::try_from(o.rx_buffer_pool_bytes).unwrap_or(usize::MAX));
+    if let Some(t) = o.malloc_mmap_threshold {
+        let t = libc::c_int::try_from(t).unwrap_or(libc::c_int::MAX);
+        // SAFETY: mallopt only changes allocator parameters; called before the cores start.
+        unsafe { libc::mallopt(libc::M_MMAP_THRESHOLD, t) };
+    }
+    if let Some(n) = o.malloc_arena_max {
+        let n = libc::c_int::try_from(n.max(1)).unwrap_or(libc::c_int::MAX);
+        // SAFETY: as above.
+        unsafe { libc::mallopt(libc::M_ARENA_MAX, n) };
+    }
+    if o.trim_interval_s > 0 {
+        let every = Duration::from_secs(o.trim_interval_s);
+        let malloc_trim = o.malloc_trim;
+        let _ = std::thread::Builder::new()
+            .name("ferro-memtrim".into())
+            .spawn(move || trimmer(every, malloc_trim));
+    }
+}
+
+fn trimmer(every: Duration, malloc_trim: bool) {
+    let pool = pagepool::global();
+    let mut last_taken = u64::MAX;
+    let mut trimmed_heap = false;
+    loop {
+        std::thread::sleep(every);
+        pool.trim_idle();
+        if malloc_trim {
+            let st = pool.stats();
+            let taken = st.hits + st.misses;
+            // Once per quiet spell: a busy OSD's arenas are in use, and trimming them would only cost page faults.
+            if taken == last_taken && !trimmed_heap {
+                // SAFETY: malloc_trim only returns free memory to the kernel.
+                unsafe { libc::malloc_trim(0) };
+                trimmed_heap = true;
+            } else if taken != last_taken {
+                trimmed_heap = false;
+            }
+            last_taken = taken;
+        }
+    }
+}
+
+/// The pool's counters as `dump_mempools` pools (ceph-osd layout: items and bytes): idle buffers kept for reuse
+/// and buffers in use (messages in flight), plus the pool's own counters.
+pub fn rx_pool_json() -> (Vec<(&'static str, u64, u64)>, serde_json::Value) {
+    let st = pagepool::global().stats();
+    let pools = vec![
+        (
+            "ferro_rx_buffers_idle",
+            st.idle_buffers as u64,
+            st.idle_bytes as u64,
+        ),
+        (
+            "ferro_rx_buffers_in_use",
+            st.in_use_buffers as u64,
+            st.in_use_bytes as u64,
+        ),
+    ];
+    let detail = serde_json::json!({
+        "max_idle_bytes": st.max_idle_bytes,
+        "hits": st.hits,
+        "misses": st.misses,
+        "released": st.released,
+        "unpooled": st.unpooled,
+    });
+    (pools, detail)
+}
