@@ -79,9 +79,8 @@ pub fn crc_by_pages(data: &[u8]) -> (u32, Vec<u32>) {
     let mut pages = Vec::with_capacity(n);
     let mut acc = crc32c::crc32c(&data[..head]);
     let body_end = head + n * BLOCK_SIZE;
-    for page in data[head..body_end].chunks_exact(BLOCK_SIZE) {
-        let c = crc32c::crc32c(page);
-        pages.push(c);
+    page_crcs_into(&data[head..body_end], &mut pages);
+    for &c in &pages {
         acc = SHIFT_BLOCK.combine(acc, c);
     }
     let tail = &data[body_end..];
@@ -89,6 +88,50 @@ pub fn crc_by_pages(data: &[u8]) -> (u32, Vec<u32>) {
         acc = crc32c_combine(acc, crc32c::crc32c(tail), tail.len() as u64);
     }
     (acc, pages)
+}
+
+/// The standard CRC-32C of each 4 KiB page of `body` (a whole number of pages), appended to `out`. Three pages
+/// at a time run as three independent crc chains interleaved (the crc instruction has a latency of three cycles
+/// and a throughput of one), which needs no recombination, unlike splitting one page three ways.
+fn page_crcs_into(body: &[u8], out: &mut Vec<u32>) {
+    debug_assert!(body.len().is_multiple_of(BLOCK_SIZE));
+    let mut pages = body.chunks_exact(BLOCK_SIZE);
+    #[cfg(target_arch = "x86_64")]
+    if std::is_x86_feature_detected!("sse4.2") {
+        let mut triples = body.chunks_exact(3 * BLOCK_SIZE);
+        for t in triples.by_ref() {
+            let (a, bc) = t.split_at(BLOCK_SIZE);
+            let (b, c) = bc.split_at(BLOCK_SIZE);
+            // SAFETY: sse4.2 was detected at run time just above.
+            out.extend(unsafe { x86::crc3(a, b, c) });
+        }
+        pages = triples.remainder().chunks_exact(BLOCK_SIZE);
+    }
+    for page in pages {
+        out.push(crc32c::crc32c(page));
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use std::arch::x86_64::_mm_crc32_u64;
+
+    fn word(c: &[u8]) -> u64 {
+        <[u8; 8]>::try_from(c).map_or(0, u64::from_le_bytes)
+    }
+
+    /// Standard CRC-32C of three equally long buffers (a multiple of 8 bytes), as three interleaved chains.
+    #[target_feature(enable = "sse4.2")]
+    pub(super) unsafe fn crc3(a: &[u8], b: &[u8], c: &[u8]) -> [u32; 3] {
+        debug_assert!(a.len() == b.len() && b.len() == c.len() && a.len().is_multiple_of(8));
+        let (mut x, mut y, mut z) = (u64::from(u32::MAX), u64::from(u32::MAX), u64::from(u32::MAX));
+        for ((wa, wb), wc) in a.chunks_exact(8).zip(b.chunks_exact(8)).zip(c.chunks_exact(8)) {
+            x = _mm_crc32_u64(x, word(wa));
+            y = _mm_crc32_u64(y, word(wb));
+            z = _mm_crc32_u64(z, word(wc));
+        }
+        [!(x as u32), !(y as u32), !(z as u32)]
+    }
 }
 
 /// Segments shorter than this are checksummed in one pass and not attached: the whole-page crcs would be few,
