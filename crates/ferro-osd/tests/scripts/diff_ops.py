@@ -9,12 +9,11 @@ import random
 import sys
 
 import rados
+from radosconn import connect
 
 conf, pa, pb, seed, count = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
 rng = random.Random(seed)
-cluster = rados.Rados(conffile=conf)
-cluster.connect(timeout=30)
-ios = [cluster.open_ioctx(pa), cluster.open_ioctx(pb)]
+_, ios = connect(conf, pa, pb)
 NAMES = [f"d{i}" for i in range(6)]
 NSS = ["", "n1"]
 
@@ -131,6 +130,3 @@ for ns in NSS:
                 print(f"FINAL DIFFERENCE {kind} {ns}/{name}: {a!r} vs {b!r}", file=sys.stderr)
                 sys.exit(1)
 print(f"ok: {count} ops, seed {seed}, no difference")
-for io in ios:
-    io.close()
-cluster.shutdown()

@@ -9,6 +9,7 @@ import sys
 import threading
 
 import rados
+from radosconn import connect
 
 conf, pool = sys.argv[1], sys.argv[2]
 checks = 0
@@ -31,9 +32,7 @@ def expect_errno(fn, code, what):
     check(False, f"{what}: no error, expected errno {code}")
 
 
-cluster = rados.Rados(conffile=conf)
-cluster.connect(timeout=20)
-io = cluster.open_ioctx(pool)
+_, (io,) = connect(conf, pool, timeout=20)
 for leftover in ["a", "ws", "excl", "om", "v", "aio"]:
     try:
         io.remove_object(leftover)
@@ -209,6 +208,4 @@ expect_errno(lambda: io.stat("a"), errno.ENOENT, "removed")
 for o in ["ws", "excl", "om", "v", "aio"]:
     io.remove_object(o)
 
-io.close()
-cluster.shutdown()
 print(f"ok: {checks} checks")

@@ -8,6 +8,7 @@ import hashlib
 import sys
 
 import rados
+from radosconn import connect
 
 
 def content(i):
@@ -18,9 +19,7 @@ def content(i):
 
 
 conf, pool, mode, n = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
-cluster = rados.Rados(conffile=conf)
-cluster.connect(timeout=30)
-io = cluster.open_ioctx(pool)
+_, (io,) = connect(conf, pool)
 if mode == "write":
     done = []
     for i in range(n):
@@ -48,6 +47,4 @@ else:
             bad += 1
             print(f"MISMATCH {name}: got {None if got is None else len(got)} bytes", file=sys.stderr)
     print(f"verified {n} objects, {bad} bad", flush=True)
-    io.close()
-    cluster.shutdown()  # not at interpreter exit, where librados teardown can crash after the verdict
     sys.exit(1 if bad else 0)
