@@ -13,7 +13,7 @@ use crate::report::Measurement;
 
 /// The client script: `python3 SCRIPT CONF POOL MODE SECONDS KEYS`.
 pub const OMAP_SCRIPT: &str = r#"
-import json, random, sys, time
+import atexit, json, random, sys, time
 import rados
 
 conf, pool, mode, seconds, keys = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4]), int(sys.argv[5])
@@ -22,6 +22,9 @@ VALUE = b"v" * 100
 cluster = rados.Rados(conffile=conf, name="client.admin")
 cluster.connect(timeout=30)
 io = cluster.open_ioctx(pool)
+# python3-rados never shuts librados down itself; exiting with its threads running can crash the process (SIGSEGV
+# in safe_timer) after the result was printed. atexit covers every way out.
+atexit.register(lambda: (io.close(), cluster.shutdown()))
 rng = random.Random(7)
 
 def key(i):
@@ -74,8 +77,6 @@ def pct(p):
     return lat[min(len(lat) - 1, int(p / 100.0 * len(lat)))] * 1e6 if lat else 0.0
 print(json.dumps({"ops": len(lat), "seconds": elapsed, "bytes": len(lat) * len(VALUE),
                   "p50_us": pct(50), "p99_us": pct(99)}))
-io.close()
-cluster.shutdown()
 "#;
 
 /// Parses the script's last JSON line.
