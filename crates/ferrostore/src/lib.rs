@@ -5,6 +5,7 @@ pub mod alloc;
 pub mod btree;
 pub mod device;
 pub mod error;
+mod extcache;
 pub mod format;
 pub mod keys;
 pub mod rng;

@@ -10,6 +10,7 @@ use crate::alloc::Allocator;
 use crate::btree::{MAX_ENTRY, MAX_KEY, NodeIo, Tree};
 use crate::device::{Completion, Device, DeviceStats, Tag};
 use crate::error::{Result, StoreError};
+use crate::extcache::{CHUNK_BLOCKS, ExtentCache, chunk_span};
 use crate::format::{BLOCK, BLOCK_SIZE, DeviceHeader, FORMAT_VERSION, MAX_EXTENT_BLOCKS, ShardSuper, crc};
 use crate::keys::{self, CollectionId, Extent, ObjectKey, Onode, Value};
 use crate::txn::{Op, Transaction};
@@ -46,6 +47,9 @@ pub struct StoreConfig {
     pub fault_replay_order: bool,
     /// Decoded onodes (and, separately, collections) kept in memory, write-through (`MetaCache`); ~200 bytes each.
     pub meta_cache_entries: usize,
+    /// Extents of recently read objects kept decoded, write-through (src/extcache.rs); ~130 bytes each. 0: off
+    /// (every read walks the tree).
+    pub extent_cache_entries: usize,
 }
 
 impl Default for StoreConfig {
@@ -60,6 +64,7 @@ impl Default for StoreConfig {
             background_checkpoints: true,
             fault_replay_order: false,
             meta_cache_entries: 2048,
+            extent_cache_entries: 16384,
         }
     }
 }
@@ -124,6 +129,9 @@ pub struct StoreStats {
     /// Whole blocks written with the crc the messenger computed while checking them (`ceph_crc::blocks`), not
     /// a second pass over their bytes.
     pub crc_blocks_reused: u64,
+    /// Reads whose extents came from the extent cache / from a tree walk (a chunk filled counts as a walk).
+    pub extent_cache_hits: u64,
+    pub extent_cache_misses: u64,
 }
 
 /// Bytes one prefetch may cover (a larger one is refused: the op reads synchronously).
@@ -592,6 +600,8 @@ pub struct Store<D: Device> {
     prefetch_bytes: usize,
     /// Decoded onodes and collection bits by tree key, kept exact at commit (see `MetaCache`).
     meta: MetaCache,
+    /// Decoded extents of recently read chunks of objects, kept exact at commit (src/extcache.rs).
+    extents: ExtentCache,
     events: Vec<Event>,
     failed: Option<StoreError>,
     pub stats: StoreStats,
@@ -675,6 +685,7 @@ impl<D: Device> Store<D> {
             prefetch_done: Vec::new(),
             prefetch_bytes: 0,
             meta: MetaCache::new(cfg.meta_cache_entries),
+            extents: ExtentCache::new(cfg.extent_cache_entries),
             events: Vec::new(),
             failed: None,
             stats: StoreStats::default(),
@@ -686,6 +697,7 @@ impl<D: Device> Store<D> {
         let replayed = st.replay()?;
         // replay wrote the tree directly
         st.meta.clear();
+        st.extents.clear();
         st.log_head = st.log_head.div_ceil(st.cfg.log_align) * st.cfg.log_align;
         if st.log_head >= st.sb.log_len {
             st.log_head = 0;
@@ -739,6 +751,7 @@ impl<D: Device> Store<D> {
             + self.tags.capacity() * 40
             + self.prefetch_bytes
             + self.meta.memory_bytes()
+            + self.extents.memory_bytes()
     }
 
     fn check_alive(&self) -> Result<()> {
@@ -1033,6 +1046,7 @@ impl<D: Device> Store<D> {
             self.invalidate_prefetches(&ctx.overlay);
         }
         self.meta.commit(&ctx.overlay);
+        self.extents.commit(&ctx.overlay);
         let mut deltas = Vec::with_capacity(ctx.overlay.len());
         for (k, v) in ctx.overlay {
             let r = match &v {
@@ -2643,6 +2657,80 @@ impl<D: Device> Store<D> {
         Ok(id)
     }
 
+    /// Physical block and crc of each logical block in `[b0, b1)` of object `id` (None: a hole), as committed:
+    /// from the extent cache, whose missing chunks are filled by one tree visit each (src/extcache.rs).
+    fn block_map(&mut self, id: u64, b0: u64, b1: u64) -> Result<Vec<Option<(u64, u32)>>> {
+        /// Enter the blocks of `[lo, hi)` that extent `e` (starting at `lb`) maps into `out` (indexed from `b0`).
+        fn put(out: &mut [Option<(u64, u32)>], b0: u64, (lo, hi): (u64, u64), lb: u64, e: &Extent) {
+            for b in lb.max(lo)..(lb + e.blocks()).min(hi) {
+                let i = (b - lb) as usize;
+                if let (Some(&c), Some(slot)) = (e.crcs.get(i), out.get_mut((b - b0) as usize)) {
+                    *slot = Some((e.pblock + i as u64, c));
+                }
+            }
+        }
+        let mut out = vec![None; (b1 - b0) as usize];
+        if !self.extents.enabled() {
+            self.stats.extent_cache_misses += 1;
+            for (lb, e) in self.extents_in(&TxnCtx::default(), id, b0, b1)? {
+                put(&mut out, b0, (b0, b1), lb, &e);
+            }
+            return Ok(out);
+        }
+        let mut hit = true;
+        for c in b0 / CHUNK_BLOCKS..=(b1 - 1) / CHUNK_BLOCKS {
+            let span = (b0.max(c * CHUNK_BLOCKS), b1.min((c + 1) * CHUNK_BLOCKS));
+            let from = span.0.saturating_sub(MAX_EXTENT_BLOCKS - 1);
+            if let Some(m) = self.extents.get(id, c) {
+                for (lb, e) in m.range(from..span.1) {
+                    put(&mut out, b0, span, *lb, e);
+                }
+                continue;
+            }
+            hit = false;
+            let m = self.load_chunk(id, c)?;
+            for (lb, e) in m.range(from..span.1) {
+                put(&mut out, b0, span, *lb, e);
+            }
+            self.extents.insert(id, c, m);
+        }
+        if hit {
+            self.stats.extent_cache_hits += 1;
+        } else {
+            self.stats.extent_cache_misses += 1;
+        }
+        Ok(out)
+    }
+
+    /// The committed extents of object `id` that chunk `c` of the extent cache holds (src/extcache.rs).
+    fn load_chunk(&mut self, id: u64, c: u64) -> Result<BTreeMap<u64, Extent>> {
+        let (s, e) = chunk_span(c);
+        let (first, end) = (keys::extent(id, s), keys::extent(id, e));
+        let mut m = BTreeMap::new();
+        let mut err = None;
+        self.tree.visit(&mut self.io, &first, Some(&end), &mut |k, v| {
+            let r = k
+                .get(9..17)
+                .ok_or_else(|| StoreError::Corrupt("extent key".into()))
+                .and_then(keys::be_u64)
+                .and_then(|lb| Ok((lb, Extent::decode(v)?)));
+            match r {
+                Ok((lb, x)) => {
+                    m.insert(lb, x);
+                    true
+                }
+                Err(e) => {
+                    err = Some(e);
+                    false
+                }
+            }
+        })?;
+        match err {
+            Some(e) => Err(e),
+            None => Ok(m),
+        }
+    }
+
     /// Start reading `[off, off + len)` of onode `o` (len 0: to the end). Returns the read id and, when no device
     /// IO was needed (holes, data of writes still in flight, an empty range), the result at once; otherwise the
     /// result comes to `read_finished` when the last device read completes.
@@ -2662,45 +2750,36 @@ impl<D: Device> Store<D> {
         let mut blocks: Vec<Src> = (b0..b1).map(|_| Src::Hole).collect();
         let mut runs: Vec<(Tag, u64, Option<Bytes>)> = Vec::new();
         let mut run_len: Vec<u64> = Vec::new();
-        for (lb, e) in self.extents_in(&ctx, o.id, b0, b1)? {
-            for i in 0..e.blocks() {
-                let b = lb + i;
-                if b < b0 || b >= b1 {
-                    continue;
-                }
-                let pb = e.pblock + i;
-                let slot = (b - b0) as usize;
-                if let Some(data) = self.staged_block(&ctx, pb) {
-                    blocks[slot] = Src::Mem(data);
-                    continue;
-                }
-                let extend = match (
-                    runs.last(),
-                    run_len.last(),
-                    slot.checked_sub(1).map(|s| &blocks[s]),
-                ) {
-                    (Some((_, rp, _)), Some(rl), Some(Src::Dev { .. })) => {
-                        rp + rl == pb && *rl < MAX_READ_BLOCKS
-                    }
-                    _ => false,
+        for (slot, m) in self.block_map(o.id, b0, b1)?.into_iter().enumerate() {
+            let Some((pb, crc)) = m else { continue };
+            if let Some(data) = self.staged_block(&ctx, pb) {
+                blocks[slot] = Src::Mem(data);
+                continue;
+            }
+            let extend = match (
+                runs.last(),
+                run_len.last(),
+                slot.checked_sub(1).map(|s| &blocks[s]),
+            ) {
+                (Some((_, rp, _)), Some(rl), Some(Src::Dev { .. })) => rp + rl == pb && *rl < MAX_READ_BLOCKS,
+                _ => false,
+            };
+            if extend {
+                let r = runs.len() - 1;
+                blocks[slot] = Src::Dev {
+                    run: r,
+                    idx: run_len[r] as usize,
+                    crc,
                 };
-                if extend {
-                    let r = runs.len() - 1;
-                    blocks[slot] = Src::Dev {
-                        run: r,
-                        idx: run_len[r] as usize,
-                        crc: e.crcs[i as usize],
-                    };
-                    run_len[r] += 1;
-                } else {
-                    runs.push((0, pb, None));
-                    run_len.push(1);
-                    blocks[slot] = Src::Dev {
-                        run: runs.len() - 1,
-                        idx: 0,
-                        crc: e.crcs[i as usize],
-                    };
-                }
+                run_len[r] += 1;
+            } else {
+                runs.push((0, pb, None));
+                run_len.push(1);
+                blocks[slot] = Src::Dev {
+                    run: runs.len() - 1,
+                    idx: 0,
+                    crc,
+                };
             }
         }
         for (r, n) in runs.iter_mut().zip(&run_len) {

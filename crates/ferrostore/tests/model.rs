@@ -23,6 +23,8 @@ fn random_streams_match_model_across_remounts() {
             max_dirty_nodes: 64,
             // a tiny onode/collection cache: entries come and go all the time
             meta_cache_entries: 3,
+            // and a tiny extent cache (src/extcache.rs): chunks filled and evicted on almost every read
+            extent_cache_entries: 5,
             ..Default::default()
         };
         let mut s = sim_store(seed, 8 << 20, 64 << 10, cfg.clone());
