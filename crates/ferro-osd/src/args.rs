@@ -361,7 +361,7 @@ mod tests {
         std::fs::write(
             &conf,
             "[global]\nfsid = 7b1c1a3e-56a7-4a4e-8f0a-123456789abc\n[osd]\nosd data = /d\n\
-             ferro_rx_buffer_pool_bytes = 8M\nferro_osd_malloc_trim = true\n",
+             ferro_rx_buffer_pool_bytes = 8M\nferro_osd_malloc_trim = false\n",
         )
         .unwrap();
         let a = parse(&argv(&format!(
@@ -377,7 +377,7 @@ mod tests {
                 malloc_mmap_threshold: Some(256 << 10),
                 malloc_arena_max: None,
                 trim_interval_s: 0,
-                malloc_trim: true,
+                malloc_trim: false,
             }
         );
         let a = parse(&argv(&format!(

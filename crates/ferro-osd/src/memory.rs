@@ -33,7 +33,7 @@ impl Default for MemoryOptions {
             malloc_mmap_threshold: None,
             malloc_arena_max: None,
             trim_interval_s: 1,
-            malloc_trim: false,
+            malloc_trim: true,
         }
     }
 }
@@ -64,24 +64,36 @@ pub fn configure(o: &MemoryOptions) {
 
 fn trimmer(every: Duration, malloc_trim: bool) {
     let pool = pagepool::global();
-    let mut last_taken = u64::MAX;
-    let mut trimmed_heap = false;
+    let mut gate = QuietGate::default();
     loop {
         std::thread::sleep(every);
         pool.trim_idle();
-        if malloc_trim {
-            let st = pool.stats();
-            let taken = st.hits + st.misses;
-            // Once per quiet spell: a busy OSD's arenas are in use, and trimming them would only cost page faults.
-            if taken == last_taken && !trimmed_heap {
-                // SAFETY: malloc_trim only returns free memory to the kernel.
-                unsafe { libc::malloc_trim(0) };
-                trimmed_heap = true;
-            } else if taken != last_taken {
-                trimmed_heap = false;
-            }
-            last_taken = taken;
+        let st = pool.stats();
+        if gate.tick(st.hits + st.misses) && malloc_trim {
+            // SAFETY: malloc_trim only returns free memory to the kernel.
+            unsafe { libc::malloc_trim(0) };
         }
+    }
+}
+
+/// Says when to `malloc_trim`: on the first tick of a quiet spell (no large buffer taken from the pool since the
+/// previous tick), once per spell. A busy OSD's arenas are in use, and trimming them over and over would only
+/// cost page faults; after a burst of large writes the arenas hold what the burst freed.
+#[derive(Debug, Default)]
+struct QuietGate {
+    last_taken: Option<u64>,
+    trimmed: bool,
+}
+
+impl QuietGate {
+    fn tick(&mut self, taken: u64) -> bool {
+        let quiet = self.last_taken == Some(taken);
+        self.last_taken = Some(taken);
+        if !quiet {
+            self.trimmed = false;
+            return false;
+        }
+        !std::mem::replace(&mut self.trimmed, true)
     }
 }
 
@@ -109,4 +121,20 @@ pub fn rx_pool_json() -> (Vec<(&'static str, u64, u64)>, serde_json::Value) {
         "unpooled": st.unpooled,
     });
     (pools, detail)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn malloc_trim_once_per_quiet_spell() {
+        let mut g = QuietGate::default();
+        let ticks = [0, 0, 0, 5, 9, 9, 9, 9, 10, 10];
+        let got: Vec<bool> = ticks.iter().map(|&t| g.tick(t)).collect();
+        assert_eq!(
+            got,
+            [false, true, false, false, false, true, false, false, false, true]
+        );
+    }
 }
