@@ -49,9 +49,12 @@ pub struct CompareArgs {
     /// Do not build ferro-osd; use --ferro-osd-bin or target/release/ferro-osd.
     #[arg(long)]
     pub no_build: bool,
-    /// ferrostore shards (worker threads) per ferro-osd.
-    #[arg(long, default_value_t = 2)]
-    pub ferro_shards: u32,
+    /// ferrostore shards (reactor cores, one thread each) per ferro-osd. Default: the CPUs this process may use
+    /// divided by the OSDs per kind, at least 1 — as an operator sizes a host: no more busy reactor threads than
+    /// CPUs (on the 2-vCPU machine: 2 at pool size 1, 1 at pool size 3; see docs/benchmarks.md, "wakeups and
+    /// syscalls").
+    #[arg(long)]
+    pub ferro_shards: Option<u32>,
     /// Output directory (default target/bench-compare/<date>-<time>).
     #[arg(long)]
     pub out: Option<PathBuf>,
@@ -76,6 +79,18 @@ fn build_ferro_osd(ws: &Path) -> std::result::Result<PathBuf, String> {
     Ok(target.join("release/ferro-osd"))
 }
 
+/// `--ferro-shards`, or CPUs / OSDs per kind (at least 1).
+pub fn ferro_shards(a: &CompareArgs) -> u32 {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
+    a.ferro_shards
+        .unwrap_or_else(|| auto_shards(cpus, a.osds.unwrap_or(a.pool_size)))
+}
+
+/// Reactor cores per ferro-osd when `osds` of them share `cpus` CPUs.
+pub fn auto_shards(cpus: u32, osds: u32) -> u32 {
+    (cpus / osds.max(1)).max(1)
+}
+
 /// Turns the kinds list into groups (labels get a numeric suffix when a kind repeats).
 fn groups(a: &CompareArgs, ws: &Path) -> Result<Vec<GroupSpec>> {
     if a.kinds.is_empty() || a.kinds.len() > 2 {
@@ -84,6 +99,7 @@ fn groups(a: &CompareArgs, ws: &Path) -> Result<Vec<GroupSpec>> {
         ));
     }
     let mut out: Vec<GroupSpec> = Vec::new();
+    let shards = ferro_shards(a);
     let mut ferro_bin: Option<std::result::Result<PathBuf, String>> = None;
     for (i, k) in a.kinds.iter().enumerate() {
         let label = if a.kinds[..i].contains(k) {
@@ -102,17 +118,11 @@ fn groups(a: &CompareArgs, ws: &Path) -> Result<Vec<GroupSpec>> {
                     })
                     .clone();
                 match bin {
-                    Ok(b) => (
-                        OsdKind::Ferro {
-                            binary: b,
-                            shards: a.ferro_shards,
-                        },
-                        None,
-                    ),
+                    Ok(b) => (OsdKind::Ferro { binary: b, shards }, None),
                     Err(why) => (
                         OsdKind::Ferro {
                             binary: PathBuf::new(),
-                            shards: a.ferro_shards,
+                            shards,
                         },
                         Some(why),
                     ),
@@ -281,5 +291,24 @@ mod tests {
         assert_eq!((o.pool_size, o.osds_per_group), (3, 3));
         let t = T::parse_from(["x", "--kinds", "zfs"]);
         assert!(options(&t.a).is_err());
+        // An explicit shard count wins; without one, CPUs per OSD of a kind.
+        let t = T::parse_from(["x", "--size", "3", "--no-build", "--ferro-shards", "4"]);
+        let o = options(&t.a).unwrap();
+        assert!(matches!(&o.groups[1].kind, OsdKind::Ferro { shards: 4, .. }));
+        let t = T::parse_from(["x", "--size", "3", "--no-build"]);
+        assert_eq!(ferro_shards(&t.a), auto_shards(cpus(), 3));
+    }
+
+    fn cpus() -> u32 {
+        std::thread::available_parallelism().map_or(1, |n| n.get() as u32)
+    }
+
+    #[test]
+    fn auto_shards_never_oversubscribe_and_never_drop_to_zero() {
+        assert_eq!(auto_shards(2, 1), 2);
+        assert_eq!(auto_shards(2, 3), 1);
+        assert_eq!(auto_shards(8, 3), 2);
+        assert_eq!(auto_shards(1, 0), 1);
+        assert_eq!(auto_shards(0, 3), 1);
     }
 }

@@ -56,6 +56,9 @@ pub fn markdown_table(r: &Report) -> String {
             ""
         }
     );
+    if let Some(n) = m.ferro_shards {
+        let _ = writeln!(s, "ferro-osd: {n} reactor core(s) (ferrostore shards) per OSD.");
+    }
     if !m.load_start.is_empty() || !m.load_end.is_empty() {
         let _ = writeln!(
             s,
@@ -140,7 +143,44 @@ pub fn markdown_table(r: &Report) -> String {
         );
     }
     osd_latency_table(r, &mut s);
+    ctxt_table(r, &mut s);
     s
+}
+
+/// Context switches per op of each group's OSD threads: how often the OSDs slept and woke (voluntary) or were
+/// preempted (involuntary) for one client op.
+fn ctxt_table(r: &Report, s: &mut String) {
+    if !r.tests.iter().any(|t| t.results.iter().any(|x| x.is_ok())) {
+        return;
+    }
+    let _ = write!(
+        s,
+        "\nOSD context switches per op (all threads of the group's OSDs, `/proc/<pid>/task/*/status`):\n\n| test |"
+    );
+    let mut align = String::from("|---|");
+    for g in &r.groups {
+        for col in ["voluntary", "involuntary"] {
+            let _ = write!(s, " {} {col} |", g.label);
+            align.push_str("---:|");
+        }
+    }
+    let _ = writeln!(s, "\n{align}");
+    for t in &r.tests {
+        let _ = write!(s, "| {} |", t.title);
+        for res in &t.results {
+            match res {
+                Ok(row) => {
+                    let _ = write!(
+                        s,
+                        " {:.2} | {:.2} |",
+                        row.osd_ctxt_vol_per_op, row.osd_ctxt_invol_per_op
+                    );
+                }
+                Err(_) => s.push_str(" – | – |"),
+            }
+        }
+        s.push('\n');
+    }
 }
 
 /// Where writes spent their time inside the OSDs (averages of their perf counters over each test): only the
@@ -361,11 +401,24 @@ mod tests {
             lat.contains("| bluestore op_w | bluestore subop_w | bluestore commit |"),
             "{lat}"
         );
+        let (lat, ctxt) = lat
+            .split_once("OSD context switches per op")
+            .expect("the context switch table");
         assert!(lat.contains(" 2.0 | – | 1.0 |"), "{lat}");
         assert_eq!(
             lat.lines().filter(|l| l.starts_with("| ")).count(),
             1 + 2,
             "{lat}"
+        );
+        assert!(
+            ctxt.contains("| bluestore voluntary | bluestore involuntary | ferro voluntary |"),
+            "{ctxt}"
+        );
+        assert!(ctxt.contains(" 2.00 | 0.50 |"), "{ctxt}");
+        assert_eq!(
+            ctxt.lines().filter(|l| l.starts_with("| ")).count(),
+            1 + 2,
+            "{ctxt}"
         );
     }
 

@@ -30,6 +30,10 @@ pub struct Row {
     pub osd_cpu_us_per_op: f64,
     /// Summed RSS of the group's OSDs at the end of the test.
     pub osd_rss_bytes: u64,
+    /// Context switches of all the group's OSD threads during the test divided by `m.ops`: voluntary (a thread
+    /// went to sleep) and involuntary (preempted). What a wake-up costs shows up here before it shows in CPU.
+    pub osd_ctxt_vol_per_op: f64,
+    pub osd_ctxt_invol_per_op: f64,
     /// The OSDs' own latency counters over the test (write, replica write, store commit).
     pub osd_lat: crate::osdperf::OsdLatency,
 }
@@ -159,6 +163,8 @@ pub struct Meta {
     pub runtime_s: u32,
     /// Quick (smoke test) mode.
     pub quick: bool,
+    /// Reactor cores (ferrostore shards) per ferro-osd, if a ferro group is in the run.
+    pub ferro_shards: Option<u32>,
 }
 
 /// A whole run.
@@ -233,6 +239,8 @@ impl Report {
                             "lat_p99_us": row.m.lat_p99_us,
                             "osd_cpu_us_per_op": row.osd_cpu_us_per_op,
                             "osd_rss_bytes": row.osd_rss_bytes,
+                            "osd_ctxt_voluntary_per_op": row.osd_ctxt_vol_per_op,
+                            "osd_ctxt_involuntary_per_op": row.osd_ctxt_invol_per_op,
                             "osd_op_w_latency_ms": row.osd_lat.op_w_ms,
                             "osd_subop_w_latency_ms": row.osd_lat.subop_ms,
                             "osd_commit_latency_ms": row.osd_lat.commit_ms,
@@ -260,7 +268,7 @@ impl Report {
                 "ceph_version": m.ceph_version, "fio_version": m.fio_version, "pool_size": m.pool_size,
                 "osds_per_group": m.osds_per_group, "device_size_bytes": m.device_size_bytes,
                 "device_files": m.device_files, "objects": m.objects, "object_size_bytes": crate::fio::OBJECT_SIZE_BYTES,
-                "runtime_s": m.runtime_s, "quick": m.quick,
+                "runtime_s": m.runtime_s, "quick": m.quick, "ferro_shards": m.ferro_shards,
                 "load_average_start": m.load_start, "load_average_end": m.load_end,
             },
             "groups": groups,
@@ -287,6 +295,8 @@ pub(crate) mod tests {
             },
             osd_cpu_us_per_op: cpu,
             osd_rss_bytes: 100 << 20,
+            osd_ctxt_vol_per_op: 2.0,
+            osd_ctxt_invol_per_op: 0.5,
             osd_lat: crate::osdperf::OsdLatency {
                 op_w_ms: Some(2.0),
                 subop_ms: None,

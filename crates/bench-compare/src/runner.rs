@@ -176,6 +176,10 @@ pub fn run(o: &RunOptions) -> Result<Report> {
         objects: o.objects,
         runtime_s: o.runtime_s,
         quick: o.quick,
+        ferro_shards: o.groups.iter().find_map(|g| match &g.kind {
+            OsdKind::Ferro { shards, .. } => Some(*shards),
+            OsdKind::Classic => None,
+        }),
     };
     let omap_unavailable = if o.tests.iter().any(|t| matches!(t.workload, Workload::Omap(_))) {
         python_rados()
@@ -630,8 +634,11 @@ fn run_one(c: &Cluster, o: &RunOptions, t: &TestDef, g: &LiveGroup, script: &std
     };
     let after = ProcSample::take(&g.pids)?;
     let lat_after = crate::osdperf::sample(c.dir(), &g.report.osd_ids);
+    let per_op = |a: u64, b: u64| a.saturating_sub(b) as f64 / m.ops.max(1) as f64;
     Ok(Row {
         osd_cpu_us_per_op: (after.cpu_us - before.cpu_us).max(0.0) / m.ops.max(1) as f64,
+        osd_ctxt_vol_per_op: per_op(after.ctxt_voluntary, before.ctxt_voluntary),
+        osd_ctxt_invol_per_op: per_op(after.ctxt_involuntary, before.ctxt_involuntary),
         osd_rss_bytes: after.rss_bytes,
         osd_lat: crate::osdperf::latency(&lat_before, &lat_after),
         m,

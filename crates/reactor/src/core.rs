@@ -9,7 +9,7 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::io;
 use std::net::SocketAddr;
-use std::os::fd::RawFd;
+use std::os::fd::{AsRawFd, RawFd};
 use std::sync::Arc;
 use std::sync::atomic::{Ordering, fence};
 use std::time::{Duration, Instant};
@@ -198,6 +198,14 @@ pub struct CoreConfig {
     /// a page-aligned buffer of their own instead of the connection's receive buffer: no assembling copy, and
     /// an O_DIRECT write can take the buffer as it is. `None`: everything goes through receive buffers.
     pub direct_rx_min: Option<usize>,
+    /// Wake a sleeping core with an `IORING_OP_MSG_RING` entry on this core's ring (a completion posted straight
+    /// into the target's ring, submitted with the turn's one `io_uring_enter`) instead of an eventfd `write` and
+    /// the target's re-armed eventfd read. Falls back to the eventfd per wake-up when the kernel refuses it.
+    /// Default true; the environment variable `REACTOR_EVENTFD_DOORBELLS=1` turns it off (A/B measurements).
+    pub msg_ring_doorbells: bool,
+    /// The loop as before session 5 (A/B measurements; `REACTOR_LEGACY_TURN=1`): `on_poll` before messages are
+    /// delivered, and one extra non-blocking turn after every turn that did work.
+    pub legacy_turn: bool,
 }
 
 impl Default for CoreConfig {
@@ -210,6 +218,8 @@ impl Default for CoreConfig {
             mesh_batch: 256,
             max_connections: 16384,
             direct_rx_min: Some(16 * 1024),
+            msg_ring_doorbells: std::env::var_os("REACTOR_EVENTFD_DOORBELLS").is_none(),
+            legacy_turn: std::env::var_os("REACTOR_LEGACY_TURN").is_some(),
         }
     }
 }
@@ -228,6 +238,10 @@ pub struct CoreStats {
     pub mesh_in: u64,
     pub mesh_out: u64,
     pub doorbells_rung: u64,
+    /// Of `doorbells_rung`: wake-ups posted straight into the target core's ring (`IORING_OP_MSG_RING`, no
+    /// syscall of their own), and the ones that went through the target's eventfd (a `write`).
+    pub doorbells_msg_ring: u64,
+    pub doorbells_eventfd: u64,
     pub accepted: u64,
     /// Accepted sockets closed at once because the core was at `max_connections`.
     pub refused: u64,
@@ -358,8 +372,14 @@ enum Op {
     },
 }
 
-/// user_data of linked timeouts (their completions carry nothing we need).
+/// user_data of linked timeouts (their completions carry nothing we need), and of the wake-up completions other
+/// cores post into this ring with MSG_RING (the wake-up is all they carry).
 const UD_IGNORE: u64 = u64::MAX;
+
+/// user_data of this core's MSG_RING entries: `UD_WAKE_BASE + target core`. They are submitted with
+/// `CQE_SKIP_SUCCESS`, so a completion comes back only when the kernel refused the wake-up (then the target is
+/// woken through its eventfd instead). Far above any op index.
+const UD_WAKE_BASE: u64 = 0xffff_0000_0000_0000;
 
 /// What travels on the mesh: the service's messages and the reactor's own socket hand-offs.
 pub(crate) enum Envelope<M> {
@@ -524,6 +544,11 @@ impl<M: Send + 'static> CoreCtx<M> {
             mesh_scratch: Vec::new(),
         };
         c.arm_doorbell();
+        if c.cfg.msg_ring_doorbells
+            && let Ok(fd) = sys::dup(c.ring.as_raw_fd())
+        {
+            c.shared.set_ring_fd(id, fd);
+        }
         Ok(c)
     }
 
@@ -1187,6 +1212,19 @@ impl<M: Send + 'static> CoreCtx<M> {
             if ud == UD_IGNORE {
                 continue;
             }
+            if ud >= UD_WAKE_BASE {
+                // A MSG_RING wake-up the kernel refused (an old kernel: EINVAL; the target's CQ overflowing):
+                // wake the target the old way, and stop using MSG_RING if the opcode is unknown.
+                let to = (ud - UD_WAKE_BASE) as usize;
+                if res == -libc::EINVAL || res == -libc::EOPNOTSUPP || res == -libc::EBADFD {
+                    self.cfg.msg_ring_doorbells = false;
+                }
+                if to < self.ncores {
+                    self.shared.ring_eventfd(to);
+                    self.stats.doorbells_eventfd += 1;
+                }
+                continue;
+            }
             let i = ud as usize;
             let more = cqueue::more(flags);
             let op = if more {
@@ -1630,10 +1668,30 @@ impl<M: Send + 'static> CoreCtx<M> {
             // Pairs with the fence in `may_sleep`: either the target sees our pushes or we see it asleep.
             fence(Ordering::SeqCst);
             for to in 0..self.ncores {
-                if std::mem::take(&mut self.ring_doorbell[to]) && self.shared.wake(to) {
+                if std::mem::take(&mut self.ring_doorbell[to]) && self.shared.claim_wake(to) {
                     self.stats.doorbells_rung += 1;
+                    self.wake_core(to);
                 }
             }
+        }
+    }
+
+    /// Wake `to`, which announced it sleeps: a MSG_RING entry that the end of this turn submits (the target's
+    /// wait returns on the completion it posts), or its eventfd.
+    fn wake_core(&mut self, to: CoreId) {
+        if self.cfg.msg_ring_doorbells
+            && let Some(fd) = self.shared.ring_fd(to)
+        {
+            let e = opcode::MsgRingData::new(types::Fd(fd), 0, UD_IGNORE, None)
+                .build()
+                .flags(squeue::Flags::SKIP_SUCCESS)
+                .user_data(UD_WAKE_BASE + to as u64);
+            // SAFETY: the entry points to no memory; the fd is a duplicate the runtime keeps open.
+            unsafe { self.push_sqe(&e) };
+            self.stats.doorbells_msg_ring += 1;
+        } else {
+            self.shared.ring_eventfd(to);
+            self.stats.doorbells_eventfd += 1;
         }
     }
 
@@ -1700,6 +1758,22 @@ impl<M: Send + 'static> CoreCtx<M> {
         self.shared.set_sleeping(self.id, false);
     }
 
+    /// Drive every dirty connection (bounded rounds keep one turn finite); how many were driven.
+    fn drive_dirty<S: Service<Msg = M>>(&mut self, svc: &mut S) -> usize {
+        let mut n = 0;
+        for _ in 0..8 {
+            if self.dirty.is_empty() {
+                break;
+            }
+            let dirty = std::mem::take(&mut self.dirty);
+            n += dirty.len();
+            for id in dirty {
+                self.drive_conn(svc, id);
+            }
+        }
+        n
+    }
+
     /// One loop turn.
     fn turn<S: Service<Msg = M>>(&mut self, svc: &mut S) {
         self.stats.turns += 1;
@@ -1707,17 +1781,22 @@ impl<M: Send + 'static> CoreCtx<M> {
         self.dispatch_cqes(svc);
         let mut work = self.drain_mesh(svc);
         self.fire_timers(svc);
-        svc.on_poll(self);
-        // Service callbacks may dirty more connections; bounded rounds keep one turn finite.
-        for _ in 0..8 {
-            if self.dirty.is_empty() {
-                break;
+        if self.cfg.legacy_turn {
+            svc.on_poll(self);
+            work += self.drive_dirty(svc);
+        } else {
+            // Messages received this turn are delivered (drive_dirty) before on_poll, so the storage IO they
+            // queue is submitted in this same turn; what on_poll completes (replies) is driven out right after.
+            // Rounds are bounded: whatever is still dirty makes the wait below non-blocking.
+            for _ in 0..4 {
+                self.drive_dirty(svc);
+                svc.on_poll(self);
+                if self.dirty.is_empty() {
+                    break;
+                }
             }
-            let dirty = std::mem::take(&mut self.dirty);
-            work += dirty.len();
-            for id in dirty {
-                self.drive_conn(svc, id);
-            }
+            self.drive_dirty(svc);
+            work = 0;
         }
         self.flush_mesh();
         let polling = std::mem::take(&mut self.keep_polling);
@@ -1732,6 +1811,10 @@ impl<M: Send + 'static> CoreCtx<M> {
             .timers
             .first_key_value()
             .is_some_and(|(t, _)| t.0 <= self.now);
+        // A turn that did work still sleeps when nothing is left to do: the blocking enter submits this turn's
+        // entries and returns at once if one of them (or anything else) already completed, so the extra
+        // non-blocking turn the loop used to make after every busy turn (one more io_uring_enter and a turn that
+        // finds nothing) is gone.
         let block = !more && !timer_due && work == 0 && self.may_sleep();
         self.wait(block);
     }

@@ -5,7 +5,7 @@
 use std::collections::VecDeque;
 use std::io;
 use std::os::fd::RawFd;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
 use std::thread::JoinHandle;
 
@@ -38,6 +38,10 @@ impl Default for RuntimeConfig {
 struct Doorbell {
     efd: RawFd,
     sleeping: AtomicBool,
+    /// A duplicate of the core's ring fd (-1 until the core has its ring), the target of `IORING_OP_MSG_RING`
+    /// wake-ups from other cores. Owned here, closed with the runtime: the ring lives as long as any core may
+    /// still address it.
+    ring_fd: AtomicI32,
 }
 
 /// State every core can see: doorbells, the injector, the stop flag. Nothing on the data path takes a lock.
@@ -52,6 +56,10 @@ impl<M> Drop for Shared<M> {
     fn drop(&mut self) {
         for d in &self.doorbells {
             sys::close(d.efd);
+            let r = d.ring_fd.load(Ordering::Acquire);
+            if r >= 0 {
+                sys::close(r);
+            }
         }
     }
 }
@@ -65,15 +73,29 @@ impl<M> Shared<M> {
         self.doorbells[core].sleeping.store(v, Ordering::SeqCst);
     }
 
-    /// Wake `core` if it announced it sleeps; true if an eventfd write was made.
-    pub(crate) fn wake(&self, core: CoreId) -> bool {
-        let d = &self.doorbells[core];
-        if d.sleeping.swap(false, Ordering::SeqCst) {
-            sys::eventfd_signal(d.efd);
-            true
-        } else {
-            false
+    /// Publish (a duplicate of) `core`'s ring fd for MSG_RING wake-ups.
+    pub(crate) fn set_ring_fd(&self, core: CoreId, fd: RawFd) {
+        let old = self.doorbells[core].ring_fd.swap(fd, Ordering::AcqRel);
+        if old >= 0 {
+            sys::close(old);
         }
+    }
+
+    /// `core`'s ring fd, if it has published one.
+    pub(crate) fn ring_fd(&self, core: CoreId) -> Option<RawFd> {
+        let fd = self.doorbells[core].ring_fd.load(Ordering::Acquire);
+        (fd >= 0).then_some(fd)
+    }
+
+    /// Claim the wake-up of `core` if it announced it sleeps: true means the caller must wake it (a MSG_RING
+    /// entry on the caller's ring, or [`Shared::ring_eventfd`]).
+    pub(crate) fn claim_wake(&self, core: CoreId) -> bool {
+        self.doorbells[core].sleeping.swap(false, Ordering::SeqCst)
+    }
+
+    /// Wake `core` through its eventfd.
+    pub(crate) fn ring_eventfd(&self, core: CoreId) {
+        sys::eventfd_signal(self.doorbells[core].efd);
     }
 
     pub(crate) fn has_injected(&self, core: CoreId) -> bool {
@@ -131,6 +153,7 @@ impl<M: Send + 'static> Runtime<M> {
             doorbells.push(Doorbell {
                 efd: sys::eventfd()?,
                 sleeping: AtomicBool::new(false),
+                ring_fd: AtomicI32::new(-1),
             });
         }
         let shared = Arc::new(Shared {

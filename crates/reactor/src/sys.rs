@@ -186,6 +186,12 @@ pub fn eventfd_signal(fd: RawFd) {
     unsafe { libc::write(fd, &one as *const u64 as *const libc::c_void, 8) };
 }
 
+/// A close-on-exec duplicate of `fd`.
+pub fn dup(fd: RawFd) -> io::Result<RawFd> {
+    // SAFETY: plain syscall; the caller owns the result.
+    cvt(unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 0) })
+}
+
 /// CPUs this process may run on (sched_getaffinity), in ascending order.
 pub fn allowed_cpus() -> Vec<usize> {
     // SAFETY: cpu_set_t is plain data; the call writes at most its size.
