@@ -14,19 +14,15 @@ use std::collections::BTreeMap;
 
 use bytes::Bytes;
 use denc::{Decoder, Encoder, PgId, ShardId, SpgId};
-use ferrostore::{CollectionId, Device, ObjectKey, Op, Store, StoreError, Transaction};
+use ferrostore::{Device, Op, Store, StoreError};
 use peering::{MapView, PoolView};
+
+use crate::meta::MetaObject;
 
 /// The encoding version of one record.
 const VERSION: u8 = 1;
 
-fn coll() -> CollectionId {
-    CollectionId::new(Bytes::from_static(b"meta"))
-}
-
-fn oid() -> ObjectKey {
-    ObjectKey::new(0, Bytes::from_static(b"ferro_placement_history"))
-}
+const HISTORY: MetaObject = MetaObject(b"ferro_placement_history");
 
 /// Whether two records describe the same placement (the epoch they were seen at does not count).
 pub(crate) fn same_placement(a: &MapView, b: &MapView) -> bool {
@@ -96,12 +92,12 @@ pub(crate) fn decode(b: Bytes) -> Result<MapView, denc::DecodeError> {
 pub(crate) fn load<D: Device>(store: &mut Store<D>) -> Result<(BTreeMap<SpgId, MapView>, usize), StoreError> {
     let mut out = BTreeMap::new();
     let mut bad = 0;
-    if !store.collection_exists(&coll())? || store.stat(&coll(), &oid()).is_err() {
+    if !HISTORY.exists(store)? {
         return Ok((out, 0));
     }
     let mut start: Vec<u8> = Vec::new();
     loop {
-        let page = store.omap_iterate(&coll(), &oid(), &start, 1024)?;
+        let page = store.omap_iterate(&HISTORY.coll(), &HISTORY.oid(), &start, 1024)?;
         let Some(last) = page.last().map(|(k, _)| k.clone()) else {
             break;
         };
@@ -134,27 +130,18 @@ pub(crate) fn save<D: Device>(
     if set.is_empty() && remove.is_empty() {
         return Ok(None);
     }
-    let mut t = Transaction::new();
-    if !*created {
-        if !store.collection_exists(&coll())? {
-            t.push(Op::CreateCollection { cid: coll(), bits: 0 });
-        }
-        t.push(Op::Touch {
-            cid: coll(),
-            oid: oid(),
-        });
-    }
+    let mut t = HISTORY.transaction(store, *created)?;
     if !remove.is_empty() {
         t.push(Op::OmapRmKeys {
-            cid: coll(),
-            oid: oid(),
+            cid: HISTORY.coll(),
+            oid: HISTORY.oid(),
             keys: remove.iter().map(key).collect(),
         });
     }
     if !set.is_empty() {
         t.push(Op::OmapSetKeys {
-            cid: coll(),
-            oid: oid(),
+            cid: HISTORY.coll(),
+            oid: HISTORY.oid(),
             kvs: set.iter().map(|(s, v)| (key(s), encode(v))).collect(),
         });
     }

@@ -30,6 +30,7 @@ mod backfill;
 mod glue;
 mod history;
 mod mapstore;
+mod meta;
 mod pgstate;
 mod prefetch;
 mod recovery;

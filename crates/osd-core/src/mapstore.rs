@@ -18,16 +18,12 @@
 
 use bytes::Bytes;
 use denc::{Decode, Decoder};
-use ferrostore::{CollectionId, Device, ObjectKey, Op, Store, StoreError, Transaction};
+use ferrostore::{Device, Op, Store, StoreError};
 use osdmap::OsdMap;
 
-fn coll() -> CollectionId {
-    CollectionId::new(Bytes::from_static(b"meta"))
-}
+use crate::meta::MetaObject;
 
-fn oid() -> ObjectKey {
-    ObjectKey::new(0, Bytes::from_static(b"ferro_osd_superblock"))
-}
+const SUPERBLOCK: MetaObject = MetaObject(b"ferro_osd_superblock");
 
 const KEY_NEWEST: &[u8] = b"newest_map";
 const KEY_FULL: &[u8] = b"full_map";
@@ -45,12 +41,12 @@ pub enum MapStoreError {
 
 /// The newest map a shard handled before it stopped (`None` on a new store).
 pub fn load_newest_map<D: Device>(store: &mut Store<D>) -> Result<Option<OsdMap>, MapStoreError> {
-    if !store.collection_exists(&coll())? || store.stat(&coll(), &oid()).is_err() {
+    if !SUPERBLOCK.exists(store)? {
         return Ok(None);
     }
     let kv = store.omap_get_values(
-        &coll(),
-        &oid(),
+        &SUPERBLOCK.coll(),
+        &SUPERBLOCK.oid(),
         &[Bytes::from_static(KEY_NEWEST), Bytes::from_static(KEY_FULL)],
     )?;
     let get = |k: &[u8]| {
@@ -84,20 +80,11 @@ pub(crate) fn save<D: Device>(
     created: &mut bool,
     m: &OsdMap,
 ) -> Result<u64, StoreError> {
-    let mut t = Transaction::new();
-    if !*created {
-        if !store.collection_exists(&coll())? {
-            t.push(Op::CreateCollection { cid: coll(), bits: 0 });
-        }
-        t.push(Op::Touch {
-            cid: coll(),
-            oid: oid(),
-        });
-    }
+    let mut t = SUPERBLOCK.transaction(store, *created)?;
     let (full, _) = m.encode_with_crc(osdmap::features::PACIFIC);
     t.push(Op::OmapSetKeys {
-        cid: coll(),
-        oid: oid(),
+        cid: SUPERBLOCK.coll(),
+        oid: SUPERBLOCK.oid(),
         kvs: vec![
             (
                 Bytes::from_static(KEY_NEWEST),
