@@ -11,7 +11,6 @@
 mod common;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use bytes::Bytes;
 use ceph_msgs::osd_op::{MOSDOp, OSDOp, flag, op};
@@ -20,40 +19,17 @@ use common::Cluster;
 use denc::{EntityAddr, EntityNameT, ObjectLocator, ObjectName, SnapId, Utime};
 use osd_core::{ClientOp, Input};
 use pg::{ConnId, OsdCap};
+use tracked_bytes::Freed;
 
-/// A receive buffer that says when its memory goes.
-struct RxBuf {
-    bytes: Vec<u8>,
-    freed: Arc<AtomicBool>,
-}
-
-impl AsRef<[u8]> for RxBuf {
-    fn as_ref(&self) -> &[u8] {
-        &self.bytes
-    }
-}
-
-impl Drop for RxBuf {
-    fn drop(&mut self) {
-        self.freed.store(true, Ordering::SeqCst);
-    }
-}
-
-/// `content` at the start of a 64 KiB buffer; the flag turns true once the buffer is freed.
-fn rx_buffer(content: &[u8], flags: &mut Vec<(String, Arc<AtomicBool>)>, what: String) -> Bytes {
-    let freed = Arc::new(AtomicBool::new(false));
-    let mut bytes = content.to_vec();
-    bytes.resize(bytes.len().max(64 << 10), 0);
-    let b = Bytes::from_owner(RxBuf {
-        bytes,
-        freed: freed.clone(),
-    });
+/// `content` in a tracked receive buffer, recorded in `flags` as `what`.
+fn rx_buffer(content: &[u8], flags: &mut Vec<(String, Freed)>, what: String) -> Bytes {
+    let (b, freed) = tracked_bytes::rx_buffer(content);
     flags.push((what, freed));
-    b.slice(..content.len())
+    b
 }
 
 /// A write of `data` to `name`, the name a slice of a tracked receive buffer, handed to the acting primary.
-fn send_write(c: &mut Cluster, name: &str, data: &[u8], flags: &mut Vec<(String, Arc<AtomicBool>)>) -> u64 {
+fn send_write(c: &mut Cluster, name: &str, data: &[u8], flags: &mut Vec<(String, Freed)>) -> u64 {
     let (spgid, hash, primary) = c.locate(name);
     c.tid += 1;
     let buf = rx_buffer(name.as_bytes(), flags, format!("client op {name}"));
@@ -101,7 +77,7 @@ fn send_write(c: &mut Cluster, name: &str, data: &[u8], flags: &mut Vec<(String,
 
 /// `Cluster::run`, but every rep op arrives in tracked receive buffers (front, middle and data each a slice of
 /// its own buffer, as msgr2 hands out segments).
-fn run_tracked(c: &mut Cluster, flags: &mut Vec<(String, Arc<AtomicBool>)>) {
+fn run_tracked(c: &mut Cluster, flags: &mut Vec<(String, Freed)>) {
     for _ in 0..100_000 {
         let mut any = c.drain_outputs();
         any |= c.pump_stores();
@@ -125,10 +101,10 @@ fn run_tracked(c: &mut Cluster, flags: &mut Vec<(String, Arc<AtomicBool>)>) {
     panic!("cluster never settled");
 }
 
-fn assert_all_freed(flags: &[(String, Arc<AtomicBool>)]) {
+fn assert_all_freed(flags: &[(String, Freed)]) {
     let alive: Vec<&str> = flags
         .iter()
-        .filter(|(_, f)| !f.load(Ordering::SeqCst))
+        .filter(|(_, f)| !f.is_freed())
         .map(|(w, _)| w.as_str())
         .collect();
     assert!(

@@ -8,10 +8,6 @@
 
 mod common;
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-
-use bytes::Bytes;
 use ceph_msgs::CephMessage;
 use ceph_msgs::osd_op::{MOSDOp, OSDOp, flag, op, watch_op};
 use ceph_msgs::osd_rep::MOSDRepOp;
@@ -21,45 +17,16 @@ use denc::{Eversion, ObjectLocator, ObjectName, PgShard, SnapId, Utime};
 use ferrostore::{SimDevice, Store};
 use osd_types::{PgLogDup, PgLogEntry};
 use pg::{OsdCap, Pg, PgConfig};
+use tracked_bytes::{Freed, rx_buffer};
 
 const EPOCH: u32 = 7;
-
-/// A receive buffer that says when its memory goes.
-struct RxBuf {
-    bytes: Vec<u8>,
-    freed: Arc<AtomicBool>,
-}
-
-impl AsRef<[u8]> for RxBuf {
-    fn as_ref(&self) -> &[u8] {
-        &self.bytes
-    }
-}
-
-impl Drop for RxBuf {
-    fn drop(&mut self) {
-        self.freed.store(true, Ordering::SeqCst);
-    }
-}
-
-/// `content` at the start of a 64 KiB buffer; the flag turns true once the buffer is freed.
-fn rx_buffer(content: &[u8]) -> (Bytes, Arc<AtomicBool>) {
-    let freed = Arc::new(AtomicBool::new(false));
-    let mut bytes = content.to_vec();
-    bytes.resize(64 << 10, 0);
-    let b = Bytes::from_owner(RxBuf {
-        bytes,
-        freed: freed.clone(),
-    });
-    (b.slice(..content.len()), freed)
-}
 
 fn store(seed: u64) -> Store<SimDevice> {
     sim::sim_store(16 << 20, 1 << 20, seed, sim::sim(seed, false, 64, true))
 }
 
 /// A client op on `oid` whose name (and namespace) are slices of a receive buffer.
-fn client_op(tid: u64, oid: &str, ops: Vec<OSDOp>) -> (MOSDOp, Arc<AtomicBool>) {
+fn client_op(tid: u64, oid: &str, ops: Vec<OSDOp>) -> (MOSDOp, Freed) {
     let (buf, freed) = rx_buffer(format!("{oid}ns").as_bytes());
     let write = ops.iter().any(|o| op::is_write(o.op));
     let m = MOSDOp {
@@ -130,10 +97,7 @@ fn a_primary_keeps_no_client_message_alive() {
     assert!(pg.stats().log_size <= 3, "the log was trimmed into dups");
     assert!(pg.obc_stats().hits > 0, "the cache held these objects");
     for (tid, freed) in flags {
-        assert!(
-            freed.load(Ordering::SeqCst),
-            "op {tid}: its receive buffer is still alive"
-        );
+        assert!(freed.is_freed(), "op {tid}: its receive buffer is still alive");
     }
 }
 
@@ -184,7 +148,7 @@ fn a_replica_keeps_no_rep_op_alive() {
     assert_eq!(replica.info().last_update, primary.info().last_update);
     for (tid, freed) in flags {
         assert!(
-            freed.load(Ordering::SeqCst),
+            freed.is_freed(),
             "rep op {tid}: its receive buffer is still alive"
         );
     }
