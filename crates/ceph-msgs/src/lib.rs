@@ -137,12 +137,37 @@ pub struct Message {
     pub front: Bytes,
     pub middle: Bytes,
     pub data: Bytes,
+    /// More of the data segment after `data`, by reference (a sender's rope, e.g. MOSDRepOp's transaction with
+    /// the client's payload in it): the data segment is `data` followed by these pieces. Decoders see it whole
+    /// ([`Message::data_flat`]); received messages have it all in `data`.
+    pub data_tail: Vec<Bytes>,
+    /// `ceph_msg_header2::data_off`: where in its page the data segment should start on the receiver (msgr2
+    /// receives large data segments at this page offset), so a payload inside the segment lands page-aligned.
+    pub data_off: u16,
 }
 
 impl Message {
     pub fn with_tid(mut self, tid: u64) -> Self {
         self.tid = tid;
         self
+    }
+
+    /// Length of the data segment (`data` and `data_tail`).
+    pub fn data_len(&self) -> usize {
+        self.data.len() + self.data_tail.iter().map(Bytes::len).sum::<usize>()
+    }
+
+    /// The data segment in one buffer: `data` itself, or a copy of the rope when there is a tail.
+    pub fn data_flat(&self) -> Bytes {
+        if self.data_tail.is_empty() {
+            return self.data.clone();
+        }
+        let mut b = bytes::BytesMut::with_capacity(self.data_len());
+        b.extend_from_slice(&self.data);
+        for p in &self.data_tail {
+            b.extend_from_slice(p);
+        }
+        b.freeze()
     }
 }
 
@@ -208,6 +233,8 @@ pub trait CephMessage: Sized {
             front: e.into_bytes(),
             middle: Bytes::new(),
             data: self.data(),
+            data_tail: Vec::new(),
+            data_off: 0,
         }
     }
 
@@ -227,7 +254,9 @@ pub trait CephMessage: Sized {
             });
         }
         let mut d = Decoder::new(m.front.clone());
-        Self::decode_front(m.version, &mut d, &m.data).map_err(|source| MsgError::Decode {
+        // a rope is flattened only for a message decoded without crossing the wire (tests, the simulator)
+        let data = m.data_flat();
+        Self::decode_front(m.version, &mut d, &data).map_err(|source| MsgError::Decode {
             name: Self::NAME,
             source,
         })

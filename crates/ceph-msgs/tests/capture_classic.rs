@@ -53,6 +53,7 @@ fn messages(cap: &ceph_capture::Capture, strict: bool) -> (Vec<Message>, usize) 
                             front: m.front,
                             middle: m.middle,
                             data: m.data,
+                            ..Default::default()
                         });
                     }
                     Ok(None) => {

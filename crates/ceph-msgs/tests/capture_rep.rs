@@ -39,6 +39,7 @@ fn all_messages() -> Option<Vec<Message>> {
                         front: m.front,
                         middle: m.middle,
                         data: m.data,
+                        ..Default::default()
                     });
                 }
             }

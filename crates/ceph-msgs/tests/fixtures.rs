@@ -27,6 +27,7 @@ fn load() -> Vec<Message> {
             front: d.bufferlist().unwrap(),
             middle: d.bufferlist().unwrap(),
             data: d.bufferlist().unwrap(),
+            ..Default::default()
         });
     }
     out

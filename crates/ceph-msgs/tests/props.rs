@@ -16,6 +16,7 @@ fn raw(msg_type: u16, version: u16, front: Vec<u8>, data: Vec<u8>) -> Message {
         front: Bytes::from(front),
         middle: Bytes::new(),
         data: Bytes::from(data),
+        ..Default::default()
     }
 }
 

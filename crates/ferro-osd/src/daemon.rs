@@ -127,6 +127,9 @@ fn to_m2(m: ceph_msgs::Message) -> msgr2::Message {
         front: m.front,
         middle: m.middle,
         data: m.data,
+        // a rep op's transaction goes out as a rope, its payload the client's received buffer (no copy)
+        data_tail: m.data_tail,
+        data_off: m.data_off,
         ..Default::default()
     }
 }
@@ -141,6 +144,8 @@ fn from_m2(m: msgr2::Message) -> ceph_msgs::Message {
         front: m.front,
         middle: m.middle,
         data: m.data,
+        data_tail: m.data_tail,
+        data_off: m.data_off,
     }
 }
 

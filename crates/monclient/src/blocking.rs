@@ -63,6 +63,7 @@ pub fn to_ceph_message(m: msgr2::Message) -> ceph_msgs::Message {
         front: m.front,
         middle: m.middle,
         data: m.data,
+        ..Default::default()
     }
 }
 

@@ -535,7 +535,7 @@ mod hostile {
             let (mut c, conn, _) = connected(3, t0);
             let tid = c.send_command(vec!["{}".into()], Bytes::new(), t0).unwrap();
             for (ty, version, mtid, front) in msgs {
-                let m = Message { msg_type: ty, version, compat_version: 1, priority: 127, tid: mtid, front: Bytes::from(front), middle: Bytes::new(), data: Bytes::new() };
+                let m = Message { msg_type: ty, version, compat_version: 1, priority: 127, tid: mtid, front: Bytes::from(front), middle: Bytes::new(), data: Bytes::new(), ..Default::default() };
                 c.handle_message(conn, &m, t0);
             }
             prop_assert!(c.is_connected());

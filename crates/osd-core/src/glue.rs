@@ -70,14 +70,16 @@ pub(crate) fn repop_version(r: &RepOp) -> Eversion {
     r.at_version
 }
 
-/// Replica: apply a MOSDRepOp (transaction + log entries + trim). Returns the store sequence number to wait
-/// for before answering ONDISK.
+/// Replica: apply a MOSDRepOp (transaction + log entries + trim), its log entries decoded by the caller.
+/// Returns the store sequence number to wait for before answering ONDISK.
 pub(crate) fn apply_repop<D: Device>(
     store: &mut Store<D>,
     pg: &mut pg::Pg,
     msg: &MOSDRepOp,
+    entries: &[osd_types::PgLogEntry],
 ) -> Result<u64, String> {
-    pg.apply_rep_op_msg(store, msg).map_err(|e| e.to_string())
+    pg.apply_rep_op_entries(store, msg, entries)
+        .map_err(|e| e.to_string())
 }
 
 /// Primary or replica role of the op engine, and the replicas its writes go to.

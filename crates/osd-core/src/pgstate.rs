@@ -701,7 +701,7 @@ impl PgState {
             self.replica_pending.push_back((self.last_seq, from, reply));
             return Ok(());
         }
-        let seq = glue::apply_repop(cx.store, &mut self.pg, &m)?;
+        let seq = glue::apply_repop(cx.store, &mut self.pg, &m, &entries)?;
         self.note_seq(seq);
         let new: Vec<_> = entries
             .into_iter()

@@ -56,6 +56,7 @@ proptest! {
                 front: bytes::Bytes::from(front),
                 middle: bytes::Bytes::new(),
                 data: bytes::Bytes::from(data),
+                ..Default::default()
             };
             let _ = route_peer_message(&msg);
             c.osds.get_mut(&0).unwrap().handle(now, wall, Input::Peer { from: 1, msg });

@@ -272,6 +272,7 @@ fn malformed_peer_messages_are_dropped() {
             front: bytes::Bytes::from_static(&[1, 2, 3, 0xff, 0xff, 0xff, 0xff, 7]),
             middle: bytes::Bytes::new(),
             data: bytes::Bytes::from_static(&[9; 5]),
+            ..Default::default()
         };
         s.handle(now, wall, Input::Peer { from: 1, msg });
     }

@@ -31,8 +31,8 @@ pub struct RepOp {
     /// The object changes (`op_t`); empty for a write that only logs (an error entry).
     pub txn: Transaction,
     /// `txn` encoded (MOSDRepOp's data segment) as a chain of buffers: the write payload pieces are the
-    /// client's own `Bytes` (no copy); shared by every replica. [`RepOp::txn_bytes`] flattens it for a message
-    /// type that carries one contiguous data buffer.
+    /// client's own `Bytes` (no copy); shared by every replica, and sent as the message's data rope
+    /// (`Message::data` + `data_tail`). [`RepOp::txn_bytes`] flattens it (tests).
     pub txn_data: Vec<Bytes>,
     flat: std::sync::OnceLock<Bytes>,
     /// `log_entries` encoded (MOSDRepOp's `logbl`): the same for every replica, so encoded once.
@@ -47,8 +47,8 @@ pub struct RepOp {
 }
 
 impl RepOp {
-    /// The encoded transaction in one buffer: built once per rep op (then shared by every replica's message);
-    /// this concatenation copies the payload, so senders that can take a chain should use `txn_data`.
+    /// The encoded transaction in one buffer, built on first use; this concatenation copies the payload, so
+    /// messages carry `txn_data` as a rope instead.
     pub fn txn_bytes(&self) -> Bytes {
         self.flat
             .get_or_init(|| match self.txn_data.as_slice() {
@@ -112,6 +112,8 @@ impl RepOp {
                 front: front.clone(),
                 middle: Bytes::new(),
                 data: Bytes::new(),
+                data_tail: Vec::new(),
+                data_off: 0,
             },
             Some(_) => encode(),
             None => {
@@ -121,13 +123,31 @@ impl RepOp {
             }
         };
         // without data the segment holds an empty transaction, as MOSDRepOp's encoding of one
-        msg.data = if with_data {
-            self.txn_bytes()
+        if with_data {
+            // the rope by reference: the client's payload is not copied for the replicas
+            let mut pieces = self.txn_data.iter();
+            msg.data = pieces.next().cloned().unwrap_or_default();
+            msg.data_tail = pieces.cloned().collect();
+            msg.data_off = self.data_off();
         } else {
             use denc::Encode as _;
-            Transaction::default().to_bytes(features)
-        };
+            msg.data = Transaction::default().to_bytes(features);
+        }
         msg
+    }
+
+    /// `ceph_msg_header2::data_off` for the data segment, as Ceph's primary sets it
+    /// (`Transaction::get_data_alignment`): the page offset at which the segment must start for the largest
+    /// write payload in it to start a page, so the replica receives that payload page-aligned and writes it
+    /// without a bounce copy. 0 without write data.
+    pub fn data_off(&self) -> u16 {
+        let d = &self.txn.data;
+        if d.largest_data_len == 0 {
+            return 0;
+        }
+        // the payload follows the transaction's struct header (v, compat, le32 length) and data_bl's le32 length
+        let at = d.largest_data_off_in_data_bl as usize + 1 + 1 + 4 + 4;
+        ((PAGE_SIZE - at % PAGE_SIZE) % PAGE_SIZE) as u16
     }
 
     /// [`RepOp::to_message`] without the transaction (no copy of it: the data segment carries it).
@@ -175,6 +195,9 @@ impl RepOp {
         }
     }
 }
+
+/// `CEPH_PAGE_SIZE`: the alignment `data_off` asks the receiver for.
+const PAGE_SIZE: usize = 4096;
 
 /// What an encoded MOSDRepOp front depends on besides the rep op itself.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -453,7 +476,18 @@ impl Pg {
         let entries = m
             .log_entries()
             .map_err(|e| PgError::Transaction(format!("log entries: {e}")))?;
-        self.apply_rep_op_stats(store, &m.op_t, &entries, m.pg_trim_to, Some(&m.pg_stats))
+        self.apply_rep_op_entries(store, m, &entries)
+    }
+
+    /// [`Pg::apply_rep_op_msg`] with `m.logbl` already decoded into `entries` (a caller that keeps the entries
+    /// for its own log decodes them once).
+    pub fn apply_rep_op_entries<D: Device>(
+        &mut self,
+        store: &mut Store<D>,
+        m: &MOSDRepOp,
+        entries: &[PgLogEntry],
+    ) -> Result<u64, PgError> {
+        self.apply_rep_op_stats(store, &m.op_t, entries, m.pg_trim_to, Some(&m.pg_stats))
     }
 
     /// (size, has omap) of an object as stored, None if absent.

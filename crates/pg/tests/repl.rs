@@ -141,7 +141,7 @@ impl Cluster {
                     (wire.msg_type, wire.version, wire.compat_version)
                 );
                 assert_eq!(
-                    got.data,
+                    got.data_flat(),
                     if with_data {
                         wire.data.clone()
                     } else {
@@ -864,5 +864,38 @@ fn write_payload_is_never_copied_on_the_primary() {
             .unwrap()
             .to_bytes(u64::MAX),
         rep.txn.to_bytes(u64::MAX)
+    );
+    // the MOSDRepOp carries the rope: the payload by reference, and a data_off that puts it at a page start
+    let msg = rep.message(
+        &c.pg,
+        EPOCH,
+        EPOCH,
+        denc::PgShard::new(0, ShardId::NO_SHARD),
+        Eversion::default(),
+        u64::MAX,
+        true,
+    );
+    assert!(
+        std::iter::once(&msg.data)
+            .chain(&msg.data_tail)
+            .any(|p| p.as_ptr() == indata.as_ptr() && p.len() == payload.len()),
+        "the payload goes to the replicas by reference"
+    );
+    let flat = msg.data_flat();
+    assert_eq!(flat, rep.txn_bytes());
+    let at = flat
+        .windows(payload.len())
+        .position(|w| w == &payload[..])
+        .unwrap();
+    assert_eq!(
+        (usize::from(msg.data_off) + at) % 4096,
+        0,
+        "data_off {} puts the payload at offset {at} on a page start",
+        msg.data_off
+    );
+    assert_ne!(msg.data_off, 0, "the payload is not at the segment's start");
+    assert_eq!(
+        ceph_msgs::osd_rep::MOSDRepOp::from_message(&msg).unwrap().op_t,
+        rep.txn
     );
 }

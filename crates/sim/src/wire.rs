@@ -19,6 +19,8 @@ pub fn to_wire(m: &ceph_msgs::Message, seq: u64) -> Result<Bytes, String> {
         front: m.front.clone(),
         middle: m.middle.clone(),
         data: m.data.clone(),
+        data_tail: m.data_tail.clone(),
+        data_off: m.data_off,
         ..Default::default()
     };
     let parts = encode_frame(None, Tag::Message, &wm.segments(), &MESSAGE_ALIGNS)
@@ -58,6 +60,8 @@ pub fn from_wire(bytes: Bytes) -> Result<(ceph_msgs::Message, u64), String> {
             front: wm.front,
             middle: wm.middle,
             data: wm.data,
+            data_tail: Vec::new(),
+            data_off: wm.data_off,
         },
         wm.seq,
     ))

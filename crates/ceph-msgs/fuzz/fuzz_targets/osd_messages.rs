@@ -25,6 +25,7 @@ fn check<T: CephMessage + PartialEq + std::fmt::Debug>(front: &Bytes, data: &Byt
         front: front.clone(),
         middle: Bytes::new(),
         data: data.clone(),
+        ..Default::default()
     };
     if let Ok(v) = T::from_message(&m) {
         let again = v.to_message(u64::MAX);

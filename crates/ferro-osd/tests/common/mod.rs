@@ -138,6 +138,7 @@ pub fn messages(raw: &[u8]) -> Vec<ceph_msgs::Message> {
                 front: m.front,
                 middle: m.middle,
                 data: m.data,
+                ..Default::default()
             });
         }
     }

@@ -46,6 +46,7 @@ pub fn to_message(f: &msgr2::frame::Frame) -> ceph_msgs::Message {
         front: m.front,
         middle: m.middle,
         data: m.data,
+        ..Default::default()
     }
 }
 
