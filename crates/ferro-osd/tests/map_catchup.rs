@@ -7,22 +7,17 @@
 //! with every object byte-exact. Skips when Ceph or python3-rados is missing.
 #![allow(clippy::unwrap_used)]
 
-use std::process::Command;
 use std::time::{Duration, Instant};
 
-use testcluster::{Cluster, ClusterSpec, FerroOsd};
+use testcluster::Cluster;
 
 mod live;
-use live::{ferro_size3_pool, python_available, run, script, wait_active_clean};
+use live::{ferro_two_shards, split_objects, three_osds_and_pool, wait_active_clean};
 
 const OBJECTS: u32 = 60;
 
 fn objects(c: &Cluster, pool: &str, mode: &str) -> String {
-    let mut cmd = Command::new("/usr/bin/python3");
-    cmd.arg(script("split_objects.py"))
-        .arg(c.conf_path())
-        .args([pool, mode, &OBJECTS.to_string()]);
-    run(&mut cmd, Duration::from_secs(90))
+    split_objects(c, pool, mode, OBJECTS, Duration::from_secs(90))
 }
 
 fn epoch(c: &Cluster) -> u64 {
@@ -32,27 +27,12 @@ fn epoch(c: &Cluster) -> u64 {
 
 #[test]
 fn restarted_osd_replays_every_missed_epoch() {
-    if !python_available() {
-        eprintln!("skipping: python3-rados not available");
-        return;
-    }
     let t0 = Instant::now();
-    let spec = ClusterSpec::default()
-        .conf("mgr", "mgr stats period", "1")
-        .conf("global", "osd heartbeat grace", "6")
-        .conf("global", "osd heartbeat interval", "1")
-        .conf("global", "osd pool default pg autoscale mode", "off")
-        .conf("mon", "mon osd min down reporters", "1");
-    let Some(c) = testcluster::start_or_skip(spec) else {
+    let f = ferro_two_shards();
+    let pool = "catchup";
+    let Some((c, ids)) = three_osds_and_pool(&f, pool, 8) else {
         return;
     };
-    let mut f = FerroOsd::new(env!("CARGO_BIN_EXE_ferro-osd"));
-    f.device_size_bytes = 1 << 30;
-    f.shards = 2;
-    let ids: Vec<u32> = (0..3).map(|_| c.add_osd(&f).unwrap()).collect();
-    let pool = "catchup";
-    ferro_size3_pool(&c, pool, 8);
-    wait_active_clean(&c, Duration::from_secs(90));
     let out = objects(&c, pool, "write");
     assert!(out.contains(&format!("wrote {OBJECTS}")), "{out}");
 

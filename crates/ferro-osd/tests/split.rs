@@ -8,29 +8,17 @@
 #![allow(clippy::unwrap_used)]
 
 use std::collections::BTreeSet;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
-use testcluster::{Cluster, ClusterSpec, FerroOsd};
+use testcluster::Cluster;
 
 mod live;
-use live::{ferro_size3_pool, python_available, run, script, wait_active_clean};
+use live::{ferro_two_shards, split_objects, three_osds_and_pool, wait_active_clean};
 
 const OBJECTS: u32 = 200;
 
-fn ferro() -> FerroOsd {
-    let mut f = FerroOsd::new(env!("CARGO_BIN_EXE_ferro-osd"));
-    f.device_size_bytes = 1 << 30;
-    f.shards = 2;
-    f
-}
-
 fn objects(c: &Cluster, pool: &str, mode: &str) -> String {
-    let mut cmd = Command::new("/usr/bin/python3");
-    cmd.arg(script("split_objects.py"))
-        .arg(c.conf_path())
-        .args([pool, mode, &OBJECTS.to_string()]);
-    run(&mut cmd, Duration::from_secs(120))
+    split_objects(c, pool, mode, OBJECTS, Duration::from_secs(120))
 }
 
 /// Every object byte-exact, and `rados ls` lists exactly the objects written.
@@ -81,24 +69,11 @@ fn set_pg_num(c: &Cluster, pool: &str, n: u32) {
 
 #[test]
 fn pg_split_with_two_shards_per_osd() {
-    if !python_available() {
-        eprintln!("skipping: python3-rados not available");
-        return;
-    }
-    let spec = ClusterSpec::default()
-        .conf("mgr", "mgr stats period", "1")
-        .conf("global", "osd heartbeat grace", "6")
-        .conf("global", "osd heartbeat interval", "1")
-        .conf("global", "osd pool default pg autoscale mode", "off")
-        .conf("mon", "mon osd min down reporters", "1");
-    let Some(c) = testcluster::start_or_skip(spec) else {
+    let f = ferro_two_shards();
+    let pool = "split";
+    let Some((c, ids)) = three_osds_and_pool(&f, pool, 8) else {
         return;
     };
-    let f = ferro();
-    let ids: Vec<u32> = (0..3).map(|_| c.add_osd(&f).unwrap()).collect();
-    let pool = "split";
-    ferro_size3_pool(&c, pool, 8);
-    wait_active_clean(&c, Duration::from_secs(120));
     let out = objects(&c, pool, "write");
     assert!(out.contains(&format!("wrote {OBJECTS}")), "{out}");
     check(&c, pool, "before the split");

@@ -1,12 +1,12 @@
 // SPDX-License-Identifier: LGPL-3.0-or-later
-//! Helpers shared by the live-cluster tests (e2e.rs, replication.rs).
+//! Helpers shared by the live-cluster tests (e2e.rs, replication.rs, split.rs, map_catchup.rs).
 #![allow(dead_code, clippy::unwrap_used)]
 
 use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use testcluster::Cluster;
+use testcluster::{Cluster, ClusterSpec, FerroOsd};
 
 /// A script under tests/scripts.
 pub fn script(name: &str) -> PathBuf {
@@ -101,4 +101,43 @@ pub fn wait_active_clean(c: &Cluster, timeout: Duration) {
         Ok((num > 0 && clean == num).then_some(()))
     })
     .unwrap();
+}
+
+/// A ferro-osd of this build with two shards (cores) and a 1 GiB device.
+pub fn ferro_two_shards() -> FerroOsd {
+    let mut f = FerroOsd::new(env!("CARGO_BIN_EXE_ferro-osd"));
+    f.device_size_bytes = 1 << 30;
+    f.shards = 2;
+    f
+}
+
+/// A cluster with a mgr (PG stats every second, no PG autoscaling, a 6 s heartbeat grace and one reporter
+/// enough to mark an OSD down), three OSDs started with `f`, and a size-3 pool `pool` of `pgs` PGs on them,
+/// active+clean. Returns the cluster and the OSD ids; `None` (the test skips) without Ceph or python3-rados.
+pub fn three_osds_and_pool(f: &FerroOsd, pool: &str, pgs: u32) -> Option<(Cluster, Vec<u32>)> {
+    if !python_available() {
+        eprintln!("skipping: python3-rados not available");
+        return None;
+    }
+    let spec = ClusterSpec::default()
+        .conf("mgr", "mgr stats period", "1")
+        .conf("global", "osd heartbeat grace", "6")
+        .conf("global", "osd heartbeat interval", "1")
+        .conf("global", "osd pool default pg autoscale mode", "off")
+        .conf("mon", "mon osd min down reporters", "1");
+    let c = testcluster::start_or_skip(spec)?;
+    let ids: Vec<u32> = (0..3).map(|_| c.add_osd(f).unwrap()).collect();
+    ferro_size3_pool(&c, pool, pgs);
+    wait_active_clean(&c, Duration::from_secs(120));
+    Some((c, ids))
+}
+
+/// tests/scripts/split_objects.py: `mode` "write" or "verify" objects `split-0` .. `split-{n-1}` of `pool`;
+/// returns its output.
+pub fn split_objects(c: &Cluster, pool: &str, mode: &str, n: u32, timeout: Duration) -> String {
+    let mut cmd = Command::new("/usr/bin/python3");
+    cmd.arg(script("split_objects.py"))
+        .arg(c.conf_path())
+        .args([pool, mode, &n.to_string()]);
+    run(&mut cmd, timeout)
 }
