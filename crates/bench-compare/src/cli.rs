@@ -50,9 +50,9 @@ pub struct CompareArgs {
     #[arg(long)]
     pub no_build: bool,
     /// ferrostore shards (reactor cores, one thread each) per ferro-osd. Default: the CPUs this process may use
-    /// divided by the OSDs per kind, at least 1 — as an operator sizes a host: no more busy reactor threads than
-    /// CPUs (on the 2-vCPU machine: 2 at pool size 1, 1 at pool size 3; see docs/benchmarks.md, "wakeups and
-    /// syscalls").
+    /// divided by the OSDs per kind plus one (the fio/python client runs on the same host), at least 1 — as an
+    /// operator sizes a host: no more reactor threads than CPUs left for them (1 on the 2-vCPU machine at pool
+    /// size 1 and 3; docs/benchmarks.md, "What we tried — wakeups and syscalls").
     #[arg(long)]
     pub ferro_shards: Option<u32>,
     /// Output directory (default target/bench-compare/<date>-<time>).
@@ -79,16 +79,17 @@ fn build_ferro_osd(ws: &Path) -> std::result::Result<PathBuf, String> {
     Ok(target.join("release/ferro-osd"))
 }
 
-/// `--ferro-shards`, or CPUs / OSDs per kind (at least 1).
+/// `--ferro-shards`, or CPUs / (OSDs per kind + the client), at least 1.
 pub fn ferro_shards(a: &CompareArgs) -> u32 {
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
     a.ferro_shards
         .unwrap_or_else(|| auto_shards(cpus, a.osds.unwrap_or(a.pool_size)))
 }
 
-/// Reactor cores per ferro-osd when `osds` of them share `cpus` CPUs.
+/// Reactor cores per ferro-osd when `osds` of them and the benchmark client share `cpus` CPUs. Cores beyond
+/// that only add cross-core hand-offs, each a wake-up of a thread that then competes for the same CPUs.
 pub fn auto_shards(cpus: u32, osds: u32) -> u32 {
-    (cpus / osds.max(1)).max(1)
+    (cpus / (osds.max(1) + 1)).max(1)
 }
 
 /// Turns the kinds list into groups (labels get a numeric suffix when a kind repeats).
@@ -305,9 +306,10 @@ mod tests {
 
     #[test]
     fn auto_shards_never_oversubscribe_and_never_drop_to_zero() {
-        assert_eq!(auto_shards(2, 1), 2);
+        assert_eq!(auto_shards(2, 1), 1);
         assert_eq!(auto_shards(2, 3), 1);
         assert_eq!(auto_shards(8, 3), 2);
+        assert_eq!(auto_shards(16, 1), 8);
         assert_eq!(auto_shards(1, 0), 1);
         assert_eq!(auto_shards(0, 3), 1);
     }
