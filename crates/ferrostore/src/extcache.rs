@@ -6,8 +6,11 @@
 //!
 //! The unit is a chunk of [`CHUNK_BLOCKS`] logical blocks of one object: its entry holds every extent whose start
 //! lies in `[chunk start - (MAX_EXTENT_BLOCKS - 1), chunk end)`, which includes every extent overlapping the chunk
-//! (extents are at most `MAX_EXTENT_BLOCKS` long). Filling one costs one tree visit of at most a few dozen
-//! entries, so a working set larger than the cache costs little more than the walk it replaces.
+//! (extents are at most `MAX_EXTENT_BLOCKS` long). Only chunks of at most [`MAX_CHUNK_EXTENTS`] extents are kept
+//! (large writes: 64 KiB extents make ~31 per chunk); filling one costs one tree visit of that many entries. A
+//! chunk with more (small random writes: up to 271) is remembered as fragmented, one entry, and its reads walk
+//! the tree as before: filling it would cost several walks, and a fragmented working set larger than the cache
+//! would pay that on almost every read (measured: 3x the CPU of a 4K read, `examples/lookup_cpu.rs`).
 //!
 //! Exact, not a hint (like the store's `MetaCache`): every committed transaction's extent entries, put or deleted,
 //! are applied to the chunks holding their start ([`ExtentCache::commit`]); only the committed tree state is ever
@@ -21,6 +24,24 @@ use crate::keys::{self, Extent};
 
 /// Logical blocks per cached chunk (1 MiB).
 pub(crate) const CHUNK_BLOCKS: u64 = 256;
+/// Extents a chunk may hold to be cached; more: the chunk is marked fragmented (see the module doc).
+pub(crate) const MAX_CHUNK_EXTENTS: usize = 48;
+
+/// A cached chunk: its extents by first logical block, or `Fragmented` (reads walk the tree).
+pub(crate) enum Chunk {
+    Extents(BTreeMap<u64, Extent>),
+    Fragmented,
+}
+
+impl Chunk {
+    /// Entries it counts against the bound.
+    fn weight(&self) -> usize {
+        match self {
+            Chunk::Extents(m) => m.len().max(1),
+            Chunk::Fragmented => 1,
+        }
+    }
+}
 
 /// The chunks whose entry holds an extent starting at `lb`: its own, and the next one when it may reach into it.
 fn chunks_of(lb: u64) -> [u64; 2] {
@@ -40,8 +61,9 @@ pub(crate) fn chunk_span(chunk: u64) -> (u64, u64) {
 }
 
 pub(crate) struct ExtentCache {
-    chunks: HashMap<(u64, u64), BTreeMap<u64, Extent>>,
-    /// Extents held in all chunks (an extent near a chunk boundary counts twice).
+    chunks: HashMap<(u64, u64), Chunk>,
+    /// Weight of all chunks: extents held (an extent near a chunk boundary counts twice; an empty or fragmented
+    /// chunk counts one).
     entries: usize,
     cap: usize,
 }
@@ -59,30 +81,31 @@ impl ExtentCache {
         self.cap > 0
     }
 
-    pub fn get(&self, id: u64, chunk: u64) -> Option<&BTreeMap<u64, Extent>> {
+    pub fn get(&self, id: u64, chunk: u64) -> Option<&Chunk> {
         self.chunks.get(&(id, chunk))
     }
 
     /// Cache a chunk read from the committed tree.
-    pub fn insert(&mut self, id: u64, chunk: u64, m: BTreeMap<u64, Extent>) {
-        if m.len() > self.cap {
+    pub fn insert(&mut self, id: u64, chunk: u64, c: Chunk) {
+        let w = c.weight();
+        if w > self.cap {
             return;
         }
-        if self.entries + m.len() > self.cap {
+        if self.entries + w > self.cap {
             let goal = self.cap - self.cap / 8;
             let victims: Vec<(u64, u64)> = self.chunks.keys().copied().collect();
             for v in victims {
-                if self.entries + m.len() <= goal {
+                if self.entries + w <= goal {
                     break;
                 }
                 if let Some(old) = self.chunks.remove(&v) {
-                    self.entries -= old.len();
+                    self.entries -= old.weight();
                 }
             }
         }
-        self.entries += m.len();
-        if let Some(old) = self.chunks.insert((id, chunk), m) {
-            self.entries -= old.len();
+        self.entries += w;
+        if let Some(old) = self.chunks.insert((id, chunk), c) {
+            self.entries -= old.weight();
         }
     }
 
@@ -107,10 +130,11 @@ impl ExtentCache {
             let e = v.as_ref().map(|v| Extent::decode(v));
             let [c0, c1] = chunks_of(lb);
             for c in c0..=c1 {
-                let Some(m) = self.chunks.get_mut(&(id, c)) else {
+                let Some(Chunk::Extents(m)) = self.chunks.get_mut(&(id, c)) else {
+                    // not cached, or fragmented (a hint only: whatever changes, reads walk the tree)
                     continue;
                 };
-                let before = m.len();
+                let before = m.len().max(1);
                 match &e {
                     Some(Ok(e)) => {
                         m.insert(lb, e.clone());
@@ -124,7 +148,7 @@ impl ExtentCache {
                         continue;
                     }
                 }
-                self.entries = self.entries + m.len() - before;
+                self.entries = self.entries + m.len().max(1) - before;
             }
         }
     }
@@ -172,36 +196,51 @@ mod tests {
     #[test]
     fn commit_updates_cached_chunks_only_and_counts() {
         let mut c = ExtentCache::new(100);
-        c.insert(7, 0, BTreeMap::from([(0, ext(100, 16))]));
-        c.insert(7, 1, BTreeMap::new());
+        c.insert(7, 0, Chunk::Extents(BTreeMap::from([(0, ext(100, 16))])));
+        c.insert(7, 1, Chunk::Extents(BTreeMap::new()));
+        c.insert(9, 0, Chunk::Fragmented);
         let mut ov = BTreeMap::new();
         // an extent straddling chunks 0 and 1, one of another object, and a delete
         ov.insert(keys::extent(7, CHUNK_BLOCKS - 4), Some(ext(500, 8).encode()));
         ov.insert(keys::extent(8, 0), Some(ext(900, 1).encode()));
         ov.insert(keys::extent(7, 0), None);
+        ov.insert(keys::extent(9, 0), Some(ext(1000, 2).encode()));
         c.commit(&ov);
-        let m0 = c.get(7, 0).unwrap();
-        assert_eq!(m0.keys().copied().collect::<Vec<_>>(), vec![CHUNK_BLOCKS - 4]);
-        assert_eq!(c.get(7, 1).unwrap().len(), 1);
+        let extents = |c: &ExtentCache, id, ch| match c.get(id, ch) {
+            Some(Chunk::Extents(m)) => Some(m.keys().copied().collect::<Vec<_>>()),
+            _ => None,
+        };
+        assert_eq!(extents(&c, 7, 0), Some(vec![CHUNK_BLOCKS - 4]));
+        assert_eq!(extents(&c, 7, 1), Some(vec![CHUNK_BLOCKS - 4]));
         assert!(c.get(8, 0).is_none());
-        assert_eq!(c.entries(), 2);
+        assert!(matches!(c.get(9, 0), Some(Chunk::Fragmented)));
+        assert_eq!(c.entries(), 3);
         // a corrupt value drops the chunk rather than caching garbage
         let mut bad = BTreeMap::new();
         bad.insert(keys::extent(7, 3), Some(vec![1, 2, 3]));
         c.commit(&bad);
         assert!(c.get(7, 0).is_none());
-        assert_eq!(c.entries(), 1);
+        assert_eq!(c.entries(), 2);
     }
 
     #[test]
     fn stays_under_its_bound() {
         let mut c = ExtentCache::new(40);
         for id in 0..50u64 {
-            c.insert(id, 0, (0..4u64).map(|i| (i * 16, ext(i, 16))).collect());
+            c.insert(
+                id,
+                0,
+                Chunk::Extents((0..4u64).map(|i| (i * 16, ext(i, 16))).collect()),
+            );
+            c.insert(id, 1, Chunk::Fragmented);
             assert!(c.entries() <= 40);
         }
         // a chunk larger than the whole cache is not kept
-        c.insert(99, 0, (0..41u64).map(|i| (i * 16, ext(i, 16))).collect());
+        c.insert(
+            99,
+            0,
+            Chunk::Extents((0..41u64).map(|i| (i * 16, ext(i, 16))).collect()),
+        );
         assert!(c.get(99, 0).is_none());
         assert!(!ExtentCache::new(0).enabled());
     }

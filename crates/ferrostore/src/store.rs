@@ -10,7 +10,7 @@ use crate::alloc::Allocator;
 use crate::btree::{MAX_ENTRY, MAX_KEY, NodeIo, Tree};
 use crate::device::{Completion, Device, DeviceStats, Tag};
 use crate::error::{Result, StoreError};
-use crate::extcache::{CHUNK_BLOCKS, ExtentCache, chunk_span};
+use crate::extcache::{CHUNK_BLOCKS, Chunk, ExtentCache, MAX_CHUNK_EXTENTS, chunk_span};
 use crate::format::{BLOCK, BLOCK_SIZE, DeviceHeader, FORMAT_VERSION, MAX_EXTENT_BLOCKS, ShardSuper, crc};
 use crate::keys::{self, CollectionId, Extent, ObjectKey, Onode, Value};
 use crate::txn::{Op, Transaction};
@@ -2678,21 +2678,44 @@ impl<D: Device> Store<D> {
             return Ok(out);
         }
         let mut hit = true;
+        let mut walk = false;
         for c in b0 / CHUNK_BLOCKS..=(b1 - 1) / CHUNK_BLOCKS {
             let span = (b0.max(c * CHUNK_BLOCKS), b1.min((c + 1) * CHUNK_BLOCKS));
             let from = span.0.saturating_sub(MAX_EXTENT_BLOCKS - 1);
-            if let Some(m) = self.extents.get(id, c) {
-                for (lb, e) in m.range(from..span.1) {
-                    put(&mut out, b0, span, *lb, e);
+            match self.extents.get(id, c) {
+                Some(Chunk::Extents(m)) => {
+                    for (lb, e) in m.range(from..span.1) {
+                        put(&mut out, b0, span, *lb, e);
+                    }
+                    continue;
                 }
-                continue;
+                Some(Chunk::Fragmented) => {
+                    walk = true;
+                    continue;
+                }
+                None => {}
             }
             hit = false;
-            let m = self.load_chunk(id, c)?;
-            for (lb, e) in m.range(from..span.1) {
-                put(&mut out, b0, span, *lb, e);
+            match self.load_chunk(id, c)? {
+                Chunk::Extents(m) => {
+                    for (lb, e) in m.range(from..span.1) {
+                        put(&mut out, b0, span, *lb, e);
+                    }
+                    self.extents.insert(id, c, Chunk::Extents(m));
+                }
+                Chunk::Fragmented => {
+                    walk = true;
+                    self.extents.insert(id, c, Chunk::Fragmented);
+                }
             }
-            self.extents.insert(id, c, m);
+        }
+        if walk {
+            // some chunk is fragmented: the whole range from the tree, as without the cache
+            hit = false;
+            out.iter_mut().for_each(|x| *x = None);
+            for (lb, e) in self.extents_in(&TxnCtx::default(), id, b0, b1)? {
+                put(&mut out, b0, (b0, b1), lb, &e);
+            }
         }
         if hit {
             self.stats.extent_cache_hits += 1;
@@ -2702,8 +2725,9 @@ impl<D: Device> Store<D> {
         Ok(out)
     }
 
-    /// The committed extents of object `id` that chunk `c` of the extent cache holds (src/extcache.rs).
-    fn load_chunk(&mut self, id: u64, c: u64) -> Result<BTreeMap<u64, Extent>> {
+    /// The committed extents of object `id` that chunk `c` of the extent cache holds, or `Fragmented` once there
+    /// are more than `MAX_CHUNK_EXTENTS` (the visit stops there; src/extcache.rs).
+    fn load_chunk(&mut self, id: u64, c: u64) -> Result<Chunk> {
         let (s, e) = chunk_span(c);
         let (first, end) = (keys::extent(id, s), keys::extent(id, e));
         let mut m = BTreeMap::new();
@@ -2717,7 +2741,7 @@ impl<D: Device> Store<D> {
             match r {
                 Ok((lb, x)) => {
                     m.insert(lb, x);
-                    true
+                    m.len() <= MAX_CHUNK_EXTENTS
                 }
                 Err(e) => {
                     err = Some(e);
@@ -2727,7 +2751,8 @@ impl<D: Device> Store<D> {
         })?;
         match err {
             Some(e) => Err(e),
-            None => Ok(m),
+            None if m.len() > MAX_CHUNK_EXTENTS => Ok(Chunk::Fragmented),
+            None => Ok(Chunk::Extents(m)),
         }
     }
 
