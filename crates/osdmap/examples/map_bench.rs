@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: LGPL-3.0-or-later
 //! Rough speed of decode, encode and placement on a real map:
-//! `cargo run --release -p osdmap --example bench -- OSDMAP_FILE`.
+//! `cargo run --release -p osdmap --example map_bench -- OSDMAP_FILE`.
 use std::time::Instant;
 
 use denc::{Decode, Encode};

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: LGPL-3.0-or-later
 //! What a 4 MiB receive buffer costs per message, in this thread's CPU time (the build machines are shared, so
 //! wall time is noisy): taken, filled with 4 MiB (the kernel's copy out of the socket), frozen and dropped.
-//! `cargo run --release -p pagepool --example bench`
+//! `cargo run --release -p pagepool --example pool_cost`
 #![allow(clippy::unwrap_used)] // example code
 
 use std::hint::black_box;
