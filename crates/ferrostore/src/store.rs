@@ -375,6 +375,15 @@ fn stored_value(raw: &[u8]) -> Result<StoredValue> {
     })
 }
 
+/// An extent record of the tree: the logical block its key names (bytes 9..17 of the key) and the decoded extent.
+fn extent_entry(k: &[u8], v: &[u8]) -> Result<(u64, Extent)> {
+    let lb = k
+        .get(9..17)
+        .ok_or_else(|| StoreError::Corrupt("extent key".into()))
+        .and_then(keys::be_u64)?;
+    Ok((lb, Extent::decode(v)?))
+}
+
 fn coll_bits(v: &[u8]) -> Result<u32> {
     let a: [u8; 4] = v
         .try_into()
@@ -1630,19 +1639,13 @@ impl<D: Device> Store<D> {
         if b0 >= b1 {
             return Ok(Vec::new());
         }
-        let lb_of = |k: &[u8]| {
-            k.get(9..17)
-                .ok_or_else(|| StoreError::Corrupt("extent key".into()))
-                .and_then(keys::be_u64)
-        };
         let first = keys::extent(id, b0);
         let end = keys::extent(id, b1);
         let mut out = Vec::new();
         if b0 > 0 {
             let lowest = keys::extent(id, b0.saturating_sub(MAX_EXTENT_BLOCKS - 1));
             if let Some((k, v)) = self.kv_floor(ctx, &first, &lowest)? {
-                let lb = lb_of(&k)?;
-                let e = Extent::decode(&v)?;
+                let (lb, e) = extent_entry(&k, &v)?;
                 if lb < b0 && lb + e.blocks() > b0 {
                     out.push((lb, e));
                 }
@@ -1658,15 +1661,16 @@ impl<D: Device> Store<D> {
             .is_some();
         if in_overlay {
             for (k, v) in self.kv_scan(ctx, &first, Some(&end), usize::MAX)? {
-                out.push((lb_of(&k)?, Extent::decode(&v)?));
+                out.push(extent_entry(&k, &v)?);
             }
             return Ok(out);
         }
         let mut err = None;
-        self.tree
-            .visit(&mut self.io, &first, Some(&end), &mut |k, v| match lb_of(k)
-                .and_then(|lb| Ok((lb, Extent::decode(v)?)))
-            {
+        self.tree.visit(
+            &mut self.io,
+            &first,
+            Some(&end),
+            &mut |k, v| match extent_entry(k, v) {
                 Ok(x) => {
                     out.push(x);
                     true
@@ -1675,7 +1679,8 @@ impl<D: Device> Store<D> {
                     err = Some(e);
                     false
                 }
-            })?;
+            },
+        )?;
         match err {
             Some(e) => Err(e),
             None => Ok(out),
@@ -2732,13 +2737,11 @@ impl<D: Device> Store<D> {
         let (first, end) = (keys::extent(id, s), keys::extent(id, e));
         let mut m = BTreeMap::new();
         let mut err = None;
-        self.tree.visit(&mut self.io, &first, Some(&end), &mut |k, v| {
-            let r = k
-                .get(9..17)
-                .ok_or_else(|| StoreError::Corrupt("extent key".into()))
-                .and_then(keys::be_u64)
-                .and_then(|lb| Ok((lb, Extent::decode(v)?)));
-            match r {
+        self.tree.visit(
+            &mut self.io,
+            &first,
+            Some(&end),
+            &mut |k, v| match extent_entry(k, v) {
                 Ok((lb, x)) => {
                     m.insert(lb, x);
                     m.len() <= MAX_CHUNK_EXTENTS
@@ -2747,8 +2750,8 @@ impl<D: Device> Store<D> {
                     err = Some(e);
                     false
                 }
-            }
-        })?;
+            },
+        )?;
         match err {
             Some(e) => Err(e),
             None if m.len() > MAX_CHUNK_EXTENTS => Ok(Chunk::Fragmented),

@@ -132,30 +132,9 @@ fn blocks_off_the_attached_pages_are_computed() {
 /// so a read reply's segment crc needs no second pass; they are the blocks' real crcs.
 #[test]
 fn verified_reads_carry_their_block_crcs() {
-    use ferrostore::uring::{UringDevice, UringOptions};
-    let p = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("ferrostore-crc-reuse.img");
-    let _ = std::fs::remove_file(&p);
-    let dev = match UringDevice::open(&p, Some(32 << 20), UringOptions::default()) {
-        Ok(d) => d,
-        Err(e) => {
-            eprintln!(
-                "skipping: cannot open {} with O_DIRECT + io_uring: {e}",
-                p.display()
-            );
-            return;
-        }
+    let Some((mut s, p)) = uring_store("ferrostore-crc-reuse.img", 44, false) else {
+        return;
     };
-    let dev = mkfs(
-        dev,
-        &MkfsOptions {
-            shards: 1,
-            log_bytes: 1 << 20,
-            uuid: 44,
-        },
-    )
-    .unwrap();
-    let mut s = Store::mount(dev, 0, StoreConfig::default()).unwrap();
-    s.commit(&setup_txn(1)).unwrap();
     let data = placed(64 << 10, 0, 11);
     let mut t = ferrostore::Transaction::new();
     t.push(Op::Write {

@@ -129,22 +129,9 @@ fn uring_file_dsync_mode() {
 /// copy; unaligned data is copied once into a bounce buffer. Both read back the same.
 #[test]
 fn aligned_payloads_are_written_without_a_copy() {
-    let p = path("ferrostore-uring-align.img");
-    let _ = std::fs::remove_file(&p);
-    let Some(dev) = open(&p, Some(32 << 20), true) else {
+    let Some((mut s, p)) = uring_store("ferrostore-uring-align.img", 43, true) else {
         return;
     };
-    let dev = mkfs(
-        dev,
-        &MkfsOptions {
-            shards: 1,
-            log_bytes: 1 << 20,
-            uuid: 43,
-        },
-    )
-    .unwrap();
-    let mut s = Store::mount(dev, 0, StoreConfig::default()).unwrap();
-    s.commit(&setup_txn(1)).unwrap();
     let len = 64 << 10;
     let raw = Bytes::from(vec![0x5au8; len + 8192]);
     let at = (4096 - raw.as_ptr() as usize % 4096) % 4096;
@@ -185,22 +172,9 @@ fn aligned_payloads_are_written_without_a_copy() {
 #[test]
 fn a_corrupt_block_in_a_long_run_is_caught_at_its_offset() {
     use std::os::unix::fs::FileExt;
-    let p = path("ferrostore-uring-corrupt.img");
-    let _ = std::fs::remove_file(&p);
-    let Some(dev) = open(&p, Some(32 << 20), true) else {
+    let Some((mut s, p)) = uring_store("ferrostore-uring-corrupt.img", 44, true) else {
         return;
     };
-    let dev = mkfs(
-        dev,
-        &MkfsOptions {
-            shards: 1,
-            log_bytes: 1 << 20,
-            uuid: 44,
-        },
-    )
-    .unwrap();
-    let mut s = Store::mount(dev, 0, StoreConfig::default()).unwrap();
-    s.commit(&setup_txn(1)).unwrap();
     let len = 64 << 10;
     let mut data = vec![0u8; len];
     Rng::new(7).fill(&mut data);

@@ -621,3 +621,45 @@ pub fn diff(got: &Model, want: &Model) -> String {
     }
     "?".into()
 }
+
+/// A freshly made one-shard store on an io_uring device (32 MiB file `name` under the test's tmp dir, O_DIRECT,
+/// durability by RWF_DSYNC writes when `dsync`, else by flushes) with collection 0 created, and the file's path; `None` (after saying why) where
+/// O_DIRECT + io_uring is unavailable.
+pub fn uring_store(
+    name: &str,
+    uuid: u64,
+    dsync: bool,
+) -> Option<(Store<ferrostore::uring::UringDevice>, std::path::PathBuf)> {
+    use ferrostore::uring::{UringDevice, UringOptions};
+    let p = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(name);
+    let _ = std::fs::remove_file(&p);
+    let dev = match UringDevice::open(
+        &p,
+        Some(32 << 20),
+        UringOptions {
+            dsync_writes: dsync,
+            ..Default::default()
+        },
+    ) {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!(
+                "skipping: cannot open {} with O_DIRECT + io_uring: {e}",
+                p.display()
+            );
+            return None;
+        }
+    };
+    let dev = mkfs(
+        dev,
+        &MkfsOptions {
+            shards: 1,
+            log_bytes: 1 << 20,
+            uuid,
+        },
+    )
+    .unwrap();
+    let mut s = Store::mount(dev, 0, StoreConfig::default()).unwrap();
+    s.commit(&setup_txn(1)).unwrap();
+    Some((s, p))
+}
