@@ -4,67 +4,22 @@
 //! resends. A corrupted byte anywhere in the segment must still fail the frame.
 #![allow(clippy::unwrap_used)] // test code: a panic is the failure report
 
+mod common;
+
+use common::{ready_pair, received, wire_of};
 use std::time::Instant;
 
-use bytes::{Bytes, BytesMut};
-use msgr2::auth::{CON_MODE_CRC, CON_MODE_SECURE};
-use msgr2::testing::{TestClientAuth, TestServerAuth};
-use msgr2::types::{ENTITY_TYPE_CLIENT, ENTITY_TYPE_OSD, EntityName};
-use msgr2::{AddrVec, Config, Connection, EntityAddr, Event, Message};
+use bytes::Bytes;
+use msgr2::auth::CON_MODE_CRC;
+use msgr2::{Connection, Message};
 
 const PAGE: usize = 4096;
 
-fn ready_pair(now: Instant) -> (Connection, Connection) {
-    let addr = EntityAddr::msgr2("127.0.0.1:6800".parse().unwrap(), 0);
-    let mut ccfg = Config::new(ENTITY_TYPE_CLIENT, 1);
-    ccfg.my_addrs = AddrVec::one(EntityAddr::msgr2("127.0.0.1:40000".parse().unwrap(), 1));
-    let mut c = Connection::connector(
-        ccfg,
-        Box::new(TestClientAuth::new(
-            EntityName::new(ENTITY_TYPE_CLIENT, "z"),
-            vec![CON_MODE_CRC],
-        )),
-        addr,
-        ENTITY_TYPE_OSD,
-        now,
-    );
-    let mut s = Connection::acceptor(
-        Config::new(ENTITY_TYPE_OSD, 0),
-        Box::new(TestServerAuth::new(
-            vec![CON_MODE_SECURE, CON_MODE_CRC],
-            b"0123456789abcdef",
-            &[5u8; 64],
-        )),
-        now,
-    );
-    for _ in 0..32 {
-        let a = wire_of(&mut c);
-        if !a.is_empty() {
-            s.handle_input_bytes(now, a).unwrap();
-        }
-        let b = wire_of(&mut s);
-        if !b.is_empty() {
-            c.handle_input_bytes(now, b).unwrap();
-        }
-        if c.is_ready() && s.is_ready() {
-            break;
-        }
-    }
-    assert!(c.is_ready() && s.is_ready(), "handshake did not finish");
-    while s.poll_event().is_some() {}
-    while c.poll_event().is_some() {}
+/// A ready crc-mode pair whose OSD side receives segments of 16 KiB and more into sinks.
+fn sink_pair(now: Instant) -> (Connection, Connection) {
+    let (c, mut s) = ready_pair(CON_MODE_CRC, now);
     s.set_direct_rx(Some(16 << 10));
     (c, s)
-}
-
-fn wire_of(c: &mut Connection) -> Bytes {
-    let mut out = Vec::new();
-    c.drain_output(&mut out);
-    let mut w = BytesMut::new();
-    for b in out {
-        w.extend_from_slice(&b);
-    }
-    w.freeze()
 }
 
 /// Feed `wire` as the reactor does (sinks when offered, 64 KiB stream receives otherwise); the first error.
@@ -86,16 +41,6 @@ fn feed(s: &mut Connection, now: Instant, wire: &[u8]) -> Result<(), String> {
         at += k;
     }
     Ok(())
-}
-
-fn received(s: &mut Connection) -> Vec<Message> {
-    let mut v = Vec::new();
-    while let Some(e) = s.poll_event() {
-        if let Event::Message(m) = e {
-            v.push(m);
-        }
-    }
-    v
 }
 
 /// The standard CRC-32C (what ferrostore stores per block).
@@ -125,7 +70,7 @@ fn one_message(c: &mut Connection, data: &Bytes, data_off: u16) -> (Bytes, usize
 #[test]
 fn received_data_carries_the_crc_of_every_whole_block() {
     let now = Instant::now();
-    let (mut c, mut s) = ready_pair(now);
+    let (mut c, mut s) = sink_pair(now);
     for (len, off) in [(65536usize, 0u16), (70_000, 1000), (4 << 20, 512), (20_000, 4095)] {
         let data = data_of(len, len as u32);
         let (wire, _) = one_message(&mut c, &data, off);
@@ -163,7 +108,7 @@ fn a_flipped_byte_in_a_sink_received_segment_fails_the_frame() {
     let data = data_of(len, 7);
     // in the partial head page, in a whole page, in the partial tail, first and last byte
     for (k, pos) in [100usize, PAGE + 17, len - 5, 0, len - 1].into_iter().enumerate() {
-        let (mut c, mut s) = ready_pair(now);
+        let (mut c, mut s) = sink_pair(now);
         let (wire, start) = one_message(&mut c, &data, 1000);
         let mut bad = wire.to_vec();
         bad[start + pos] ^= 0x20;
@@ -178,7 +123,7 @@ fn a_flipped_byte_in_a_sink_received_segment_fails_the_frame() {
         // the rejected segment's page crcs are gone with it (other tests may attach meanwhile: not more)
         assert!(ceph_crc::blocks::live_attachments() <= before + 1);
         // the intact wire goes through
-        let (mut c, mut s) = ready_pair(now);
+        let (mut c, mut s) = sink_pair(now);
         let (wire, _) = one_message(&mut c, &data, 1000);
         feed(&mut s, now, &wire).unwrap();
         assert_eq!(received(&mut s).len(), 1);
@@ -190,15 +135,15 @@ fn a_flipped_byte_in_a_sink_received_segment_fails_the_frame() {
 #[test]
 fn resending_received_data_puts_the_same_crc_on_the_wire() {
     let now = Instant::now();
-    let (mut c, mut s) = ready_pair(now);
+    let (mut c, mut s) = sink_pair(now);
     let data = data_of(5 * PAGE + 300, 3);
     let (wire, _) = one_message(&mut c, &data, 700);
     feed(&mut s, now, &wire).unwrap();
     let got = received(&mut s).pop().unwrap();
     assert!(ceph_crc::blocks::page_crcs(&got.data).is_some());
     // two identical fresh connections: one sends the received (attached) data, the other a plain copy
-    let (mut a1, mut b1) = ready_pair(now);
-    let (mut a2, mut b2) = ready_pair(now);
+    let (mut a1, mut b1) = sink_pair(now);
+    let (mut a2, mut b2) = sink_pair(now);
     let head = Bytes::from(vec![9u8; 100]);
     let mut m1 = Message::new(91, 1, 1, Bytes::from_static(b"f"));
     m1.data = head.clone();

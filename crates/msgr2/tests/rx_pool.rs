@@ -4,49 +4,14 @@
 //! assembled into a pooled buffer too. One test in its own binary: it reads the global pool's counters.
 #![allow(clippy::unwrap_used)] // test code: a panic is the failure report
 
+mod common;
+
+use common::{ready_pair, received, wire_of};
 use std::time::Instant;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use msgr2::auth::CON_MODE_CRC;
-use msgr2::testing::{TestClientAuth, TestServerAuth};
-use msgr2::types::{ENTITY_TYPE_CLIENT, ENTITY_TYPE_OSD, EntityName};
-use msgr2::{AddrVec, Config, Connection, EntityAddr, Event, Message};
-
-fn ready_pair(now: Instant) -> (Connection, Connection) {
-    let addr = EntityAddr::msgr2("127.0.0.1:6800".parse().unwrap(), 0);
-    let mut ccfg = Config::new(ENTITY_TYPE_CLIENT, 1);
-    ccfg.my_addrs = AddrVec::one(EntityAddr::msgr2("127.0.0.1:40000".parse().unwrap(), 1));
-    let client_auth = TestClientAuth::new(EntityName::new(ENTITY_TYPE_CLIENT, "z"), vec![CON_MODE_CRC]);
-    let mut c = Connection::connector(ccfg, Box::new(client_auth), addr, ENTITY_TYPE_OSD, now);
-    let server_auth = TestServerAuth::new(vec![CON_MODE_CRC], b"0123456789abcdef", &[5u8; 64]);
-    let mut s = Connection::acceptor(Config::new(ENTITY_TYPE_OSD, 0), Box::new(server_auth), now);
-    for _ in 0..32 {
-        let a = wire_of(&mut c);
-        if !a.is_empty() {
-            s.handle_input_bytes(now, a).unwrap();
-        }
-        let b = wire_of(&mut s);
-        if !b.is_empty() {
-            c.handle_input_bytes(now, b).unwrap();
-        }
-        if c.is_ready() && s.is_ready() {
-            break;
-        }
-    }
-    assert!(c.is_ready() && s.is_ready(), "handshake did not finish");
-    while s.poll_event().is_some() {}
-    (c, s)
-}
-
-fn wire_of(c: &mut Connection) -> Bytes {
-    let mut out = Vec::new();
-    c.drain_output(&mut out);
-    let mut w = BytesMut::new();
-    for b in out {
-        w.extend_from_slice(&b);
-    }
-    w.freeze()
-}
+use msgr2::{Connection, Message};
 
 /// Feed like the reactor: sinks when offered (recording whether each came from the pool and where its first
 /// byte sits), else stream receives of at most 64 KiB.
@@ -75,21 +40,11 @@ fn feed(s: &mut Connection, now: Instant, wire: &Bytes) -> Vec<(bool, usize)> {
     sinks
 }
 
-fn messages(s: &mut Connection) -> Vec<Message> {
-    let mut v = Vec::new();
-    while let Some(e) = s.poll_event() {
-        if let Event::Message(m) = e {
-            v.push(m);
-        }
-    }
-    v
-}
-
 #[test]
 fn large_sinks_are_pooled_aligned_and_reused() {
     let pool = pagepool::global();
     let now = Instant::now();
-    let (mut c, mut s) = ready_pair(now);
+    let (mut c, mut s) = ready_pair(CON_MODE_CRC, now);
     s.set_direct_rx(Some(16 << 10));
     let data: Bytes = (0..4u32 << 20)
         .map(|j| (j % 251) as u8)
@@ -117,7 +72,7 @@ fn large_sinks_are_pooled_aligned_and_reused() {
             [true, true, true, false],
             "sinks of 128 KiB and more come from the pool"
         );
-        let got = messages(&mut s);
+        let got = received(&mut s);
         assert_eq!(got.len(), cases.len());
         for ((m, (d, off)), sink) in got.iter().zip(&cases).zip(&sinks) {
             assert_eq!(&m.data, d);
@@ -152,12 +107,12 @@ fn large_sinks_are_pooled_aligned_and_reused() {
     }
 
     // Without sinks, a data segment that spans stream buffers is assembled once into a pooled buffer.
-    let (mut c, mut s) = ready_pair(now);
+    let (mut c, mut s) = ready_pair(CON_MODE_CRC, now);
     c.send(Message::new(80, 1, 1, Bytes::from_static(b"f")).with_data(data.clone()))
         .unwrap();
     let wire = wire_of(&mut c);
     assert!(feed(&mut s, now, &wire).is_empty());
-    let got = messages(&mut s);
+    let got = received(&mut s);
     assert_eq!(got[0].data, data);
     assert_eq!(got[0].data.as_ptr() as usize % 4096, 0);
     assert_eq!(pool.stats().in_use_buffers, 1);

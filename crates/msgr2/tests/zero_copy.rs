@@ -3,82 +3,15 @@
 //! buffers in crc mode, and decodes exactly what the copying `handle_input` path decodes under any chunking.
 #![allow(clippy::unwrap_used)] // test code: a panic is the failure report
 
+mod common;
+
+use common::{ready_pair, received, wire_of};
 use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};
 use msgr2::auth::{CON_MODE_CRC, CON_MODE_SECURE};
-use msgr2::testing::{TestClientAuth, TestServerAuth};
-use msgr2::types::{ENTITY_TYPE_CLIENT, ENTITY_TYPE_OSD, EntityName};
-use msgr2::{AddrVec, Config, Connection, EntityAddr, Event, Message};
+use msgr2::{Connection, Message};
 use proptest::prelude::*;
-
-fn pair(mode: u32, now: Instant) -> (Connection, Connection) {
-    let addr = EntityAddr::msgr2("127.0.0.1:6800".parse().unwrap(), 0);
-    let mut ccfg = Config::new(ENTITY_TYPE_CLIENT, 1);
-    ccfg.my_addrs = AddrVec::one(EntityAddr::msgr2("127.0.0.1:40000".parse().unwrap(), 1));
-    let c = Connection::connector(
-        ccfg,
-        Box::new(TestClientAuth::new(
-            EntityName::new(ENTITY_TYPE_CLIENT, "z"),
-            vec![mode],
-        )),
-        addr,
-        ENTITY_TYPE_OSD,
-        now,
-    );
-    let s = Connection::acceptor(
-        Config::new(ENTITY_TYPE_OSD, 0),
-        Box::new(TestServerAuth::new(
-            vec![CON_MODE_SECURE, CON_MODE_CRC],
-            b"0123456789abcdef",
-            &[5u8; 64],
-        )),
-        now,
-    );
-    (c, s)
-}
-
-fn wire_of(c: &mut Connection) -> Bytes {
-    let mut out = Vec::new();
-    c.drain_output(&mut out);
-    let mut w = BytesMut::new();
-    for b in out {
-        w.extend_from_slice(&b);
-    }
-    w.freeze()
-}
-
-/// Handshake through memory (whole buffers, zero-copy API) until both sides are ready.
-fn ready_pair(mode: u32, now: Instant) -> (Connection, Connection) {
-    let (mut c, mut s) = pair(mode, now);
-    for _ in 0..32 {
-        let a = wire_of(&mut c);
-        if !a.is_empty() {
-            s.handle_input_bytes(now, a).unwrap();
-        }
-        let b = wire_of(&mut s);
-        if !b.is_empty() {
-            c.handle_input_bytes(now, b).unwrap();
-        }
-        if c.is_ready() && s.is_ready() {
-            break;
-        }
-    }
-    assert!(c.is_ready() && s.is_ready(), "handshake did not finish");
-    while s.poll_event().is_some() {}
-    while c.poll_event().is_some() {}
-    (c, s)
-}
-
-fn received(s: &mut Connection) -> Vec<Message> {
-    let mut v = Vec::new();
-    while let Some(e) = s.poll_event() {
-        if let Event::Message(m) = e {
-            v.push(m);
-        }
-    }
-    v
-}
 
 fn range_of(b: &[u8]) -> std::ops::Range<usize> {
     let p = b.as_ptr() as usize;
