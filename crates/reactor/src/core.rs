@@ -177,6 +177,38 @@ pub trait Service: 'static {
     fn on_raw_completion(&mut self, ctx: &mut CoreCtx<Self::Msg>, token: u64, result: i32, flags: u32) {}
     /// The runtime is stopping; connections are about to be closed.
     fn on_stop(&mut self, ctx: &mut CoreCtx<Self::Msg>) {}
+    /// End of a loop turn's work, before the loop waits: what the turn did and how long it took (for the
+    /// service's long-turn records; the loop's own histogram is [`CoreStats::turn_hist`]).
+    fn on_turn_end(&mut self, ctx: &mut CoreCtx<Self::Msg>, turn: &TurnInfo) {}
+}
+
+/// Buckets of [`CoreStats::turn_hist`]: bucket 0 counts turns shorter than 2 µs, bucket i (1 ≤ i < 15) turns of
+/// [2^i, 2^(i+1)) µs, the last one every turn of 32.768 ms or more.
+pub const TURN_HIST_BUCKETS: usize = 16;
+
+/// The histogram bucket of a turn that took `busy`.
+pub fn turn_bucket(busy: Duration) -> usize {
+    let us = busy.as_micros().min(u128::from(u64::MAX)) as u64;
+    ((63 - (us | 1).leading_zeros()) as usize).min(TURN_HIST_BUCKETS - 1)
+}
+
+/// One loop turn as [`Service::on_turn_end`] sees it. Counts are of this turn only.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TurnInfo {
+    /// From the turn's start to its wait: the loop's and the service's work, plus any time the thread spent
+    /// descheduled meanwhile (the submission inside the wait's `io_uring_enter` is not included).
+    pub busy: Duration,
+    /// Completions dispatched (receives, sends, accepts, watches, …).
+    pub cqes: u32,
+    /// Cross-core messages delivered.
+    pub mesh_in: u32,
+    /// Timers fired.
+    pub timers: u32,
+    /// Connections driven (received messages delivered, output pulled).
+    pub conns_driven: u32,
+    /// Bytes whose receive or send completed this turn.
+    pub recv_bytes: u64,
+    pub sent_bytes: u64,
 }
 
 /// Sizes and bounds of one core.
@@ -250,6 +282,11 @@ pub struct CoreStats {
     pub direct_recv_bytes: u64,
     /// Connections open now.
     pub connections: u64,
+    /// Loop turns by their busy time ([`TurnInfo::busy`], buckets as [`turn_bucket`]), the sum of busy times
+    /// and the longest one (nanoseconds).
+    pub turn_hist: [u64; TURN_HIST_BUCKETS],
+    pub turn_busy_ns: u64,
+    pub turn_max_ns: u64,
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -1204,10 +1241,11 @@ impl<M: Send + 'static> CoreCtx<M> {
         }
     }
 
-    fn dispatch_cqes<S: Service<Msg = M>>(&mut self, svc: &mut S) {
+    fn dispatch_cqes<S: Service<Msg = M>>(&mut self, svc: &mut S) -> usize {
         self.reap_into_scratch();
         let cqes = std::mem::take(&mut self.cqe_scratch);
-        self.stats.cqes += cqes.len() as u64;
+        let n = cqes.len();
+        self.stats.cqes += n as u64;
         for &(ud, res, flags) in &cqes {
             if ud == UD_IGNORE {
                 continue;
@@ -1249,6 +1287,7 @@ impl<M: Send + 'static> CoreCtx<M> {
         if self.cqe_scratch.is_empty() {
             self.cqe_scratch = cqes;
         }
+        n
     }
 
     fn complete<S: Service<Msg = M>>(&mut self, svc: &mut S, op: Op, res: i32, more: bool) {
@@ -1570,17 +1609,17 @@ impl<M: Send + 'static> CoreCtx<M> {
         }
     }
 
-    fn fire_timers<S: Service<Msg = M>>(&mut self, svc: &mut S) {
+    fn fire_timers<S: Service<Msg = M>>(&mut self, svc: &mut S) -> usize {
         // Bounded per turn so a flood of timers cannot starve the sockets.
-        for _ in 0..4096 {
+        for n in 0..4096 {
             let Some((&id, _)) = self.timers.first_key_value() else {
-                return;
+                return n;
             };
             if id.0 > self.now {
-                return;
+                return n;
             }
             let Some(kind) = self.timers.remove(&id) else {
-                return;
+                return n;
             };
             match kind {
                 TimerKind::User(token) => svc.on_timer(self, id, token),
@@ -1598,6 +1637,7 @@ impl<M: Send + 'static> CoreCtx<M> {
                 }
             }
         }
+        4096
     }
 
     fn drain_mesh<S: Service<Msg = M>>(&mut self, svc: &mut S) -> usize {
@@ -1778,27 +1818,47 @@ impl<M: Send + 'static> CoreCtx<M> {
     fn turn<S: Service<Msg = M>>(&mut self, svc: &mut S) {
         self.stats.turns += 1;
         self.now = Instant::now();
-        self.dispatch_cqes(svc);
+        let (recv0, sent0) = (self.stats.recv_bytes, self.stats.sent_bytes);
+        let cqes = self.dispatch_cqes(svc);
         let mut work = self.drain_mesh(svc);
-        self.fire_timers(svc);
+        let mesh_in = work;
+        let timers = self.fire_timers(svc);
+        let mut driven = 0;
         if self.cfg.legacy_turn {
             svc.on_poll(self);
-            work += self.drive_dirty(svc);
+            driven = self.drive_dirty(svc);
+            work += driven;
         } else {
             // Messages received this turn are delivered (drive_dirty) before on_poll, so the storage IO they
             // queue is submitted in this same turn; what on_poll completes (replies) is driven out right after.
             // Rounds are bounded: whatever is still dirty makes the wait below non-blocking.
             for _ in 0..4 {
-                self.drive_dirty(svc);
+                driven += self.drive_dirty(svc);
                 svc.on_poll(self);
                 if self.dirty.is_empty() {
                     break;
                 }
             }
-            self.drive_dirty(svc);
+            driven += self.drive_dirty(svc);
             work = 0;
         }
         self.flush_mesh();
+        // One clock read per turn: the turn-time histogram, and the service's long-turn records.
+        let busy = self.now.elapsed();
+        let ns = busy.as_nanos().min(u128::from(u64::MAX)) as u64;
+        self.stats.turn_hist[turn_bucket(busy)] += 1;
+        self.stats.turn_busy_ns += ns;
+        self.stats.turn_max_ns = self.stats.turn_max_ns.max(ns);
+        let info = TurnInfo {
+            busy,
+            cqes: cqes as u32,
+            mesh_in: mesh_in as u32,
+            timers: timers as u32,
+            conns_driven: driven as u32,
+            recv_bytes: self.stats.recv_bytes - recv0,
+            sent_bytes: self.stats.sent_bytes - sent0,
+        };
+        svc.on_turn_end(self, &info);
         let polling = std::mem::take(&mut self.keep_polling);
         let more = polling
             || !self.dirty.is_empty()

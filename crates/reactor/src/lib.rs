@@ -64,7 +64,8 @@ mod sys;
 
 pub use crate::core::{
     CloseReason, ConnId, ConnectProto, CoreConfig, CoreCtx, CoreId, CoreStats, HandOffError, ListenProto,
-    ListenerId, SendError, ServerAuthFactory, Service, TimerId, WatchId,
+    ListenerId, SendError, ServerAuthFactory, Service, TURN_HIST_BUCKETS, TimerId, TurnInfo, WatchId,
+    turn_bucket,
 };
 pub use crate::runtime::{Runtime, RuntimeConfig};
 pub use msgr2;
