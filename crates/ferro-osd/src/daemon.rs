@@ -282,6 +282,12 @@ impl Common {
         let mut c = MsgrConfig::new(ENTITY_TYPE_OSD, i64::from(self.whoami));
         c.my_addrs = msgr2::AddrVec::one(msgr2::EntityAddr::msgr2(addr, self.nonce));
         c.seed = u64::from(self.nonce) ^ seed.wrapping_mul(0x9E37_79B9);
+        // A/B switch for benchmarks: the acknowledgement policy before session 6 (a standalone ACK as soon as
+        // nothing else is queued, lossy sessions included). docs/msgr2.md, "Acknowledgements".
+        if std::env::var_os("FERRO_MSGR_ACKS").is_some_and(|v| v == "immediate") {
+            c.ack_delay = None;
+            c.ack_lossy = true;
+        }
         c
     }
 }

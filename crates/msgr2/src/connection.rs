@@ -41,6 +41,13 @@ pub const FEATURE_MSG_ADDR2: u64 = denc::features::MASK_MSG_ADDR2;
 pub const PACIFIC_FEATURES: u64 = denc::CEPH_FEATURES_ALL;
 const _: () = assert!(FEATURE_MSG_ADDR2 == 1 << 59 && PACIFIC_FEATURES == 0x3f01_cfbd_fffd_ffff);
 
+/// Default [`Config::ack_delay`]. Linux holds a pure TCP ACK for the same reason (hoping data will carry it) for
+/// 40 ms at least (`TCP_DELACK_MIN`); we hold ours shorter, 10 ms: on a busy OSD-to-OSD session the next
+/// MOSDRepOp or MOSDRepOpReply follows within a write's latency (well under 10 ms) and carries the ack, and when
+/// the session goes quiet the peer trims its sent queue 10 ms later instead of at once, which costs it nothing but
+/// that memory for that long (replay after a reconnect is driven by the reconnect's `msg_seq`, not by ACKs).
+pub const ACK_DELAY_DEFAULT: Duration = Duration::from_millis(10);
+
 /// Static configuration of a connection.
 #[derive(Clone, Debug)]
 pub struct Config {
@@ -68,6 +75,13 @@ pub struct Config {
     pub max_queued_bytes: usize,
     /// Send an ACK after this many unacknowledged received messages even if no message carries it.
     pub ack_every: u64,
+    /// How long an acknowledgement may wait for an outgoing message to carry it (`ack_seq`) before a standalone
+    /// ACK frame goes out; `None`: an ACK goes out as soon as nothing else is queued (what Ceph does, and what
+    /// this crate did before session 6). See docs/msgr2.md, "Acknowledgements".
+    pub ack_delay: Option<Duration>,
+    /// Send standalone ACKs on lossy sessions too. Ceph never does (a lossy peer keeps no sent queue and ignores
+    /// ACKs), so the default is false; the ack still rides on every outgoing message.
+    pub ack_lossy: bool,
     pub crypto: Arc<dyn CryptoProvider>,
     /// Seed for cookies (the state machine has no randomness of its own; the driver passes some in).
     pub seed: u64,
@@ -99,6 +113,8 @@ impl Config {
             max_queued_messages: 4096,
             max_queued_bytes: 512 << 20,
             ack_every: 64,
+            ack_delay: Some(ACK_DELAY_DEFAULT),
+            ack_lossy: false,
             crypto: default_provider(),
             seed: 0x5eed,
             global_seq: 1,
@@ -209,6 +225,14 @@ pub struct Stats {
     pub rx_copied_bytes: u64,
     /// Received bytes that went straight into their segment's own buffer ([`Connection::take_rx_sink`]).
     pub rx_direct_bytes: u64,
+    /// Standalone ACK frames written.
+    pub acks_sent: u64,
+    /// Messages written whose `ack_seq` acknowledged something the peer had not been told yet (an ACK frame
+    /// saved, unless the ack was due anyway).
+    pub acks_piggybacked: u64,
+    /// KEEPALIVE2 and KEEPALIVE2_ACK frames written.
+    pub keepalives_sent: u64,
+    pub keepalive_acks_sent: u64,
 }
 
 /// Who the peer is, once the session is established.
@@ -329,6 +353,9 @@ struct Transport {
     peer_lossy: bool,
     client_cookie: u64,
     last_rx: Option<Instant>,
+    /// When a standalone ACK is due if no message has carried the ack by then ([`Config::ack_delay`]). Belongs
+    /// to the transport: a reconnect acknowledges through its `msg_seq`.
+    ack_due: Option<Instant>,
 }
 
 impl Transport {
@@ -356,6 +383,7 @@ impl Transport {
             peer_lossy: false,
             client_cookie: 0,
             last_rx: None,
+            ack_due: None,
         }
     }
 }
@@ -777,8 +805,12 @@ impl Connection {
                 self.stats.messages_resent += 1;
             }
             self.stats.messages_sent += 1;
+            if self.s.acked_in_seq < self.s.in_seq {
+                self.stats.acks_piggybacked += 1;
+            }
             m.ack_seq = self.s.in_seq;
             self.s.acked_in_seq = self.s.in_seq;
+            self.t.ack_due = None;
             match encode_message_frame(self.t.tx.as_mut(), &m, &mut self.t.out) {
                 Ok(()) => {}
                 Err(e) => {
@@ -793,13 +825,27 @@ impl Connection {
                 self.s.sent.push_back(m);
             }
             self.maybe_unblock();
-        } else if self.s.acked_in_seq < self.s.in_seq {
-            let seq = self.s.in_seq;
-            self.s.acked_in_seq = seq;
-            if let Err(e) = self.send_control(&Control::Ack { seq }) {
-                self.fault(e);
-            }
+        } else if self.cfg.ack_delay.is_none()
+            && self.acks_wanted()
+            && self.s.acked_in_seq < self.s.in_seq
+            && let Err(e) = self.send_ack()
+        {
+            self.fault(e);
         }
+    }
+
+    /// Whether the peer wants standalone ACKs: only lossless peers keep a sent queue to trim.
+    fn acks_wanted(&self) -> bool {
+        !self.s.lossy || self.cfg.ack_lossy
+    }
+
+    /// A standalone ACK of everything received so far.
+    fn send_ack(&mut self) -> R {
+        let seq = self.s.in_seq;
+        self.s.acked_in_seq = seq;
+        self.t.ack_due = None;
+        self.stats.acks_sent += 1;
+        self.send_control(&Control::Ack { seq })
     }
 
     fn maybe_unblock(&mut self) {
@@ -839,6 +885,7 @@ impl Connection {
     pub fn send_keepalive(&mut self, now: Instant) {
         if self.t.state == State::Ready {
             let ns = now.saturating_duration_since(self.epoch).as_nanos() as u64;
+            self.stats.keepalives_sent += 1;
             if let Err(e) = self.send_control(&Control::Keepalive2 {
                 stamp: UTime::from_nanos(ns),
             }) {
@@ -860,15 +907,12 @@ impl Connection {
             (Some(d), Some(t)) if self.has_transport() => Some(t + d),
             _ => None,
         };
-        let ka = if self.t.state == State::Ready {
-            self.keepalive_due
+        let (ka, ack) = if self.t.state == State::Ready {
+            (self.keepalive_due, self.t.ack_due)
         } else {
-            None
+            (None, None)
         };
-        match (idle, ka) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        [idle, ka, ack].into_iter().flatten().min()
     }
 
     fn has_transport(&self) -> bool {
@@ -891,6 +935,17 @@ impl Connection {
         {
             self.send_keepalive(now);
             self.keepalive_due = self.cfg.keepalive_interval.map(|i| now + i);
+        }
+        if self.t.state == State::Ready
+            && let Some(due) = self.t.ack_due
+            && now >= due
+        {
+            self.t.ack_due = None;
+            if self.s.acked_in_seq < self.s.in_seq
+                && let Err(e) = self.send_ack()
+            {
+                self.fault(e);
+            }
         }
     }
 
@@ -1190,7 +1245,7 @@ impl Connection {
                 return Err(self.unexpected(tag));
             }
             let m = Message::from_segments(&frame.segments)?;
-            return self.handle_message(m);
+            return self.handle_message(now, m);
         }
         let ctl = Control::decode(tag, frame.segments[0].clone()).map_err(|e| ConnError::Payload {
             what: tag.name(),
@@ -1364,6 +1419,7 @@ impl Connection {
                 Ok(())
             }
             (State::Ready, Control::Keepalive2 { stamp }) => {
+                self.stats.keepalive_acks_sent += 1;
                 self.send_control(&Control::Keepalive2Ack { stamp })
             }
             (State::Ready, Control::Keepalive2Ack { stamp }) => {
@@ -1502,6 +1558,8 @@ impl Connection {
             connect_seq: self.s.connect_seq,
             msg_seq: self.s.in_seq,
         };
+        // msg_seq acknowledges everything received so far (the acceptor trims its sent queue by it).
+        self.s.acked_in_seq = self.s.in_seq;
         self.send_control(&Control::SessionReconnect(r))
     }
 
@@ -1642,7 +1700,7 @@ impl Connection {
         self.maybe_unblock();
     }
 
-    fn handle_message(&mut self, m: Message) -> R {
+    fn handle_message(&mut self, now: Instant, m: Message) -> R {
         self.handle_ack(m.ack_seq);
         if m.seq <= self.s.in_seq {
             // Already delivered before a reconnect: the replay overlapped. Dropping it is what makes delivery
@@ -1653,12 +1711,19 @@ impl Connection {
         self.s.in_seq = m.seq;
         self.stats.messages_received += 1;
         self.events.push_back(Event::Message(m));
+        if !self.acks_wanted() {
+            return Ok(());
+        }
         if self.s.in_seq.saturating_sub(self.s.acked_in_seq) >= self.cfg.ack_every.max(1)
             && self.s.queue.is_empty()
         {
-            let seq = self.s.in_seq;
-            self.s.acked_in_seq = seq;
-            self.send_control(&Control::Ack { seq })?;
+            self.send_ack()?;
+        } else if let Some(d) = self.cfg.ack_delay
+            && self.t.ack_due.is_none()
+        {
+            // The first unacknowledged message starts the clock; later ones ride on the same deadline, so a
+            // stream of messages cannot postpone the ACK forever.
+            self.t.ack_due = Some(now + d);
         }
         Ok(())
     }

@@ -151,6 +151,16 @@ fn pump_with(
     panic!("pump did not settle");
 }
 
+/// Let the ack timers of both sides fire (nothing else is due that early) and deliver what they send: after
+/// this, everything either side received is acknowledged.
+fn settle(a: &mut Connection, b: &mut Connection, now: Instant, rng: &mut Rng) {
+    let later = now + msgr2::connection::ACK_DELAY_DEFAULT;
+    a.handle_timeout(later);
+    b.handle_timeout(later);
+    let (_, broke) = pump(a, b, later, rng, &mut None);
+    assert!(!broke);
+}
+
 fn events(c: &mut Connection) -> Vec<Event> {
     std::iter::from_fn(|| c.poll_event()).collect()
 }
@@ -217,6 +227,7 @@ fn exchange(mode: Mode) {
     }
     let (wire, broke) = pump(&mut c, &mut s, now, &mut rng, &mut None);
     assert!(!broke);
+    settle(&mut c, &mut s, now, &mut rng);
     let got_s: Vec<Message> = events(&mut s)
         .into_iter()
         .filter_map(|e| if let Event::Message(m) = e { Some(m) } else { None })
@@ -242,6 +253,10 @@ fn exchange(mode: Mode) {
     // Everything was acknowledged: nothing left to replay.
     assert_eq!(c.queued(), (0, 0));
     assert_eq!(s.queued(), (0, 0));
+    // Messages flowed both ways, so most acks rode on them; only the tail needed the timer (one ACK a side).
+    let (cs, ss) = (c.stats(), s.stats());
+    assert!(cs.acks_sent <= 1 && ss.acks_sent <= 1, "{cs:?} {ss:?}");
+    assert!(cs.acks_piggybacked + ss.acks_piggybacked >= 1, "{cs:?} {ss:?}");
     let plain_visible = wire.windows(9).any(|w| w == b"front 17 ");
     let needle = b"front 13";
     let found = wire.windows(needle.len()).any(|w| w == needle);
@@ -316,8 +331,8 @@ fn idle_timeout_faults() {
 /// Lossless session under random breaks: both sides stream messages; the pipe breaks at random points, in-flight
 /// bytes are lost; the client reconnects, and the server's owner hands the new socket to the existing connection
 /// (`take_over`). Every message must arrive exactly once, in order.
-fn reconnect_run(mode: Mode, seed: u64) -> (usize, u64, u64) {
-    let now = Instant::now();
+fn reconnect_run(mode: Mode, seed: u64) -> (usize, u64, u64, u64) {
+    let mut now = Instant::now();
     let mut rng = Rng(seed | 1);
     let mut c = client(mode, false, now);
     // `srv` is the long-lived server-side connection (the object upper layers would hold); `sock` is a fresh
@@ -330,6 +345,11 @@ fn reconnect_run(mode: Mode, seed: u64) -> (usize, u64, u64) {
     let mut breaks = 0;
     for round in 0.. {
         assert!(round < 400, "no progress (seed {seed})");
+        // Time moves by 0-15 ms a round, so deferred acks sometimes go out on their timer (and sometimes are
+        // still pending when the pipe breaks).
+        now += Duration::from_millis(rng.below(16));
+        c.handle_timeout(now);
+        srv.handle_timeout(now);
         for _ in 0..rng.below(8) {
             if next_c <= total && c.send(msg(next_c, rng.below(5000) as usize)).is_ok() {
                 next_c += 1;
@@ -429,6 +449,7 @@ fn reconnect_run(mode: Mode, seed: u64) -> (usize, u64, u64) {
         breaks,
         cs.messages_resent + ss.messages_resent,
         cs.duplicates_dropped + ss.duplicates_dropped,
+        cs.acks_sent + ss.acks_sent,
     )
 }
 
@@ -440,7 +461,9 @@ fn reconnect_replays_without_loss_or_duplicates_crc() {
     let breaks: usize = runs.iter().map(|r| r.0).sum();
     let resent: u64 = runs.iter().map(|r| r.1).sum();
     let dups: u64 = runs.iter().map(|r| r.2).sum();
-    eprintln!("{breaks} breaks, {resent} messages resent, {dups} duplicates dropped");
+    let acks: u64 = runs.iter().map(|r| r.3).sum();
+    eprintln!("{breaks} breaks, {resent} messages resent, {dups} duplicates dropped, {acks} timer acks");
+    assert!(acks > 0, "deferred acks must sometimes go out on their timer");
     assert!(
         breaks >= 12,
         "the runs must actually break the pipe ({breaks} breaks)"
@@ -456,7 +479,9 @@ fn reconnect_replays_without_loss_or_duplicates_secure() {
     let breaks: usize = runs.iter().map(|r| r.0).sum();
     let resent: u64 = runs.iter().map(|r| r.1).sum();
     let dups: u64 = runs.iter().map(|r| r.2).sum();
-    eprintln!("{breaks} breaks, {resent} messages resent, {dups} duplicates dropped");
+    let acks: u64 = runs.iter().map(|r| r.3).sum();
+    eprintln!("{breaks} breaks, {resent} messages resent, {dups} duplicates dropped, {acks} timer acks");
+    assert!(acks > 0, "deferred acks must sometimes go out on their timer");
     assert!(
         breaks >= 12,
         "the runs must actually break the pipe ({breaks} breaks)"
@@ -539,6 +564,7 @@ fn backpressure_refuses_then_signals_writable() {
     // Byte bound: one message larger than the remaining budget is refused too.
     assert_eq!(c.queued().0, 4);
     pump(&mut c, &mut s, now, &mut rng, &mut None);
+    settle(&mut c, &mut s, now, &mut rng);
     // Written and acknowledged: the queue drains and the owner is told it may send again.
     let ce = events(&mut c);
     assert!(ce.contains(&Event::Writable), "{ce:?}");
