@@ -931,11 +931,12 @@ impl<D: Device> Store<D> {
             if let Some(b) = blk {
                 used.push((b, 1));
             }
-            for (i, k) in node.keys.iter().enumerate() {
+            for i in 0..node.len() {
+                let k = node.key(i);
                 if node.level == 0 && k.first() == Some(&keys::NS_EXTENT) {
-                    extents.push(node.vals[i].clone());
-                } else if node.level == 0 && keys::has_value_form(k) && node.vals[i].first() != Some(&0) {
-                    values.push(node.vals[i].clone());
+                    extents.push(node.val(i).to_vec());
+                } else if node.level == 0 && keys::has_value_form(k) && node.val(i).first() != Some(&0) {
+                    values.push(node.val(i).to_vec());
                 }
             }
         })?;
