@@ -761,9 +761,9 @@ impl Service for Core {
         }
         ctx.set_timer(CORE_TICK, T_CORE);
         if let Some(sh) = self.shard.as_mut() {
-            // A multishot poll on the device ring: every completion it posts wakes this core (on_fd_ready), and
-            // on_poll reaps it in the same turn.
-            self.device_watch = Some(ctx.watch_fd(sh.ring_fd()));
+            // The device submits on this core's ring (or, FERRO_OSD_DEVICE_RING=own, a multishot poll on its own
+            // ring): every completion wakes this core, and on_poll reaps it in the same turn.
+            self.device_watch = sh.attach_to_core(ctx);
         }
         if let Some(c) = self.control.as_mut() {
             c.start(ctx);
@@ -1060,7 +1060,7 @@ impl Service for Core {
                 // Busy polling only when asked (dedicated CPUs), or when the store has work in progress without
                 // IO in flight (a background checkpoint step that the next poll submits).
                 if sh.busy()
-                    && (self.common.busy_poll || self.device_watch.is_none() || sh.device_in_flight() == 0)
+                    && (self.common.busy_poll || !sh.device_wakes() || sh.device_in_flight() == 0)
                 {
                     ctx.keep_polling();
                 }
@@ -2625,7 +2625,8 @@ impl Daemon {
                 .read_pool_bytes
                 .map_or(UringOptions::default().read_pool_bytes, |b| b as usize),
             ..UringOptions::default()
-        };
+        }
+        .with_env();
         eprintln!(
             "ferro-osd: {shards} ferrostore shard(s), cache {} MiB and read pool {} MiB each",
             store_cfg.cache_bytes >> 20,

@@ -21,6 +21,26 @@ use pg::ConnId;
 
 pub use osd_core::ClientOp;
 
+/// `own` keeps the device on its own io_uring, watched from the core's ring (the session-5 path, for A/B runs);
+/// otherwise (the default) the device submits on the core's ring ([`Shard::attach_to_core`]).
+pub const DEVICE_RING_ENV: &str = "FERRO_OSD_DEVICE_RING";
+
+/// ferrostore's view of the core's ring (storage hook 3 in docs/reactor.md).
+struct CoreRing(reactor::DeviceRing);
+
+impl ferrostore::uring::SharedRing for CoreRing {
+    unsafe fn push(&mut self, entry: reactor::io_uring::squeue::Entry, token: u64) {
+        // SAFETY: forwarded to the caller (the device keeps the buffers in its slot table until completion).
+        unsafe { self.0.push(entry, token) }
+    }
+    fn take(&mut self, out: &mut Vec<(u64, i32)>) {
+        self.0.take(out)
+    }
+    fn wait(&mut self) {
+        self.0.wait()
+    }
+}
+
 /// A shard's statistics (sent to core 0 every second).
 #[derive(Debug, Default, Clone)]
 pub struct ShardStats {
@@ -261,6 +281,8 @@ pub struct Shard {
     since: BTreeMap<SpgId, (u64, Utime)>,
     pub stats: ShardStats,
     total_bytes: u64,
+    /// A device completion wakes the core ([`Shard::attach_to_core`] ran).
+    device_wakes: bool,
 }
 
 impl Shard {
@@ -280,6 +302,7 @@ impl Shard {
             since: BTreeMap::new(),
             stats: ShardStats::default(),
             total_bytes,
+            device_wakes: false,
         }
     }
 
@@ -304,6 +327,27 @@ impl Shard {
     /// The device ring's fd: readable while its completion queue holds an entry (the core sleeps on it).
     pub fn ring_fd(&mut self) -> std::os::fd::RawFd {
         self.core.store_mut().device().ring_fd()
+    }
+
+    /// Make device completions wake the core: by default the device submits on the core's own ring (its IO
+    /// goes to the kernel with the turn's one `io_uring_enter`, its completions come with the core's); with
+    /// `FERRO_OSD_DEVICE_RING=own` it keeps its own ring and the core watches that ring's fd (returned).
+    pub fn attach_to_core<M: Send + 'static>(
+        &mut self,
+        ctx: &mut reactor::CoreCtx<M>,
+    ) -> Option<reactor::WatchId> {
+        self.device_wakes = true;
+        if std::env::var(DEVICE_RING_ENV).as_deref() == Ok("own") {
+            return Some(ctx.watch_fd(self.ring_fd()));
+        }
+        let ring = Box::new(CoreRing(ctx.device_ring()));
+        self.core.store_mut().device_mut().attach(ring);
+        None
+    }
+
+    /// Device completions wake the core (else it must poll while IO is in flight).
+    pub fn device_wakes(&self) -> bool {
+        self.device_wakes
     }
 
     fn log(&self, msg: &str) {

@@ -5,10 +5,15 @@
 //! in-flight slot table until their completion is reaped. Writes go straight from the caller's `Bytes` when every
 //! piece is 512-byte aligned in address and length (gathered with `writev`); otherwise the pieces are copied once
 //! into an aligned bounce buffer. Reads land in aligned buffers that become `Bytes` without a copy.
+//!
+//! The device owns a ring of its own, or — once [`UringDevice::attach`]ed to a [`SharedRing`] (a reactor core's
+//! ring) — builds the same entries and submits them there: they then reach the kernel with the core's one
+//! `io_uring_enter` per turn, and their completions come back through the core's loop instead of waking it
+//! through a poll on this ring's fd.
 
 use crate::device::{Completion, Device, DeviceStats, Tag};
 use bytes::Bytes;
-use io_uring::{IoUring, opcode, types};
+use io_uring::{IoUring, opcode, squeue, types};
 use std::alloc::Layout;
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
@@ -134,6 +139,25 @@ enum Slot {
     },
 }
 
+/// A ring owned by someone else (a reactor core, `reactor::DeviceRing`) that the device submits on instead of
+/// its own, so that one `io_uring_enter` per turn serves sockets and storage.
+pub trait SharedRing {
+    /// Queue `entry` with `token` (the ring sets the entry's user_data); its completion comes back through
+    /// [`SharedRing::take`].
+    ///
+    /// # Safety
+    /// Every buffer and struct the entry points to must stay valid until its completion is taken.
+    unsafe fn push(&mut self, entry: squeue::Entry, token: u64);
+    /// Append the completions that arrived, as (token, result).
+    fn take(&mut self, out: &mut Vec<(u64, i32)>);
+    /// Block until [`SharedRing::take`] has something (called only with entries in flight).
+    fn wait(&mut self);
+}
+
+/// The environment variable that overrides [`UringOptions::dsync_writes`] for A/B runs
+/// ([`UringOptions::with_env`]): `dsync` (RWF_DSYNC writes, no flushes) or `flush` (fdatasync per group commit).
+pub const DURABILITY_ENV: &str = "FERROSTORE_DURABILITY";
+
 #[derive(Debug, Clone, Copy)]
 pub struct UringOptions {
     pub queue_depth: u32,
@@ -141,6 +165,18 @@ pub struct UringOptions {
     pub dsync_writes: bool,
     /// Bytes of idle read buffers kept for reuse (part of the shard's memory budget).
     pub read_pool_bytes: usize,
+}
+
+impl UringOptions {
+    /// Apply [`DURABILITY_ENV`] if set (`dsync` or `flush`; anything else leaves the options as they are).
+    pub fn with_env(mut self) -> Self {
+        match std::env::var(DURABILITY_ENV).as_deref() {
+            Ok("dsync") => self.dsync_writes = true,
+            Ok("flush") => self.dsync_writes = false,
+            _ => {}
+        }
+        self
+    }
 }
 
 impl Default for UringOptions {
@@ -166,6 +202,10 @@ pub struct UringDevice {
     opts: UringOptions,
     logical_block: u64,
     pool: BufPool,
+    /// Set by [`UringDevice::attach`]: entries go there instead of `ring`.
+    shared: Option<Box<dyn SharedRing>>,
+    /// Completions being processed (reused).
+    cqes: Vec<(u64, i32)>,
 }
 
 impl UringDevice {
@@ -211,6 +251,8 @@ impl UringDevice {
             opts,
             logical_block: lbs,
             pool: BufPool::new(opts.read_pool_bytes),
+            shared: None,
+            cqes: Vec::new(),
         })
     }
 
@@ -227,7 +269,30 @@ impl UringDevice {
         }
     }
 
-    fn push(&mut self, e: io_uring::squeue::Entry) {
+    /// Submit from now on through `ring` (a reactor core's ring) instead of the device's own. IO in flight on the
+    /// own ring is waited for first (its completions are returned by the next `poll`).
+    pub fn attach(&mut self, ring: Box<dyn SharedRing>) {
+        self.submit_pending();
+        while self.inflight > 0 {
+            let _ = self.ring.submit_and_wait(1);
+            self.reap();
+        }
+        self.shared = Some(ring);
+    }
+
+    /// Whether the device submits on a shared ring ([`UringDevice::attach`]).
+    pub fn is_attached(&self) -> bool {
+        self.shared.is_some()
+    }
+
+    fn push(&mut self, e: squeue::Entry, slot: usize) {
+        if let Some(s) = self.shared.as_mut() {
+            // SAFETY: every buffer the entry points to is owned by its slot until the completion is taken.
+            unsafe { s.push(e, slot as u64) };
+            self.inflight += 1;
+            return;
+        }
+        let e = e.user_data(slot as u64);
         loop {
             // SAFETY: every buffer the entry points to is owned by its slot until the completion is reaped.
             if unsafe { self.ring.submission().push(&e) }.is_ok() {
@@ -252,12 +317,12 @@ impl UringDevice {
     }
 
     fn reap(&mut self) {
-        let cqes: Vec<(u64, i32)> = self
-            .ring
-            .completion()
-            .map(|c| (c.user_data(), c.result()))
-            .collect();
-        for (ud, res) in cqes {
+        let mut cqes = std::mem::take(&mut self.cqes);
+        match self.shared.as_mut() {
+            Some(s) => s.take(&mut cqes),
+            None => cqes.extend(self.ring.completion().map(|c| (c.user_data(), c.result()))),
+        }
+        for &(ud, res) in &cqes {
             let Some(slot) = self.slots.get_mut(ud as usize).and_then(|s| s.take()) else {
                 continue;
             };
@@ -311,6 +376,8 @@ impl UringDevice {
             };
             self.ready.push(c);
         }
+        cqes.clear();
+        self.cqes = cqes;
     }
 
     fn fd(&self) -> types::Fd {
@@ -328,8 +395,28 @@ impl UringDevice {
     /// poll, e.g. the flush that follows completed writes): a caller about to sleep on [`Self::ring_fd`] calls
     /// this first, or that IO would wait for its next poll.
     pub fn submit_pending(&mut self) {
-        if self.unsubmitted > 0 && self.ring.submit().is_ok() {
+        // Attached: the entries are on the core's ring, which submits them at the end of its turn.
+        if self.shared.is_none() && self.unsubmitted > 0 && self.ring.submit().is_ok() {
             self.unsubmitted = 0;
+        }
+    }
+}
+
+impl Drop for UringDevice {
+    fn drop(&mut self) {
+        // On a shared ring nobody else waits for our IO: the kernel may still read or write the slots' buffers
+        // until their completions come, so wait for them (bounded), and leak what is still held after that.
+        if self.shared.is_some() {
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+            while self.inflight > 0 && std::time::Instant::now() < deadline {
+                if let Some(s) = self.shared.as_mut() {
+                    s.wait();
+                }
+                self.reap();
+            }
+            if self.inflight > 0 {
+                std::mem::forget(std::mem::take(&mut self.slots));
+            }
         }
     }
 }
@@ -347,9 +434,8 @@ impl Device for UringDevice {
         let i = self.slot(Slot::Read { tag, buf, len });
         let e = opcode::Read::new(self.fd(), ptr, len as u32)
             .offset(offset)
-            .build()
-            .user_data(i as u64);
-        self.push(e);
+            .build();
+        self.push(e, i);
     }
 
     fn submit_write(&mut self, tag: Tag, offset: u64, bufs: Vec<Bytes>) {
@@ -369,7 +455,7 @@ impl Device for UringDevice {
                 (b.as_ptr() as usize).is_multiple_of(DIO_ALIGN) && b.len().is_multiple_of(DIO_ALIGN)
             });
         let fd = self.fd();
-        let e = if aligned && bufs.len() == 1 {
+        let (e, i) = if aligned && bufs.len() == 1 {
             // Zero copy: the caller's buffer goes to the device as is.
             let p = bufs[0].as_ptr();
             let i = self.slot(Slot::Write {
@@ -379,11 +465,11 @@ impl Device for UringDevice {
                 _bounce: None,
                 len,
             });
-            opcode::Write::new(fd, p, len as u32)
+            let e = opcode::Write::new(fd, p, len as u32)
                 .offset(offset)
                 .rw_flags(flags)
-                .build()
-                .user_data(i as u64)
+                .build();
+            (e, i)
         } else if aligned {
             let iov: Vec<libc::iovec> = bufs
                 .iter()
@@ -400,11 +486,11 @@ impl Device for UringDevice {
                 _bounce: None,
                 len,
             });
-            opcode::Writev::new(fd, p, n)
+            let e = opcode::Writev::new(fd, p, n)
                 .offset(offset)
                 .rw_flags(flags)
-                .build()
-                .user_data(i as u64)
+                .build();
+            (e, i)
         } else {
             self.stats.write_copies += 1;
             self.stats.bytes_copied += len as u64;
@@ -422,13 +508,13 @@ impl Device for UringDevice {
                 _bounce: Some(bounce),
                 len,
             });
-            opcode::Write::new(fd, p, len as u32)
+            let e = opcode::Write::new(fd, p, len as u32)
                 .offset(offset)
                 .rw_flags(flags)
-                .build()
-                .user_data(i as u64)
+                .build();
+            (e, i)
         };
-        self.push(e);
+        self.push(e, i);
     }
 
     fn submit_flush(&mut self, tag: Tag) {
@@ -436,9 +522,8 @@ impl Device for UringDevice {
         let i = self.slot(Slot::Flush { tag });
         let e = opcode::Fsync::new(self.fd())
             .flags(types::FsyncFlags::DATASYNC)
-            .build()
-            .user_data(i as u64);
-        self.push(e);
+            .build();
+        self.push(e, i);
     }
 
     fn poll(&mut self, out: &mut Vec<Completion>) {
@@ -452,8 +537,13 @@ impl Device for UringDevice {
     fn wait(&mut self, out: &mut Vec<Completion>) {
         self.poll(out);
         if out.is_empty() && self.inflight > 0 {
-            let _ = self.ring.submit_and_wait(1);
-            self.unsubmitted = 0;
+            match self.shared.as_mut() {
+                Some(s) => s.wait(),
+                None => {
+                    let _ = self.ring.submit_and_wait(1);
+                    self.unsubmitted = 0;
+                }
+            }
             self.reap();
             out.append(&mut self.ready);
         }

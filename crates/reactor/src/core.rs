@@ -10,6 +10,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::io;
 use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, RawFd};
+use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::{Ordering, fence};
 use std::time::{Duration, Instant};
@@ -20,6 +21,7 @@ use msgr2::auth::{ClientAuth, ServerAuth};
 use msgr2::frame::RxSink;
 use msgr2::{Connection, EntityAddr, Event, Message, PeerInfo};
 
+use crate::devring::{DeviceRing, RingShare};
 use crate::runtime::Shared;
 use crate::spsc::{Consumer, Producer};
 use crate::sys;
@@ -287,6 +289,11 @@ pub struct CoreStats {
     pub turn_hist: [u64; TURN_HIST_BUCKETS],
     pub turn_busy_ns: u64,
     pub turn_max_ns: u64,
+    /// A device on this core's ring ([`CoreCtx::device_ring`]): entries it pushed, completions routed to it, and
+    /// the times it blocked on the ring inside a service callback ([`DeviceRing::wait`]).
+    pub device_sqes: u64,
+    pub device_cqes: u64,
+    pub device_waits: u64,
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -458,7 +465,8 @@ pub struct CoreCtx<M: Send + 'static> {
     id: CoreId,
     ncores: usize,
     cfg: CoreConfig,
-    ring: IoUring,
+    /// The ring, shared with a storage device that submits on it ([`CoreCtx::device_ring`]).
+    share: Rc<RingShare>,
     ring_setup: &'static str,
     ext_arg: bool,
     ops: Vec<Option<Op>>,
@@ -552,7 +560,7 @@ impl<M: Send + 'static> CoreCtx<M> {
             id,
             ncores,
             cfg,
-            ring,
+            share: Rc::new(RingShare::new(ring)),
             ring_setup,
             ext_arg,
             ops: Vec::new(),
@@ -582,7 +590,7 @@ impl<M: Send + 'static> CoreCtx<M> {
         };
         c.arm_doorbell();
         if c.cfg.msg_ring_doorbells
-            && let Ok(fd) = sys::dup(c.ring.as_raw_fd())
+            && let Ok(fd) = sys::dup(c.share.ring.borrow().as_raw_fd())
         {
             c.shared.set_ring_fd(id, fd);
         }
@@ -609,6 +617,7 @@ impl<M: Send + 'static> CoreCtx<M> {
     pub fn stats(&self) -> CoreStats {
         let mut s = self.stats;
         s.connections = (self.conns.len() - self.free_conns.len()) as u64;
+        (s.device_sqes, s.device_cqes, s.device_waits) = self.share.counts();
         s
     }
 
@@ -693,12 +702,13 @@ impl<M: Send + 'static> CoreCtx<M> {
             .user_data(UD_IGNORE);
         // The linked pair must reach the kernel in one submission, or the link would be cut.
         let sq_free = {
-            let sq = self.ring.submission();
+            let mut ring = self.share.ring.borrow_mut();
+            let sq = ring.submission();
             sq.capacity() - sq.len()
         };
         if sq_free < 2 {
             self.stats.submits += 1;
-            let _ = self.ring.submit();
+            let _ = self.share.ring.borrow_mut().submit();
         }
         self.push_op(
             e,
@@ -940,6 +950,15 @@ impl<M: Send + 'static> CoreCtx<M> {
         }
     }
 
+    /// A handle through which a storage device submits its IO on this core's ring (storage hook 3 in
+    /// docs/reactor.md): its entries go to the kernel with the turn's one `io_uring_enter`, its completions
+    /// come back through [`DeviceRing::take`] (the service takes them in [`Service::on_poll`], which every turn
+    /// calls: a turn that ends with device completions not taken does not sleep) and it may block on them
+    /// with [`DeviceRing::wait`]. One device per core.
+    pub fn device_ring(&self) -> DeviceRing {
+        DeviceRing(self.share.clone())
+    }
+
     /// Submit an arbitrary entry on this core's ring; its completion comes to [`Service::on_raw_completion`]
     /// with `token` (user_data is overwritten). This is how a storage device can share the core's ring.
     ///
@@ -1083,19 +1102,20 @@ impl<M: Send + 'static> CoreCtx<M> {
     unsafe fn push_sqe(&mut self, e: &squeue::Entry) {
         loop {
             // SAFETY: forwarded to the caller.
-            if unsafe { self.ring.submission().push(e) }.is_ok() {
+            if unsafe { self.share.ring.borrow_mut().submission().push(e) }.is_ok() {
                 return;
             }
             // Full: hand the queue to the kernel to make room; GETEVENTS also flushes an overflowed CQ (the
             // EBUSY case) so the next round can make progress. Completions wait in the scratch list.
             self.stats.submits += 1;
-            let to_submit = self.ring.submission().len() as u32;
+            let mut ring = self.share.ring.borrow_mut();
+            let to_submit = ring.submission().len() as u32;
             // SAFETY: no argument struct; valid flags.
             let r = unsafe {
-                self.ring
-                    .submitter()
+                ring.submitter()
                     .enter::<libc::sigset_t>(to_submit, 0, IORING_ENTER_GETEVENTS, None)
             };
+            drop(ring);
             if r.is_err() {
                 self.reap_into_scratch();
             }
@@ -1235,9 +1255,21 @@ impl<M: Send + 'static> CoreCtx<M> {
     // -----------------------------------------------------------------------------------------------------------
     // Completions
 
+    /// Collect completions: first those a device's blocking wait set aside, then the ring's. A device's own
+    /// completions go to its list at once (a service callback may block on one before this batch is dispatched).
     fn reap_into_scratch(&mut self) {
-        for c in self.ring.completion() {
-            self.cqe_scratch.push((c.user_data(), c.result(), c.flags()));
+        let share = &*self.share;
+        {
+            let mut d = share.deferred.borrow_mut();
+            if !d.is_empty() {
+                self.cqe_scratch.append(&mut d);
+            }
+        }
+        let mut ring = share.ring.borrow_mut();
+        for c in ring.completion() {
+            if !share.route(c.user_data(), c.result()) {
+                self.cqe_scratch.push((c.user_data(), c.result(), c.flags()));
+            }
         }
     }
 
@@ -1754,11 +1786,11 @@ impl<M: Send + 'static> CoreCtx<M> {
             // Submit and collect without sleeping. GETEVENTS with min_complete 0 runs deferred task work
             // (DEFER_TASKRUN) and returns at once; a zero timeout instead would go through schedule() and, on a
             // loaded machine, hand the CPU away for a whole time slice.
-            let to_submit = self.ring.submission().len() as u32;
+            let mut ring = self.share.ring.borrow_mut();
+            let to_submit = ring.submission().len() as u32;
             // SAFETY: no argument struct is passed; the flags are valid for io_uring_enter.
             let _ = unsafe {
-                self.ring
-                    .submitter()
+                ring.submitter()
                     .enter::<libc::sigset_t>(to_submit, 0, IORING_ENTER_GETEVENTS, None)
             };
             return;
@@ -1767,18 +1799,19 @@ impl<M: Send + 'static> CoreCtx<M> {
             .timers
             .first_key_value()
             .map(|(t, _)| t.0.saturating_duration_since(Instant::now()));
+        let share = self.share.clone();
         let r = match timeout {
-            None => self.ring.submit_and_wait(1),
+            None => share.ring.borrow_mut().submit_and_wait(1),
             Some(d) if self.ext_arg => {
                 let ts = types::Timespec::new().sec(d.as_secs()).nsec(d.subsec_nanos());
                 let args = types::SubmitArgs::new().timespec(&ts);
-                self.ring.submitter().submit_with_args(1, &args)
+                share.ring.borrow_mut().submitter().submit_with_args(1, &args)
             }
             Some(d) => {
                 let ts = Box::new(types::Timespec::new().sec(d.as_secs()).nsec(d.subsec_nanos()));
                 let e = opcode::Timeout::new(&*ts as *const types::Timespec).build();
                 self.push_op(e, Op::WaitTimeout { _ts: ts });
-                self.ring.submit_and_wait(1)
+                share.ring.borrow_mut().submit_and_wait(1)
             }
         };
         self.stats.waits += 1;
@@ -1861,6 +1894,8 @@ impl<M: Send + 'static> CoreCtx<M> {
         svc.on_turn_end(self, &info);
         let polling = std::mem::take(&mut self.keep_polling);
         let more = polling
+            || self.share.device_pending()
+            || !self.share.deferred.borrow().is_empty()
             || !self.dirty.is_empty()
             || !self.local.is_empty()
             || self.overflow.iter().any(|q| !q.is_empty());
@@ -1918,7 +1953,12 @@ impl<M: Send + 'static> CoreCtx<M> {
         while self.ops.iter().any(|o| o.is_some()) && Instant::now() < deadline {
             let ts = types::Timespec::new().nsec(10_000_000);
             let args = types::SubmitArgs::new().timespec(&ts);
-            let _ = self.ring.submitter().submit_with_args(1, &args);
+            let _ = self
+                .share
+                .ring
+                .borrow_mut()
+                .submitter()
+                .submit_with_args(1, &args);
             self.now = Instant::now();
             self.dispatch_cqes(svc);
         }

@@ -58,6 +58,7 @@
 //! ```
 
 mod core;
+mod devring;
 mod runtime;
 pub mod spsc;
 mod sys;
@@ -67,5 +68,8 @@ pub use crate::core::{
     ListenerId, SendError, ServerAuthFactory, Service, TURN_HIST_BUCKETS, TimerId, TurnInfo, WatchId,
     turn_bucket,
 };
+pub use crate::devring::{DEVICE_TOKEN_MAX, DeviceRing};
 pub use crate::runtime::{Runtime, RuntimeConfig};
+/// The io_uring crate the entries of [`DeviceRing::push`] come from.
+pub use io_uring;
 pub use msgr2;
