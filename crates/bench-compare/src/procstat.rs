@@ -39,9 +39,12 @@ pub fn parse_status_ctxt(status: &str) -> (u64, u64) {
     )
 }
 
+/// CPU ticks of one thread (`(tid, name)` → utime + stime), to find the busiest thread of a test.
+pub type ThreadTicks = std::collections::HashMap<(u32, String), u64>;
+
 /// Context switches of every thread of `pid` that is alive now (threads that exited earlier are not counted;
-/// an OSD's threads live as long as it does).
-fn ctxt_of(pid: u32) -> (u64, u64) {
+/// an OSD's threads live as long as it does), and each thread's CPU ticks into `ticks`.
+fn threads_of(pid: u32, ticks: &mut ThreadTicks) -> (u64, u64) {
     let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
         return (0, 0);
     };
@@ -52,12 +55,54 @@ fn ctxt_of(pid: u32) -> (u64, u64) {
             sum.0 += v;
             sum.1 += n;
         }
+        let tid = e.file_name().to_str().and_then(|t| t.parse().ok());
+        if let (Some(tid), Ok(stat)) = (tid, std::fs::read_to_string(e.path().join("stat"))) {
+            let name = stat
+                .find('(')
+                .zip(stat.rfind(')'))
+                .map_or("?", |(a, b)| &stat[a + 1..b.max(a + 1)]);
+            if let Some(t) = parse_stat_cpu_ticks(&stat) {
+                ticks.insert((tid, name.to_string()), t);
+            }
+        }
     }
     sum
 }
 
-/// Summed CPU time, RSS and context switches of a set of processes at one moment.
-#[derive(Debug, Clone, Copy, PartialEq)]
+/// The thread that used the most CPU between two samples: its name and its share of one CPU over `wall_s`
+/// seconds (1.0 = it ran all the time: the process is bound by that thread).
+pub fn busiest_thread(before: &ProcSample, after: &ProcSample, wall_s: f64) -> Option<(String, f64)> {
+    let hz = clock_hz();
+    after
+        .threads
+        .iter()
+        .map(|(k, t)| (k, t.saturating_sub(before.threads.get(k).copied().unwrap_or(0))))
+        .max_by_key(|(_, d)| *d)
+        .filter(|_| wall_s > 0.0)
+        .map(|((_, name), d)| (name.clone(), d as f64 / hz / wall_s))
+}
+
+fn clock_hz() -> f64 {
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if hz > 0 { hz as f64 } else { 100.0 }
+}
+
+/// CPU time (user + system) of this process's waited-for children so far, in microseconds: the delta around
+/// one client run is that client's CPU (children started and reaped in between count too).
+pub fn children_cpu_us() -> f64 {
+    // SAFETY: getrusage writes one rusage into the zeroed struct we pass.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: as above; RUSAGE_CHILDREN is a valid `who`.
+    if unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut ru) } != 0 {
+        return 0.0;
+    }
+    let us = |t: libc::timeval| t.tv_sec as f64 * 1e6 + t.tv_usec as f64;
+    us(ru.ru_utime) + us(ru.ru_stime)
+}
+
+/// Summed CPU time, RSS and context switches of a set of processes at one moment, and each thread's CPU.
+#[derive(Debug, Clone, PartialEq)]
 pub struct ProcSample {
     /// utime + stime of all processes, in microseconds.
     pub cpu_us: f64,
@@ -67,14 +112,15 @@ pub struct ProcSample {
     pub ctxt_voluntary: u64,
     /// Involuntary context switches (preempted), all threads.
     pub ctxt_involuntary: u64,
+    /// CPU ticks of every thread.
+    pub threads: ThreadTicks,
 }
 
 impl ProcSample {
     /// Samples `pids` now. A process that has exited is an error: the numbers would be wrong.
     pub fn take(pids: &[u32]) -> Result<ProcSample> {
-        // SAFETY: sysconf has no preconditions.
-        let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-        let hz = if hz > 0 { hz as f64 } else { 100.0 };
+        let hz = clock_hz();
+        let mut threads = ThreadTicks::new();
         let mut ticks = 0u64;
         let mut rss_kib = 0u64;
         let (mut vol, mut invol) = (0u64, 0u64);
@@ -85,7 +131,7 @@ impl ProcSample {
                 .map_err(io_err(format!("reading /proc/{pid}/status")))?;
             ticks += parse_stat_cpu_ticks(&stat).unwrap_or(0);
             rss_kib += parse_status_rss_kib(&status).unwrap_or(0);
-            let (v, n) = ctxt_of(*pid);
+            let (v, n) = threads_of(*pid, &mut threads);
             vol += v;
             invol += n;
         }
@@ -94,6 +140,7 @@ impl ProcSample {
             rss_bytes: rss_kib * 1024,
             ctxt_voluntary: vol,
             ctxt_involuntary: invol,
+            threads,
         })
     }
 }
@@ -136,5 +183,53 @@ mod tests {
         assert!(s.ctxt_voluntary + s.ctxt_involuntary >= a.ctxt_voluntary.min(1));
         assert!(s.rss_bytes > 0);
         assert!(ProcSample::take(&[u32::MAX]).is_err());
+    }
+
+    #[test]
+    fn busiest_thread_is_the_one_that_spun() {
+        let a = ProcSample::take(&[std::process::id()]).unwrap();
+        let t0 = std::time::Instant::now();
+        let spin = std::thread::Builder::new()
+            .name("bc-spinner".into())
+            .spawn(|| {
+                // Spin until this thread has used 300 ms of CPU (wall time alone proves nothing on a loaded
+                // machine), bounded by 60 s of wall time.
+                let thread_cpu_ms = || {
+                    let mut ts = libc::timespec {
+                        tv_sec: 0,
+                        tv_nsec: 0,
+                    };
+                    // SAFETY: clock_gettime writes one timespec into `ts`.
+                    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+                    ts.tv_sec as f64 * 1e3 + ts.tv_nsec as f64 / 1e6
+                };
+                let start = std::time::Instant::now();
+                let mut x = 0u64;
+                while thread_cpu_ms() < 300.0 && start.elapsed() < std::time::Duration::from_secs(60) {
+                    for _ in 0..1000 {
+                        x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(7));
+                    }
+                }
+                // Sample while still alive: an exited thread is gone from /proc.
+                ProcSample::take(&[std::process::id()]).unwrap()
+            })
+            .unwrap();
+        let b = spin.join().unwrap();
+        let (name, share) = busiest_thread(&a, &b, t0.elapsed().as_secs_f64()).unwrap();
+        assert_eq!(name, "bc-spinner");
+        // It used 300 ms of CPU within the wall time measured (a share of one CPU, at most ~1 plus tick error).
+        let wall = t0.elapsed().as_secs_f64();
+        assert!(share * wall > 0.2 && share < 1.5, "{share} of {wall} s");
+    }
+
+    #[test]
+    fn children_cpu_grows_with_a_busy_child() {
+        let a = children_cpu_us();
+        let st = std::process::Command::new("sh")
+            .args(["-c", "i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done"])
+            .status()
+            .unwrap();
+        assert!(st.success());
+        assert!(children_cpu_us() > a);
     }
 }

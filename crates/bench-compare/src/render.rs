@@ -148,18 +148,19 @@ pub fn markdown_table(r: &Report) -> String {
 }
 
 /// Context switches per op of each group's OSD threads: how often the OSDs slept and woke (voluntary) or were
-/// preempted (involuntary) for one client op.
+/// preempted (involuntary) for one client op; the busiest OSD thread's share of a CPU (near 100 %: the row is
+/// bound by that thread) and the client's CPU per op (fio shares the machine's CPUs with the OSDs).
 fn ctxt_table(r: &Report, s: &mut String) {
     if !r.tests.iter().any(|t| t.results.iter().any(|x| x.is_ok())) {
         return;
     }
     let _ = write!(
         s,
-        "\nOSD context switches per op (all threads of the group's OSDs, `/proc/<pid>/task/*/status`):\n\n| test |"
+        "\nOSD context switches per op (all threads of the group's OSDs, `/proc/<pid>/task/*/status`), the busiest OSD thread's CPU share over the test, client (fio) CPU per op:\n\n| test |"
     );
     let mut align = String::from("|---|");
     for g in &r.groups {
-        for col in ["voluntary", "involuntary"] {
+        for col in ["voluntary", "involuntary", "busiest thread", "client CPU µs/op"] {
             let _ = write!(s, " {} {col} |", g.label);
             align.push_str("---:|");
         }
@@ -170,13 +171,18 @@ fn ctxt_table(r: &Report, s: &mut String) {
         for res in &t.results {
             match res {
                 Ok(row) => {
+                    let busy = row.osd_busiest_thread.map_or("–".to_string(), |(n, u)| {
+                        format!("{} {:.0} %", n.as_str(), u * 100.0)
+                    });
                     let _ = write!(
                         s,
-                        " {:.2} | {:.2} |",
-                        row.osd_ctxt_vol_per_op, row.osd_ctxt_invol_per_op
+                        " {:.2} | {:.2} | {busy} | {} |",
+                        row.osd_ctxt_vol_per_op,
+                        row.osd_ctxt_invol_per_op,
+                        num(row.client_cpu_us_per_op)
                     );
                 }
-                Err(_) => s.push_str(" – | – |"),
+                Err(_) => s.push_str(" – | – | – | – |"),
             }
         }
         s.push('\n');
@@ -411,10 +417,13 @@ mod tests {
             "{lat}"
         );
         assert!(
-            ctxt.contains("| bluestore voluntary | bluestore involuntary | ferro voluntary |"),
+            ctxt.contains("| bluestore voluntary | bluestore involuntary | bluestore busiest thread | bluestore client CPU µs/op | ferro voluntary |"),
             "{ctxt}"
         );
-        assert!(ctxt.contains(" 2.00 | 0.50 |"), "{ctxt}");
+        assert!(
+            ctxt.contains(" 2.00 | 0.50 | ferro-core-0 42 % | 33.0 |"),
+            "{ctxt}"
+        );
         assert_eq!(
             ctxt.lines().filter(|l| l.starts_with("| ")).count(),
             1 + 2,

@@ -21,6 +21,27 @@ pub struct Measurement {
     pub lat_p99_us: f64,
 }
 
+/// A thread name (`comm`, at most 15 bytes on Linux), kept inline so that [`Row`] stays `Copy`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ThreadName([u8; 16], u8);
+
+impl ThreadName {
+    /// Up to 16 bytes of `s` (cut at a char boundary).
+    pub fn new(s: &str) -> Self {
+        let mut n = s.len().min(16);
+        while !s.is_char_boundary(n) {
+            n -= 1;
+        }
+        let mut b = [0u8; 16];
+        b[..n].copy_from_slice(&s.as_bytes()[..n]);
+        ThreadName(b, n as u8)
+    }
+    /// The name.
+    pub fn as_str(&self) -> &str {
+        std::str::from_utf8(&self.0[..self.1 as usize]).unwrap_or("?")
+    }
+}
+
 /// One test on one group: the client's view plus the group's OSD processes.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Row {
@@ -34,6 +55,12 @@ pub struct Row {
     /// went to sleep) and involuntary (preempted). What a wake-up costs shows up here before it shows in CPU.
     pub osd_ctxt_vol_per_op: f64,
     pub osd_ctxt_invol_per_op: f64,
+    /// The busiest OSD thread over the test: its share of one CPU (1.0: it never rested, so the OSD is bound by
+    /// that thread) and its name. `None` before a first sample.
+    pub osd_busiest_thread: Option<(ThreadName, f64)>,
+    /// CPU time of the benchmark client (fio or the OMAP script, all threads) divided by `m.ops`: on a small
+    /// machine the client shares the CPUs, so a row can be bound by it.
+    pub client_cpu_us_per_op: f64,
     /// The OSDs' own latency counters over the test (write, replica write, store commit).
     pub osd_lat: crate::osdperf::OsdLatency,
 }
@@ -241,6 +268,9 @@ impl Report {
                             "osd_rss_bytes": row.osd_rss_bytes,
                             "osd_ctxt_voluntary_per_op": row.osd_ctxt_vol_per_op,
                             "osd_ctxt_involuntary_per_op": row.osd_ctxt_invol_per_op,
+                            "osd_busiest_thread": row.osd_busiest_thread.map(|(n, _)| n.as_str().to_string()),
+                            "osd_busiest_thread_cpu_share": row.osd_busiest_thread.map(|(_, u)| u),
+                            "client_cpu_us_per_op": row.client_cpu_us_per_op,
                             "osd_op_w_latency_ms": row.osd_lat.op_w_ms,
                             "osd_subop_w_latency_ms": row.osd_lat.subop_ms,
                             "osd_commit_latency_ms": row.osd_lat.commit_ms,
@@ -297,6 +327,8 @@ pub(crate) mod tests {
             osd_rss_bytes: 100 << 20,
             osd_ctxt_vol_per_op: 2.0,
             osd_ctxt_invol_per_op: 0.5,
+            osd_busiest_thread: Some((ThreadName::new("ferro-core-0"), 0.42)),
+            client_cpu_us_per_op: 33.0,
             osd_lat: crate::osdperf::OsdLatency {
                 op_w_ms: Some(2.0),
                 subop_ms: None,

@@ -603,6 +603,8 @@ fn run_one(c: &Cluster, o: &RunOptions, t: &TestDef, g: &LiveGroup, script: &std
     let timeout = Duration::from_secs(u64::from(o.runtime_s)) + CLIENT_SLACK;
     let lat_before = crate::osdperf::sample(c.dir(), &g.report.osd_ids);
     let before = ProcSample::take(&g.pids)?;
+    let wall = Instant::now();
+    let client_before = crate::procstat::children_cpu_us();
     let m = match t.workload {
         Workload::Fio {
             rw,
@@ -632,13 +634,17 @@ fn run_one(c: &Cluster, o: &RunOptions, t: &TestDef, g: &LiveGroup, script: &std
             timeout,
         )?)?,
     };
+    let client_cpu_us = (crate::procstat::children_cpu_us() - client_before).max(0.0);
     let after = ProcSample::take(&g.pids)?;
+    let busiest = crate::procstat::busiest_thread(&before, &after, wall.elapsed().as_secs_f64());
     let lat_after = crate::osdperf::sample(c.dir(), &g.report.osd_ids);
     let per_op = |a: u64, b: u64| a.saturating_sub(b) as f64 / m.ops.max(1) as f64;
     Ok(Row {
         osd_cpu_us_per_op: (after.cpu_us - before.cpu_us).max(0.0) / m.ops.max(1) as f64,
         osd_ctxt_vol_per_op: per_op(after.ctxt_voluntary, before.ctxt_voluntary),
         osd_ctxt_invol_per_op: per_op(after.ctxt_involuntary, before.ctxt_involuntary),
+        osd_busiest_thread: busiest.map(|(n, u)| (crate::report::ThreadName::new(&n), u)),
+        client_cpu_us_per_op: client_cpu_us / m.ops.max(1) as f64,
         osd_rss_bytes: after.rss_bytes,
         osd_lat: crate::osdperf::latency(&lat_before, &lat_after),
         m,
