@@ -2624,6 +2624,11 @@ impl Daemon {
             read_pool_bytes: opts
                 .read_pool_bytes
                 .map_or(UringOptions::default().read_pool_bytes, |b| b as usize),
+            // RWF_DSYNC: each write is durable when it completes (ext4 flushes in its own completion worker;
+            // FUA on NVMe), so a commit needs no fdatasync — that one is punted to an io_uring worker thread and
+            // costs two more context switches and a wake-up of this core per commit (docs/benchmarks.md, "device
+            // IO on the core ring"). FERROSTORE_DURABILITY=flush restores fdatasync per group commit.
+            dsync_writes: true,
             ..UringOptions::default()
         }
         .with_env();
