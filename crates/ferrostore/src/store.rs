@@ -2095,18 +2095,30 @@ impl<D: Device> Store<D> {
         Ok(())
     }
 
+    /// The block runs of the value stored at `key` (`None`: no value), read in place: an attr or omap write
+    /// replacing an inline value (the common case) copies nothing out of the tree.
+    fn value_runs_at(&mut self, ctx: &TxnCtx, key: &[u8]) -> Result<Option<Vec<(u64, u64)>>> {
+        let runs = |raw: &[u8]| Value::decode(raw).map(|v| v.runs().collect::<Vec<_>>());
+        match ctx.overlay.get(key) {
+            Some(Some(v)) => Ok(Some(runs(v)?)),
+            Some(None) => Ok(None),
+            None => self.tree.get_with(&mut self.io, key, &mut |raw| runs(raw))?.transpose(),
+        }
+    }
+
     fn release_value_at(&mut self, ctx: &mut TxnCtx, key: &[u8]) -> Result<()> {
-        if let Some(old) = self.kv_get(ctx, key)? {
-            self.release_value(ctx, &old)?;
+        // Spilled blocks are never shared (clone copies them), so they are freed outright.
+        if let Some(runs) = self.value_runs_at(ctx, key)? {
+            ctx.freed.extend(runs);
         }
         Ok(())
     }
 
     /// Delete the value at `key`; returns whether there was one.
     fn del_value(&mut self, ctx: &mut TxnCtx, key: Vec<u8>) -> Result<bool> {
-        match self.kv_get(ctx, &key)? {
-            Some(old) => {
-                self.release_value(ctx, &old)?;
+        match self.value_runs_at(ctx, &key)? {
+            Some(runs) => {
+                ctx.freed.extend(runs);
                 self.kv_del(ctx, key);
                 Ok(true)
             }
