@@ -48,6 +48,10 @@ const _: () = assert!(FEATURE_MSG_ADDR2 == 1 << 59 && PACIFIC_FEATURES == 0x3f01
 /// that memory for that long (replay after a reconnect is driven by the reconnect's `msg_seq`, not by ACKs).
 pub const ACK_DELAY_DEFAULT: Duration = Duration::from_millis(10);
 
+/// Default [`Config::ack_bytes`]: an ACK costs the two sides a few µs of CPU, receiving 1 MiB about a hundred
+/// times that, so acknowledging at least every MiB costs under 1 % and bounds what the peer keeps for replay.
+pub const ACK_BYTES_DEFAULT: usize = 1 << 20;
+
 /// Static configuration of a connection.
 #[derive(Clone, Debug)]
 pub struct Config {
@@ -79,6 +83,10 @@ pub struct Config {
     /// ACK frame goes out; `None`: an ACK goes out as soon as nothing else is queued (what Ceph does, and what
     /// this crate did before session 6). See docs/msgr2.md, "Acknowledgements".
     pub ack_delay: Option<Duration>,
+    /// Send a standalone ACK at once (nothing else queued) when this many payload bytes arrived unacknowledged:
+    /// what the peer keeps for replay is bounded in bytes, not only in messages and time (4 MiB writes would
+    /// otherwise stay on the primary's sent queue for `ack_delay` each).
+    pub ack_bytes: usize,
     /// Send standalone ACKs on lossy sessions too. Ceph never does (a lossy peer keeps no sent queue and ignores
     /// ACKs), so the default is false; the ack still rides on every outgoing message.
     pub ack_lossy: bool,
@@ -115,6 +123,7 @@ impl Config {
             ack_every: 64,
             ack_delay: Some(ACK_DELAY_DEFAULT),
             ack_lossy: false,
+            ack_bytes: ACK_BYTES_DEFAULT,
             crypto: default_provider(),
             seed: 0x5eed,
             global_seq: 1,
@@ -401,6 +410,8 @@ struct Session {
     out_seq: u64,
     /// in_seq value last sent to the peer (ACK or piggybacked).
     acked_in_seq: u64,
+    /// Payload bytes received since `acked_in_seq` was last sent ([`Config::ack_bytes`]).
+    unacked_bytes: usize,
     /// Messages not yet written, by priority (highest first), FIFO within a priority.
     queue: BTreeMap<u16, VecDeque<Message>>,
     /// Written, not yet acknowledged (lossless only), in seq order.
@@ -470,6 +481,7 @@ impl Session {
         self.in_seq = 0;
         self.out_seq = 0;
         self.acked_in_seq = 0;
+        self.unacked_bytes = 0;
         self.client_cookie = 0;
         self.server_cookie = 0;
         self.connect_seq = 0;
@@ -487,6 +499,7 @@ impl Session {
         self.in_seq = 0;
         self.out_seq = 0;
         self.acked_in_seq = 0;
+        self.unacked_bytes = 0;
         self.client_cookie = 0;
         self.server_cookie = 0;
         self.connect_seq = 0;
@@ -810,6 +823,7 @@ impl Connection {
             }
             m.ack_seq = self.s.in_seq;
             self.s.acked_in_seq = self.s.in_seq;
+            self.s.unacked_bytes = 0;
             self.t.ack_due = None;
             match encode_message_frame(self.t.tx.as_mut(), &m, &mut self.t.out) {
                 Ok(()) => {}
@@ -843,6 +857,7 @@ impl Connection {
     fn send_ack(&mut self) -> R {
         let seq = self.s.in_seq;
         self.s.acked_in_seq = seq;
+        self.s.unacked_bytes = 0;
         self.t.ack_due = None;
         self.stats.acks_sent += 1;
         self.send_control(&Control::Ack { seq })
@@ -1361,6 +1376,7 @@ impl Connection {
                     self.s.connect_seq = 0;
                     self.s.in_seq = 0;
                     self.s.acked_in_seq = 0;
+                    self.s.unacked_bytes = 0;
                 }
                 self.send_client_ident()
             }
@@ -1560,6 +1576,7 @@ impl Connection {
         };
         // msg_seq acknowledges everything received so far (the acceptor trims its sent queue by it).
         self.s.acked_in_seq = self.s.in_seq;
+        self.s.unacked_bytes = 0;
         self.send_control(&Control::SessionReconnect(r))
     }
 
@@ -1710,13 +1727,14 @@ impl Connection {
         }
         self.s.in_seq = m.seq;
         self.stats.messages_received += 1;
+        self.s.unacked_bytes = self.s.unacked_bytes.saturating_add(m.payload_len());
         self.events.push_back(Event::Message(m));
         if !self.acks_wanted() {
             return Ok(());
         }
-        if self.s.in_seq.saturating_sub(self.s.acked_in_seq) >= self.cfg.ack_every.max(1)
-            && self.s.queue.is_empty()
-        {
+        let due = self.s.in_seq.saturating_sub(self.s.acked_in_seq) >= self.cfg.ack_every.max(1)
+            || self.s.unacked_bytes >= self.cfg.ack_bytes;
+        if due && self.s.queue.is_empty() {
             self.send_ack()?;
         } else if let Some(d) = self.cfg.ack_delay
             && self.t.ack_due.is_none()
@@ -1852,6 +1870,7 @@ impl Connection {
                         self.s.discard_requeued_up_to(r.msg_seq);
                         let ms = self.s.in_seq;
                         self.s.acked_in_seq = ms;
+                        self.s.unacked_bytes = 0;
                         self.send_control(&Control::SessionReconnectOk { msg_seq: ms })?;
                         self.become_ready(now, true);
                     }

@@ -201,3 +201,31 @@ fn ack_delay_none_without_lossy_acks_is_ceph_behaviour() {
         assert_eq!(tags(wire_of(&mut s)), want, "lossy {lossy}");
     }
 }
+
+#[test]
+fn ack_bytes_bounds_what_the_peer_keeps() {
+    for mode in MODES {
+        let now = Instant::now();
+        let (mut c, mut s) = ready(mode, false, now, |_| {});
+        // Two 512 KiB messages: the second reaches ack_bytes (1 MiB), so the ACK goes out at once.
+        let mut m = msg(1);
+        m.data = Bytes::from(vec![7u8; 512 << 10]);
+        c.send(m).unwrap();
+        s.handle_input_bytes(now, wire_of(&mut c)).unwrap();
+        assert!(!s.wants_write(), "half of ack_bytes: deferred");
+        let mut m = msg(2);
+        m.data = Bytes::from(vec![8u8; 512 << 10]);
+        c.send(m).unwrap();
+        s.handle_input_bytes(now, wire_of(&mut c)).unwrap();
+        assert_eq!(received(&mut s).len(), 2);
+        let w = wire_of(&mut s);
+        if mode == CON_MODE_CRC {
+            assert_eq!(tags(w.clone()), vec![Tag::Ack]);
+        }
+        c.handle_input_bytes(now, w).unwrap();
+        assert_eq!(c.queued(), (0, 0), "the sender dropped both");
+        // The count starts again after the ACK.
+        deliver(&mut c, &mut s, 3..=3, now);
+        assert!(!s.wants_write());
+    }
+}
