@@ -449,11 +449,11 @@ impl PgState {
             .cloned()
             .map(owned_entry)
             .collect();
-        self.peering.append_log(&new);
+        // the engine persisted these entries and the trim with the write itself: no persist outputs
+        self.peering.append_log_persisted(new);
         if r.trim_to > Eversion::default() {
-            self.peering.trim_log(r.trim_to);
+            self.peering.trim_log_persisted(r.trim_to);
         }
-        // the engine persisted these entries and the trim with the write itself
         self.drain(cx, true);
         let me = cx.cfg.whoami;
         let replicas: BTreeSet<i32> = r.replicas.iter().copied().filter(|&o| o != me).collect();
@@ -708,11 +708,11 @@ impl PgState {
             .filter(|e| e.version > head)
             .map(owned_entry)
             .collect();
-        self.peering.append_log(&new);
+        // the engine persisted the entries and the trim with the transaction: no persist outputs
+        self.peering.append_log_persisted(new);
         if m.pg_trim_to > Eversion::default() {
-            self.peering.trim_log(m.pg_trim_to);
+            self.peering.trim_log_persisted(m.pg_trim_to);
         }
-        // the engine persisted the entries and the trim with the transaction
         self.drain(cx, true);
         let reply = repl::build_reply(
             &m,

@@ -1458,24 +1458,45 @@ impl Pg {
     /// The replication path appends entries (the primary as it writes, a replica as it applies MOSDRepOp):
     /// `last_update` follows, and `last_complete` too while nothing is missing.
     pub fn append_log(&mut self, entries: &[PgLogEntry]) {
-        let Some(last) = entries.last() else { return };
-        self.log.log.extend(entries.iter().cloned());
-        self.log.head = last.version;
-        let caught_up = self.info.last_complete == self.info.last_update && self.missing.is_empty();
-        self.info.last_update = last.version;
-        self.info.last_user_version = self.info.last_user_version.max(last.user_version);
-        if caught_up {
-            self.info.last_complete = last.version;
+        if entries.is_empty() {
+            return;
         }
+        self.append_log_persisted(entries.to_vec());
         self.persist(Persist::LogAppend(entries.to_vec()));
         self.persist_info();
     }
 
+    /// [`Pg::append_log`] for entries the caller has already persisted together with the info they update (the
+    /// op engine writes them with the write itself): the same state change without the persist outputs, which
+    /// such a caller would only drop (they cost a copy of the entries, `pg_info_t` and the past intervals on
+    /// every write).
+    pub fn append_log_persisted(&mut self, entries: Vec<PgLogEntry>) {
+        let Some(last) = entries.last() else { return };
+        let (version, user_version) = (last.version, last.user_version);
+        self.log.log.extend(entries);
+        self.log.head = version;
+        let caught_up = self.info.last_complete == self.info.last_update && self.missing.is_empty();
+        self.info.last_update = version;
+        self.info.last_user_version = self.info.last_user_version.max(user_version);
+        if caught_up {
+            self.info.last_complete = version;
+        }
+    }
+
     /// Trim the log up to `to` (MOSDPGTrim, or the primary's own `calc_trim_to`).
     pub fn trim_log(&mut self, to: Eversion) {
+        if let Some(removed) = self.trim_log_persisted(to) {
+            self.persist(Persist::LogRemove(removed));
+            self.persist_info();
+        }
+    }
+
+    /// [`Pg::trim_log`] for a trim the caller has already persisted (as [`Pg::append_log_persisted`]); the
+    /// versions removed, None if nothing was.
+    pub fn trim_log_persisted(&mut self, to: Eversion) -> Option<Vec<Eversion>> {
         let to = to.min(self.info.last_complete);
         if to <= self.log.tail {
-            return;
+            return None;
         }
         let removed: Vec<Eversion> = self
             .log
@@ -1487,8 +1508,7 @@ impl Pg {
         self.log.log.retain(|e| e.version > to);
         self.log.tail = to;
         self.info.log_tail = to;
-        self.persist(Persist::LogRemove(removed));
-        self.persist_info();
+        Some(removed)
     }
 
     /// Called by the driver on the backfill target as objects arrive in order: the new `last_backfill`.
