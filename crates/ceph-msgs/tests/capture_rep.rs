@@ -95,6 +95,32 @@ fn replication_messages_reencode_identically() {
         let name = match m.msg_type {
             rep_msg::REPOP => {
                 let r: MOSDRepOp = roundtrip(m);
+                // the replica's decode: every field as the full decode, pg_stats up to its object counts
+                let lite = MOSDRepOp::from_message_replica(m).unwrap();
+                let head = osd_types::pg_stat::PgStat {
+                    version: r.pg_stats.version,
+                    reported_seq: r.pg_stats.reported_seq,
+                    reported_epoch: r.pg_stats.reported_epoch,
+                    state: r.pg_stats.state & u64::from(u32::MAX),
+                    log_start: r.pg_stats.log_start,
+                    ondisk_log_start: r.pg_stats.ondisk_log_start,
+                    created: r.pg_stats.created,
+                    last_epoch_clean: r.pg_stats.last_epoch_clean,
+                    parent: r.pg_stats.parent,
+                    parent_split_bits: r.pg_stats.parent_split_bits,
+                    last_scrub: r.pg_stats.last_scrub,
+                    last_scrub_stamp: r.pg_stats.last_scrub_stamp,
+                    stats: r.pg_stats.stats,
+                    ..Default::default()
+                };
+                assert_eq!(lite.pg_stats, head);
+                assert_eq!(
+                    MOSDRepOp {
+                        pg_stats: r.pg_stats.clone(),
+                        ..lite
+                    },
+                    r
+                );
                 txn_ops += r.op_t.ops().unwrap().len();
                 log_entries += r.log_entries().unwrap().len();
                 MOSDRepOp::NAME

@@ -192,9 +192,10 @@ pub(crate) fn build_reply(
     .to_message(features)
 }
 
-/// Decode a MOSDRepOp (errors become log lines, never panics).
+/// Decode a MOSDRepOp for applying it here (errors become log lines, never panics). `pg_stats` is decoded only
+/// up to its object counts, all a replica takes from it (`Pg::apply_rep_op_entries`).
 pub(crate) fn decode_repop(m: &ceph_msgs::Message) -> Result<MOSDRepOp, String> {
-    MOSDRepOp::from_message(m).map_err(|e| e.to_string())
+    MOSDRepOp::from_message_replica(m).map_err(|e| e.to_string())
 }
 
 pub(crate) fn decode_repop_reply(m: &ceph_msgs::Message) -> Result<MOSDRepOpReply, String> {
