@@ -57,6 +57,11 @@ impl Allocator {
         self.count
     }
 
+    /// Number of free runs (O(1), for memory estimates).
+    pub fn free_run_count(&self) -> usize {
+        self.free.len()
+    }
+
     pub fn free_runs(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
         self.free.iter().map(|(a, b)| (*a, *b))
     }

@@ -11,7 +11,32 @@ use crate::error::{Result, StoreError};
 use crate::format::{BLOCK, NODE_MAGIC, Reader, Writer, crc};
 use bytes::Bytes;
 use std::collections::{HashMap, VecDeque};
+use std::hash::{BuildHasherDefault, Hasher};
 use std::rc::Rc;
+
+/// Hasher of the node cache's block numbers: one multiply instead of SipHash (the cache is probed once per
+/// level of every lookup; block numbers are not attacker-chosen, they come from our allocator).
+#[derive(Default)]
+pub struct BlockHasher(u64);
+
+impl Hasher for BlockHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(*b)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        }
+    }
+    fn write_u64(&mut self, v: u64) {
+        // Fibonacci hashing; the high bits (which hashbrown uses for its control bytes) depend on every bit.
+        self.0 = (self.0 ^ v).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        self.0 ^= self.0 >> 29;
+    }
+}
+
+/// `HashMap` keyed by block number.
+pub type BlockMap<V> = HashMap<u64, V, BuildHasherDefault<BlockHasher>>;
 
 const HEADER: usize = 24;
 
@@ -445,7 +470,7 @@ pub struct Tree {
     dirty: Vec<Option<Rc<Node>>>,
     free_ids: Vec<u32>,
     /// Clean nodes: (node, referenced since the clock hand last passed, heap bytes).
-    cache: HashMap<u64, (Rc<Node>, bool, usize)>,
+    cache: BlockMap<(Rc<Node>, bool, usize)>,
     /// CLOCK (second chance) order of the cached blocks: a hit only sets a bit, instead of reordering an LRU
     /// list on every node visited. May hold blocks no longer cached (skipped, and compacted when it grows).
     ring: VecDeque<u64>,
@@ -470,7 +495,7 @@ impl Tree {
             root: Ptr::Disk(root_block),
             dirty: Vec::new(),
             free_ids: Vec::new(),
-            cache: HashMap::new(),
+            cache: BlockMap::default(),
             ring: VecDeque::new(),
             cache_cap: cache_cap.max(8),
             cache_cap_bytes: usize::MAX,
@@ -511,10 +536,10 @@ impl Tree {
         self.cache_bytes
     }
 
-    /// Heap bytes held by cached and dirty nodes (walks them all: for reports, not the hot path).
+    /// Heap bytes held by cached and dirty nodes: the clean cache's count is maintained as nodes come and go,
+    /// the dirty nodes are summed (at most a few thousand, each O(1)).
     pub fn memory_bytes(&self) -> usize {
-        self.cache.values().map(|(_, _, b)| *b).sum::<usize>()
-            + self.dirty.iter().flatten().map(|n| n.heap_bytes()).sum::<usize>()
+        self.cache_bytes + self.dirty.iter().flatten().map(|n| n.heap_bytes()).sum::<usize>()
     }
 
     fn alloc_mem(&mut self, n: Node) -> u32 {

@@ -756,7 +756,7 @@ impl<D: Device> Store<D> {
             + runs
             + log
             + self.pending_free.capacity() * 16
-            + self.alloc.free_runs().count() * 48
+            + self.alloc.free_run_count() * 48
             + self.tags.capacity() * 40
             + self.prefetch_bytes
             + self.meta.memory_bytes()
