@@ -41,12 +41,14 @@ pub const FEATURE_MSG_ADDR2: u64 = denc::features::MASK_MSG_ADDR2;
 pub const PACIFIC_FEATURES: u64 = denc::CEPH_FEATURES_ALL;
 const _: () = assert!(FEATURE_MSG_ADDR2 == 1 << 59 && PACIFIC_FEATURES == 0x3f01_cfbd_fffd_ffff);
 
-/// Default [`Config::ack_delay`]. Linux holds a pure TCP ACK for the same reason (hoping data will carry it) for
-/// 40 ms at least (`TCP_DELACK_MIN`); we hold ours shorter, 10 ms: on a busy OSD-to-OSD session the next
-/// MOSDRepOp or MOSDRepOpReply follows within a write's latency (well under 10 ms) and carries the ack, and when
-/// the session goes quiet the peer trims its sent queue 10 ms later instead of at once, which costs it nothing but
-/// that memory for that long (replay after a reconnect is driven by the reconnect's `msg_seq`, not by ACKs).
-pub const ACK_DELAY_DEFAULT: Duration = Duration::from_millis(10);
+/// Default [`Config::ack_delay`]. What the peer keeps for replay is bounded by [`Config::ack_every`] and
+/// [`Config::ack_bytes`]; this only bounds how long that remainder lingers once the session goes quiet, and sets
+/// the ACK rate of a session whose messages all flow one way (ferro-osd's OSD-to-OSD sessions: each OSD sends on
+/// its own connection, so no reply ever carries the ack): one ACK per `ack_delay` while busy. Linux holds a pure
+/// TCP ACK 40–200 ms (`TCP_DELACK_MIN`, `TCP_DELACK_MAX`) for the same reason; 100 ms gives 10 ACKs a second
+/// per busy one-way session instead of one per message (10 ms gave 100 a second: ~1 send per client write at
+/// size 3 and QD1, measured in docs/benchmarks.md).
+pub const ACK_DELAY_DEFAULT: Duration = Duration::from_millis(100);
 
 /// Default [`Config::ack_bytes`]: an ACK costs the two sides a few µs of CPU, receiving 1 MiB about a hundred
 /// times that, so acknowledging at least every MiB costs under 1 % and bounds what the peer keeps for replay.

@@ -345,9 +345,9 @@ fn reconnect_run(mode: Mode, seed: u64) -> (usize, u64, u64, u64) {
     let mut breaks = 0;
     for round in 0.. {
         assert!(round < 400, "no progress (seed {seed})");
-        // Time moves by 0-15 ms a round, so deferred acks sometimes go out on their timer (and sometimes are
-        // still pending when the pipe breaks).
-        now += Duration::from_millis(rng.below(16));
+        // Time moves by 0-1.5 ack delays a round, so deferred acks sometimes go out on their timer (and
+        // sometimes are still pending when the pipe breaks).
+        now += msgr2::connection::ACK_DELAY_DEFAULT * rng.below(16) as u32 / 10;
         c.handle_timeout(now);
         srv.handle_timeout(now);
         for _ in 0..rng.below(8) {
