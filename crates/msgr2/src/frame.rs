@@ -751,6 +751,8 @@ pub struct FrameDecoder {
     big_recent: bool,
     copied: u64,
     direct: u64,
+    /// Where small data segments are placed ([`place_on_page`]).
+    place_arena: BytesMut,
 }
 
 /// Stream receives after a frame with a direct segment take at most this much (like Ceph's
@@ -864,21 +866,45 @@ fn message_data_in_page(tag: u8, header: &[u8]) -> usize {
         .map_or(0, |b| usize::from(u16::from_le_bytes([b[0], b[1]])) % SINK_ALIGN)
 }
 
+/// Small data segments are placed in slices of one arena buffer of this size (see [`place_on_page`]): below
+/// glibc's default mmap threshold (128 KiB), so arenas are recycled heap blocks, not fresh mappings.
+const PLACE_ARENA: usize = 64 << 10;
+
 /// A data segment that arrived inside a shared receive buffer (on a session with receive sinks, the segments
 /// below their threshold, e.g. a 4 KiB write's payload): if it holds a whole page once its first byte sits
-/// `in_page` bytes past a page boundary and it does not sit there already, a copy placed so. Its whole pages (a 4 KiB write's object blocks, given the
-/// sender's `data_off`) are then page-aligned, so ferrostore writes them with O_DIRECT as they are: this copy
-/// replaces the store's bounce copy (a zeroed aligned allocation plus a copy), and it releases the shared
-/// receive buffer at once instead of when the write completes.
-fn place_on_page(seg: &Bytes, in_page: usize) -> Option<Bytes> {
+/// `in_page` bytes past a page boundary and it does not sit there already, a copy placed so. Its whole pages (a
+/// 4 KiB write's object blocks, given the sender's `data_off`) are then page-aligned, so ferrostore writes them
+/// with O_DIRECT as they are: this copy replaces the store's bounce copy (a zeroed aligned allocation plus a
+/// copy), and it releases the shared receive buffer at once instead of when the write completes.
+///
+/// The copies are cut from `arena`, a buffer shared by consecutive segments (a refcount each, no allocation per
+/// segment; back-to-back 4 KiB payloads at page offset 0 follow each other with no gap); a new arena is taken
+/// when the rest of the current one is too small, and the old one is freed when its last segment is.
+fn place_on_page(arena: &mut BytesMut, seg: &Bytes, in_page: usize) -> Option<Bytes> {
     let len = seg.len();
     let head = (SINK_ALIGN - in_page) % SINK_ALIGN;
     if len < SINK_ALIGN || len < head + SINK_ALIGN || (seg.as_ptr() as usize) % SINK_ALIGN == in_page {
         return None;
     }
-    let mut out = aligned_buf_at(len, in_page);
-    out.extend_from_slice(seg);
-    Some(out.freeze())
+    if len > PLACE_ARENA / 4 {
+        let mut out = aligned_buf_at(len, in_page);
+        out.extend_from_slice(seg);
+        return Some(out.freeze());
+    }
+    let pad = |a: &BytesMut| (in_page + SINK_ALIGN - (a.as_ptr() as usize) % SINK_ALIGN) % SINK_ALIGN;
+    if arena.capacity() < pad(arena) + len {
+        *arena = BytesMut::with_capacity(PLACE_ARENA);
+    }
+    let skip = pad(arena);
+    debug_assert!(arena.is_empty() && arena.capacity() >= skip + len);
+    if skip > 0 {
+        arena.put_bytes(0, skip);
+        arena.advance(skip);
+    }
+    arena.extend_from_slice(seg);
+    let placed = arena.split_to(len).freeze();
+    debug_assert_eq!((placed.as_ptr() as usize) % SINK_ALIGN, in_page);
+    Some(placed)
 }
 
 impl FrameDecoder {
@@ -895,6 +921,7 @@ impl FrameDecoder {
             big_recent: false,
             copied: 0,
             direct: 0,
+            place_arena: BytesMut::new(),
         }
     }
 
@@ -1216,7 +1243,7 @@ impl FrameDecoder {
                 let expected = le32(&epi[1 + (i - 1) * 4..1 + i * 4]);
                 if place && p.segments[i].align == ALIGN_PAGE {
                     let in_page = if i == 3 { data_in_page } else { 0 };
-                    if let Some(placed) = place_on_page(seg, in_page) {
+                    if let Some(placed) = place_on_page(&mut self.place_arena, seg, in_page) {
                         self.copied += placed.len() as u64;
                         *seg = placed;
                     }

@@ -205,6 +205,20 @@ fn small_data_segments_come_out_placed_on_their_page() {
             assert!((m.data[head..].as_ptr() as usize).is_multiple_of(PAGE));
         }
     }
+    // many payloads in a row (several placement arenas): each keeps its own bytes, later ones overwrite nothing
+    let mut kept = Vec::new();
+    for i in 0..40u32 {
+        let data = data_of(4096 + (i as usize % 3) * 2048, 100 + i);
+        let (w, _) = one_message(&mut c, &data, (i % 5) as u16 * 1024);
+        s.handle_input_bytes(now, w).unwrap();
+        for m in received(&mut s) {
+            kept.push((m, data.clone()));
+        }
+    }
+    assert_eq!(kept.len(), 40);
+    for (m, data) in &kept {
+        assert_eq!(&m.data, data);
+    }
     // a flipped byte in a placed segment fails its frame
     let (mut c, mut s) = sink_pair(now);
     let (w, start) = one_message(&mut c, &data_of(4096, 9), 0);
