@@ -34,6 +34,11 @@ pub const COMMANDS: &[(&str, &str)] = &[
     ),
     ("get_command_descriptions", "list available commands"),
     (
+        "ferro long-turns",
+        "ferro long-turns: loop turns per core and the newest turns longer than ferro_osd_long_turn_us, with what \
+         each did",
+    ),
+    (
         "ferro object-digest",
         "ferro object-digest <pgid>: this OSD's copy of the PG: every object's name, size and crc32c of data, xattrs \
          and omap (replicas of a clean PG answer the same)",

@@ -40,13 +40,14 @@ use osdmap::OsdMap;
 use pg::{ConnId, OsdCap};
 use reactor::{
     CloseReason, ConnId as RConn, ConnectProto, CoreCtx, CoreId, ListenProto, ListenerId, Runtime,
-    RuntimeConfig, SendError, Service, TimerId,
+    RuntimeConfig, SendError, Service, TimerId, TurnInfo,
 };
 
 use crate::args::OsdOptions;
 use crate::heartbeat::{HbAction, HbConfig, Heartbeats};
 use crate::mkfs::DataDir;
 use crate::stats;
+use crate::turns::{TurnBoard, TurnLog, TurnReport, add_since};
 use crate::worker::{self, ClientOp, Delivery, Shard, ShardStats};
 
 /// Which listening socket accepted a connection.
@@ -186,6 +187,8 @@ pub enum Msg {
     ClientReset(ConnId),
     /// Every core → core 0, every second.
     Stats(Box<ShardStats>),
+    /// Every core → core 0, every second: loop turn statistics and the long turns since the last report.
+    Turns(Box<TurnReport>),
     /// `ceph tell`: connection core → core 0, and the answer back.
     Tell {
         conn: ConnId,
@@ -259,6 +262,10 @@ pub struct Common {
     mono_base: Instant,
     /// `ferro_osd_busy_poll`: spin on the device ring while IO is in flight instead of sleeping on its fd.
     busy_poll: bool,
+    /// `ferro_osd_long_turn_us`: loop turns at least this long are recorded ([`crate::turns`]).
+    long_turn_us: u64,
+    /// `ferro_osd_turn_cpu_time`: read the thread's CPU clock every turn, for the long turns' `cpu_us`.
+    turn_cpu_time: bool,
     /// The PGs each core found on its ferrostore shard at mount, with their split bits (set by the core factory
     /// before the core serves; core 0 builds the route table once every core has reported).
     stored_pgs: Mutex<Vec<Option<StoredPgs>>>,
@@ -340,6 +347,8 @@ pub struct Core {
     /// Ops and peer messages about a PG that table does not know, from a newer epoch: routed again with the
     /// next table (a guess could send them to the wrong core for good).
     unrouted: VecDeque<Unrouted>,
+    /// What the current loop turn did, and this core's long turns ([`crate::turns`]).
+    turns: TurnLog,
 }
 
 /// A message waiting for a newer route table.
@@ -616,6 +625,7 @@ impl Core {
         };
         let owner = owner as usize;
         if owner == self.id {
+            self.turns.notes.peer_msgs += 1;
             if let Some(sh) = self.shard.as_mut() {
                 sh.peer(from, m, &mut self.out);
             }
@@ -632,6 +642,7 @@ impl Core {
         };
         let owner = owner as usize;
         if owner == self.id {
+            self.turns.notes.client_ops += 1;
             if let Some(sh) = self.shard.as_mut() {
                 sh.client_op(op, &mut self.out);
             }
@@ -721,6 +732,7 @@ impl Core {
                 if let Ok(p) = MOSDPing::from_message(&m)
                     && p.op == ping_op::PING
                 {
+                    self.turns.notes.pings += 1;
                     // Answer as ceph-osd does: echo the sender's stamps, add our monotonic send time and up_from.
                     let reply = MOSDPing {
                         fsid: Uuid(self.common.cluster_fsid),
@@ -832,8 +844,11 @@ impl Service for Core {
         if let Some(c) = self.control.as_mut()
             && c.owns(conn)
         {
+            let t0 = Instant::now();
             c.on_message(ctx, conn, from_m2(msg));
             self.after_control(ctx);
+            self.turns.notes.control_msgs += 1;
+            add_since(&mut self.turns.notes.control_msgs_us, t0);
             return;
         }
         if let Some(&osd) = self.osd_by_conn.get(&conn) {
@@ -897,6 +912,10 @@ impl Service for Core {
                 ctx.set_timer(CORE_TICK, T_CORE);
                 self.ticks += 1;
                 let now = Instant::now();
+                if self.ticks.is_multiple_of(10) {
+                    let r = self.turns.report(&ctx.stats());
+                    let _ = ctx.post(0, Msg::Turns(Box::new(r)));
+                }
                 let retry: Vec<i32> = self
                     .osds
                     .iter()
@@ -915,13 +934,16 @@ impl Service for Core {
                     }
                 }
                 self.flush(ctx);
+                add_since(&mut self.turns.notes.core_tick_us, now);
             }
             T_CONTROL => {
+                let t0 = Instant::now();
                 ctx.set_timer(CONTROL_TICK, T_CONTROL);
                 if let Some(c) = self.control.as_mut() {
                     c.tick(ctx);
                 }
                 self.after_control(ctx);
+                add_since(&mut self.turns.notes.control_tick_us, t0);
             }
             _ => {}
         }
@@ -935,6 +957,7 @@ impl Service for Core {
                 routes,
                 pending,
             } => {
+                let t0 = Instant::now();
                 // Peers that went down: drop their connections (a restarted one gets a new address).
                 let down: Vec<i32> = self.osds.keys().filter(|&&o| !map.is_up(o)).copied().collect();
                 for o in down {
@@ -961,8 +984,10 @@ impl Service for Core {
                         Unrouted::Peer(from, m) => self.route_peer(ctx, from, m),
                     }
                 }
+                add_since(&mut self.turns.notes.map_us, t0);
             }
             Msg::Peer { from, msg } => {
+                self.turns.notes.peer_msgs += 1;
                 if let Some(sh) = self.shard.as_mut() {
                     sh.peer(from, msg, &mut self.out);
                 }
@@ -990,6 +1015,7 @@ impl Service for Core {
             }
 
             Msg::Op(op) => {
+                self.turns.notes.client_ops += 1;
                 if let Some(sh) = self.shard.as_mut() {
                     sh.client_op(*op, &mut self.out);
                 }
@@ -1013,12 +1039,18 @@ impl Service for Core {
                     c.set_stats(from, *st);
                 }
             }
+            Msg::Turns(r) => {
+                if let Some(c) = self.control.as_mut() {
+                    c.turn_board.set(from, *r);
+                }
+            }
             Msg::Tell {
                 conn,
                 tid,
                 cmd,
                 features,
             } => {
+                let t0 = Instant::now();
                 let reply = AdminReply::Tell { conn, tid, features };
                 if let Some(historic) = ops_request(&cmd) {
                     self.gather_ops(ctx, historic, reply);
@@ -1026,17 +1058,21 @@ impl Service for Core {
                     let answer = c.admin(&cmd, 0);
                     self.admin_reply(ctx, reply, answer);
                 }
+                add_since(&mut self.turns.notes.admin_us, t0);
             }
             Msg::DumpOps { id, historic } => {
+                let t0 = Instant::now();
                 let ops = self
                     .shard
                     .as_ref()
                     .map(|s| s.dump_ops(historic))
                     .unwrap_or_default();
                 let _ = ctx.post(0, Msg::OpsPart { id, ops });
+                add_since(&mut self.turns.notes.admin_us, t0);
             }
             Msg::OpsPart { id, ops } => self.ops_part(ctx, id, ops),
             Msg::Admin(cmd, tx) => {
+                let t0 = Instant::now();
                 // `ferro object-digest <pgid>` runs on the PG's core; everything else here.
                 if let Some(spgid) = digest_request(&cmd) {
                     let owner = self.routes.route(&spgid) as usize;
@@ -1046,6 +1082,7 @@ impl Service for Core {
                 } else if let Some(c) = self.control.as_mut() {
                     let _ = tx.send(c.admin(&cmd, 0));
                 }
+                add_since(&mut self.turns.notes.admin_us, t0);
             }
         }
     }
@@ -1077,6 +1114,15 @@ impl Service for Core {
         if let Some(sh) = self.shard.take() {
             sh.shutdown();
         }
+    }
+
+    fn on_turn_end(&mut self, ctx: &mut CoreCtx<Msg>, turn: &TurnInfo) {
+        if self.turns.notes.client_ops > 0 || self.turns.notes.peer_msgs > 0 {
+            // holds off malloc_trim while ops run (memory.rs)
+            crate::memory::note_ops(ctx.now());
+        }
+        let node_bytes = self.shard.as_mut().map(|s| s.store_stats().node_bytes);
+        self.turns.end(turn, node_bytes);
     }
 }
 
@@ -1218,6 +1264,8 @@ pub struct Control {
     metadata: BTreeMap<String, String>,
     /// Latest statistics of every core.
     shard_stats: Vec<Option<ShardStats>>,
+    /// Every core's loop turn statistics and the newest long turns.
+    turn_board: TurnBoard,
     stopping_since: Option<Instant>,
     hb: Heartbeats<RConn>,
     next_hb_tick: Instant,
@@ -2370,7 +2418,12 @@ impl Control {
                 }
                 serde_json::Value::Object(o)
             }
-            "perf dump" => crate::perf::dump(self.stats(), self.dd.shards, messages_received),
+            "perf dump" => {
+                let mut j = crate::perf::dump(self.stats(), self.dd.shards, messages_received);
+                j["ferro_reactor"] = self.turn_board.perf();
+                j
+            }
+            "ferro long-turns" => self.turn_board.dump(),
             "perf schema" => crate::perf::schema(),
             "dump_mempools" => crate::stats::mempools(self.stats(), crate::stats::self_rss_bytes()),
             "config show" => {
@@ -2517,6 +2570,11 @@ impl Daemon {
         let hb_back_addr = bind(ListenerKind::HbBack, opts.cluster_ip)?;
         let hb_front_addr = bind(ListenerKind::HbFront, opts.public_ip)?;
         let seed = u64::from(std::process::id()) ^ now_utime().as_nanos();
+        let long_turn_us = opts
+            .all
+            .get("ferro_osd_long_turn_us")
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .unwrap_or(crate::turns::DEFAULT_LONG_TURN_US);
         let nonce = (seed as u32 ^ (seed >> 32) as u32) | 1;
         let common = Arc::new(Common {
             whoami,
@@ -2533,6 +2591,11 @@ impl Daemon {
             auth: auth.clone(),
             mono_base: Instant::now(),
             busy_poll: opts.busy_poll,
+            long_turn_us,
+            turn_cpu_time: opts
+                .all
+                .get("ferro_osd_turn_cpu_time")
+                .is_some_and(|v| matches!(v.trim(), "true" | "1" | "yes" | "on")),
             stored_pgs: Mutex::new(vec![None; dd.shards.max(1) as usize]),
             stored_maps: Mutex::new(vec![None; dd.shards.max(1) as usize]),
         });
@@ -2585,6 +2648,7 @@ impl Daemon {
             crush_done: false,
             metadata: BTreeMap::new(),
             shard_stats: (0..dd.shards).map(|_| None).collect(),
+            turn_board: TurnBoard::new(long_turn_us),
             stopping_since: None,
             hb: Heartbeats::new(
                 HbConfig {
@@ -2709,6 +2773,7 @@ impl Daemon {
                 next_gather: 0,
                 routes: Arc::new(PgRouter::new(whoami, shards)),
                 unrouted: VecDeque::new(),
+                turns: TurnLog::new(core, common2.long_turn_us, common2.turn_cpu_time),
             }
         };
         let rt = Arc::new(Runtime::start(cfg, factory).map_err(|e| format!("starting the cores: {e}"))?);

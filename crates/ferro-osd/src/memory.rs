@@ -7,7 +7,8 @@
 //! trimmer wakes once per interval (`ferro_osd_mem_trim_interval`, seconds) off the reactor cores; it only takes
 //! the pool's per-class locks for a moment, never a core's time.
 
-use std::time::Duration;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 /// What [`configure`] applies (from ceph.conf, see [`crate::args::OsdOptions`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -62,19 +63,58 @@ pub fn configure(o: &MemoryOptions) {
     }
 }
 
+/// Milliseconds since [`base`] at which a core last served a client op or a peer message (0: never). Cores
+/// store it at the end of a turn that did such work (one relaxed store); the trimmer reads it.
+static LAST_OP_MS: AtomicU64 = AtomicU64::new(0);
+
+/// How long the OSD must have served no op before `malloc_trim` may run. malloc_trim holds each malloc arena's
+/// lock while it walks the arena and gives its free pages back (madvise per free run: milliseconds for a large
+/// heap), and a reactor core that allocates meanwhile waits for the lock with every op it holds; page faults
+/// on the trimmed pages follow. So it runs only when no op can be waiting.
+pub const MALLOC_TRIM_IDLE: Duration = Duration::from_millis(500);
+
+fn base() -> Instant {
+    static BASE: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    *BASE.get_or_init(Instant::now)
+}
+
+/// A core served ops in the turn that started at `turn_start` (called at the end of such turns).
+pub fn note_ops(turn_start: Instant) {
+    let ms = turn_start.saturating_duration_since(base()).as_millis() as u64 + 1;
+    LAST_OP_MS.store(ms, Ordering::Relaxed);
+}
+
+/// No core served an op for at least `idle`.
+fn ops_idle_for(idle: Duration) -> bool {
+    let last = LAST_OP_MS.load(Ordering::Relaxed);
+    let now = base().elapsed().as_millis() as u64 + 1;
+    last == 0 || now.saturating_sub(last) >= idle.as_millis() as u64
+}
+
 fn trimmer(every: Duration, malloc_trim: bool) {
     let pool = pagepool::global();
     let mut gate = QuietGate::default();
+    let _ = base();
     loop {
         std::thread::sleep(every);
         pool.trim_idle();
         let st = pool.stats();
-        if gate.tick(st.hits + st.misses) && malloc_trim {
+        // The gate's quiet spell starts over while ops run: the trim comes at the first tick of an idle spell.
+        let taken = if ops_idle_for(MALLOC_TRIM_IDLE) {
+            st.hits + st.misses
+        } else {
+            gate.last_taken.map_or(0, |t| t.wrapping_add(1))
+        };
+        if gate.tick(taken) && malloc_trim {
+            MALLOC_TRIMS.fetch_add(1, Ordering::Relaxed);
             // SAFETY: malloc_trim only returns free memory to the kernel.
             unsafe { libc::malloc_trim(0) };
         }
     }
 }
+
+/// `malloc_trim` calls so far (`dump_mempools`).
+static MALLOC_TRIMS: AtomicU64 = AtomicU64::new(0);
 
 /// Says when to `malloc_trim`: on the first tick of a quiet spell (no large buffer taken from the pool since the
 /// previous tick), once per spell. A busy OSD's arenas are in use, and trimming them over and over would only
@@ -119,6 +159,7 @@ pub fn rx_pool_json() -> (Vec<(&'static str, u64, u64)>, serde_json::Value) {
         "misses": st.misses,
         "released": st.released,
         "unpooled": st.unpooled,
+        "malloc_trims": MALLOC_TRIMS.load(Ordering::Relaxed),
     });
     (pools, detail)
 }
@@ -126,6 +167,14 @@ pub fn rx_pool_json() -> (Vec<(&'static str, u64, u64)>, serde_json::Value) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ops_hold_off_the_trim() {
+        // Not idle right after an op; idle once MALLOC_TRIM_IDLE went by without one.
+        note_ops(Instant::now());
+        assert!(!ops_idle_for(MALLOC_TRIM_IDLE));
+        assert!(ops_idle_for(Duration::ZERO));
+    }
 
     #[test]
     fn malloc_trim_once_per_quiet_spell() {

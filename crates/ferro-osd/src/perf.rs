@@ -3,6 +3,7 @@
 //! `perf dump`, `perf schema` and the MMgrReport schema/values are all built, so they cannot disagree.
 
 use crate::worker::ShardStats;
+use reactor::TURN_HIST_BUCKETS;
 
 /// Ceph's `perfcounter_type_d` bits.
 pub mod ty {
@@ -297,11 +298,26 @@ pub fn dump<'a>(
             (o + r.stats.num_objects, b + r.stats.num_bytes)
         });
     let lat = stats.iter().map(|s| s.commit_latency_ns).max().unwrap_or(0);
+    // Op latency as the OSD sees it (arrival on the core to reply), by µs: what of a client's tail is ours.
+    let (mut r, mut w) = ([0u64; TURN_HIST_BUCKETS], [0u64; TURN_HIST_BUCKETS]);
+    for s in &stats {
+        for i in 0..TURN_HIST_BUCKETS {
+            r[i] += s.op_r_lat_hist[i];
+            w[i] += s.op_w_lat_hist[i];
+        }
+    }
+    let hist = |h: [u64; TURN_HIST_BUCKETS]| -> serde_json::Map<String, serde_json::Value> {
+        h.iter()
+            .enumerate()
+            .map(|(i, n)| (crate::turns::bucket_label(i), serde_json::json!(n)))
+            .collect()
+    };
     serde_json::json!({
         "osd": osd,
         "ferrostore": {
             "shards": shards, "objects": objs, "bytes": bytes, "commit_latency_ns": lat,
         },
+        "ferro_op_latency_hist": { "op_r_us": hist(r), "op_w_us": hist(w) },
     })
 }
 

@@ -54,6 +54,10 @@ pub struct ShardStats {
     pub ops_w: u64,
     pub op_in_bytes: u64,
     pub op_out_bytes: u64,
+    /// Client read / write op latencies (arrival on this core to reply) by µs, log2 buckets as
+    /// `reactor::turn_bucket` (`perf dump` section `ferro_op_latency_hist`).
+    pub op_r_lat_hist: [u64; reactor::TURN_HIST_BUCKETS],
+    pub op_w_lat_hist: [u64; reactor::TURN_HIST_BUCKETS],
     /// Sum and count of client op latencies (arrival on this core to reply), nanoseconds.
     pub op_latency_ns_sum: u64,
     pub op_latency_count: u64,
@@ -139,6 +143,9 @@ impl Delivery {
         self.replies.is_empty() && self.notifies.is_empty() && self.to_osd.is_empty() && self.mon.is_empty()
     }
 }
+
+/// Snapshots (one a second) per recomputation of the store's heap estimate for `dump_mempools`.
+const STORE_BYTES_EVERY: u64 = 10;
 
 /// `osd_op_history_size`: completed ops kept for `dump_historic_ops`.
 pub const OP_HISTORY_SIZE: usize = 20;
@@ -281,6 +288,9 @@ pub struct Shard {
     since: BTreeMap<SpgId, (u64, Utime)>,
     pub stats: ShardStats,
     total_bytes: u64,
+    /// Snapshots taken, and the store's heap estimate of the last one that computed it (see `snapshot`).
+    snapshots: u64,
+    store_bytes: u64,
     /// A device completion wakes the core ([`Shard::attach_to_core`] ran).
     device_wakes: bool,
 }
@@ -302,6 +312,8 @@ impl Shard {
             since: BTreeMap::new(),
             stats: ShardStats::default(),
             total_bytes,
+            snapshots: 0,
+            store_bytes: 0,
             device_wakes: false,
         }
     }
@@ -373,8 +385,15 @@ impl Shard {
             match o {
                 Output::ClientReply { conn, reply } => {
                     if let Some(mut t) = self.started.remove(&(conn, reply.tid)) {
-                        let ns = now.duration_since(t.t0).as_nanos() as u64;
+                        let d = now.duration_since(t.t0);
+                        let ns = d.as_nanos() as u64;
                         let w = t.is_write;
+                        let b = reactor::turn_bucket(d);
+                        if w {
+                            self.stats.op_w_lat_hist[b] += 1;
+                        } else {
+                            self.stats.op_r_lat_hist[b] += 1;
+                        }
                         t.done = Some(now);
                         self.history.push_back(t);
                         while self.history.len() > OP_HISTORY_SIZE
@@ -597,8 +616,14 @@ impl Shard {
         s.op_wip = self.started.len() as u64;
         s.total_bytes = self.total_bytes;
         s.free_bytes = self.core.store_mut().free_bytes();
+        // The store's heap estimate walks its caches and free-extent map (1–2 ms on a 2 GiB shard after random
+        // writes, a stall for every op waiting on this core): every 10th snapshot only.
+        if self.snapshots.is_multiple_of(STORE_BYTES_EVERY) {
+            self.store_bytes = self.core.store_mut().memory_bytes() as u64;
+        }
+        self.snapshots += 1;
         s.mem = ShardMemory {
-            store_bytes: self.core.store_mut().memory_bytes() as u64,
+            store_bytes: self.store_bytes,
             ops_tracked: (self.started.len() + self.history.len()) as u64,
             subops_tracked: self.subops_started.len() as u64,
             pglog_entries: s.pgs.iter().map(|(r, _)| r.stats.log_size).sum(),
@@ -643,6 +668,11 @@ impl Shard {
             "digest": format!("{total:08x}"),
             "objects": objs,
         }))
+    }
+
+    /// The store's counters (the daemon's long-turn records read the checkpoint bytes every turn).
+    pub fn store_stats(&mut self) -> ferrostore::store::StoreStats {
+        self.core.store_mut().stats
     }
 
     /// Drain and unmount (shutdown).
