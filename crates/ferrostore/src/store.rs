@@ -221,12 +221,22 @@ struct BgCkpt {
     sb: ShardSuper,
     barrier: Tag,
     step: CkptStep,
+    /// Node blocks serialised at the snapshot and not yet submitted (their bytes wait in `nodes_in_flight`),
+    /// and node writes in flight: submitted a slice per poll ([`CKPT_SLICE`], at most [`CKPT_MAX_IN_FLIGHT`] at a
+    /// time), so a checkpoint of thousands of nodes neither stalls one loop turn submitting them all nor queues
+    /// them all on the device ahead of the client IO that follows.
+    queued: VecDeque<u64>,
+    writing: usize,
     frees: Vec<(u64, u64)>,
     free_blocks: u64,
     superseded: Vec<u64>,
     /// Log bytes in use at the snapshot (released with it).
     log_used: u64,
 }
+
+/// Checkpoint node writes submitted per `poll` / `wait` at most, and in flight at most (see [`BgCkpt::queued`]).
+const CKPT_SLICE: usize = 32;
+const CKPT_MAX_IN_FLIGHT: usize = 64;
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum CkptStep {
@@ -1241,6 +1251,9 @@ impl<D: Device> Store<D> {
             }
             Purpose::Ckpt { block } => {
                 self.io.nodes_in_flight.remove(&block);
+                if let Some(c) = self.bg.as_mut() {
+                    c.writing = c.writing.saturating_sub(1);
+                }
             }
             Purpose::Read { .. } => {}
         }
@@ -1327,7 +1340,14 @@ impl<D: Device> Store<D> {
             Ok(w) => w,
             Err(e) => return Err(self.fail(e)),
         };
-        self.submit_node_writes(writes);
+        // Serialised now (the snapshot), written a slice per poll (`submit_ckpt_slice`); until a node's write
+        // completes, a cache miss on it is served from `nodes_in_flight`.
+        let mut queued = VecDeque::with_capacity(writes.len());
+        for (b, data) in writes {
+            self.stats.node_bytes += data.len() as u64;
+            self.io.nodes_in_flight.insert(b, Bytes::from(data));
+            queued.push_back(b);
+        }
         let mut sb = self.sb.clone();
         sb.generation += 1;
         sb.root_block = root;
@@ -1337,6 +1357,8 @@ impl<D: Device> Store<D> {
             sb,
             barrier: self.io.next_tag,
             step: CkptStep::Barrier,
+            queued,
+            writing: 0,
             frees: std::mem::take(&mut self.pending_free),
             free_blocks: std::mem::take(&mut self.pending_free_blocks),
             superseded: std::mem::take(&mut self.tree.superseded),
@@ -1356,14 +1378,36 @@ impl<D: Device> Store<D> {
         }
     }
 
+    /// Submit the next slice of a background checkpoint's node writes.
+    fn submit_ckpt_slice(&mut self) {
+        let Some(c) = self.bg.as_mut() else { return };
+        let mut n = 0;
+        while n < CKPT_SLICE && c.writing < CKPT_MAX_IN_FLIGHT {
+            let Some(b) = c.queued.pop_front() else { break };
+            let Some(data) = self.io.nodes_in_flight.get(&b).cloned() else {
+                continue;
+            };
+            let t = self.io.tag();
+            self.tags.insert(t, Purpose::Ckpt { block: b });
+            self.io.dev.submit_write(t, b * B, vec![data]);
+            c.writing += 1;
+            n += 1;
+        }
+    }
+
     /// Move a background checkpoint on as far as completed IO allows (never blocks).
     fn advance_bg(&mut self) -> Result<()> {
+        self.submit_ckpt_slice();
         loop {
             let Some(c) = self.bg.as_ref() else { return Ok(()) };
             match c.step {
                 CkptStep::Barrier => {
                     let barrier = c.barrier;
-                    if self.tags.keys().any(|t| *t <= barrier) || !self.io.stash.is_empty() {
+                    if !c.queued.is_empty()
+                        || c.writing > 0
+                        || self.tags.keys().any(|t| *t <= barrier)
+                        || !self.io.stash.is_empty()
+                    {
                         return Ok(());
                     }
                     self.bg_submit(CkptStep::Flush);
@@ -2102,7 +2146,10 @@ impl<D: Device> Store<D> {
         match ctx.overlay.get(key) {
             Some(Some(v)) => Ok(Some(runs(v)?)),
             Some(None) => Ok(None),
-            None => self.tree.get_with(&mut self.io, key, &mut |raw| runs(raw))?.transpose(),
+            None => self
+                .tree
+                .get_with(&mut self.io, key, &mut |raw| runs(raw))?
+                .transpose(),
         }
     }
 

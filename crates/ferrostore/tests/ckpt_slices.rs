@@ -1,0 +1,77 @@
+// SPDX-License-Identifier: LGPL-3.0-or-later
+#![allow(clippy::unwrap_used)]
+//! A background checkpoint of hundreds of tree nodes submits its node writes a slice per poll (a loop turn of the
+//! OSD never submits them all at once), completes, and the store holds the same data after a remount.
+
+mod common;
+
+use bytes::Bytes;
+use common::*;
+use ferrostore::rng::Rng;
+use ferrostore::txn::{Op, Transaction};
+use ferrostore::{Device, SimConfig, SimDevice, Store, StoreConfig};
+
+#[test]
+fn checkpoint_node_writes_go_out_in_slices() {
+    let cfg = StoreConfig {
+        max_dirty_nodes: 150,
+        ..Default::default()
+    };
+    let mut s = sim_store(7, 64 << 20, 16 << 20, cfg.clone());
+    let mut rng = Rng::new(7);
+    let mut model = Model::default();
+    let mut ev = Vec::new();
+    let t = setup_txn(4);
+    model.apply(&t).unwrap();
+    s.queue_transaction(&t).unwrap();
+    // New objects until a background checkpoint starts: the poll that starts it serialises every dirty node.
+    let mut nodes = 0;
+    for step in 0..2_000u64 {
+        let mut t = Transaction::new();
+        for i in 0..50 {
+            let mut data = vec![0u8; 4096];
+            rng.fill(&mut data);
+            t.push(Op::Write {
+                cid: cid(step % 4),
+                oid: oid(step * 50 + i),
+                offset: 0,
+                data: Bytes::from(data),
+            });
+        }
+        model.apply(&t).unwrap();
+        s.queue_transaction(&t).unwrap();
+        let writes = s.device().stats().writes;
+        let node_bytes = s.stats.node_bytes;
+        ev.clear();
+        s.poll(&mut ev).unwrap();
+        if s.stats.node_bytes > node_bytes {
+            nodes = (s.stats.node_bytes - node_bytes) / 4096;
+            let submitted = s.device().stats().writes - writes;
+            // One slice of node writes (32) plus this poll's data and log writes, not every node.
+            assert!(
+                submitted <= 32 + 60,
+                "{submitted} writes submitted in one poll for {nodes} nodes"
+            );
+            break;
+        }
+    }
+    assert!(nodes > 64, "no large checkpoint started ({nodes} nodes)");
+    while s.stats.background_checkpoints == 0 {
+        ev.clear();
+        s.wait(&mut ev).unwrap();
+    }
+    let dev = s.umount().unwrap();
+    let img = dev.durable_image().to_vec();
+    let dev = SimDevice::from_image(
+        img,
+        SimConfig {
+            seed: 8,
+            reorder: true,
+            max_completions_per_poll: 3,
+            durable_writes: false,
+        },
+    );
+    let mut s = Store::mount(dev, 0, cfg).unwrap();
+    let got = dump(&mut s).unwrap();
+    assert!(got == model, "{}", diff(&got, &model));
+}
