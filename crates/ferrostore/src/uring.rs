@@ -320,7 +320,21 @@ impl UringDevice {
         let mut cqes = std::mem::take(&mut self.cqes);
         match self.shared.as_mut() {
             Some(s) => s.take(&mut cqes),
-            None => cqes.extend(self.ring.completion().map(|c| (c.user_data(), c.result()))),
+            None => loop {
+                cqes.extend(self.ring.completion().map(|c| (c.user_data(), c.result())));
+                // More IO can be in flight than the completion queue holds (a checkpoint's node writes): the
+                // completions without room wait in the kernel's overflow list, and only an io_uring_enter with
+                // GETEVENTS moves them into the queue (`submit` passes it while the ring flags the overflow).
+                // Reading the queue never does, and the ring's fd does not turn readable for them, so a caller
+                // that polls and then sleeps on the fd would wait for them until other IO entered the kernel
+                // (seen as write QD16 tests stuck for 100 s with every op waiting for commit).
+                if !self.ring.submission().cq_overflow() {
+                    break;
+                }
+                if self.ring.submit().is_ok() {
+                    self.unsubmitted = 0;
+                }
+            },
         }
         for &(ud, res) in &cqes {
             let Some(slot) = self.slots.get_mut(ud as usize).and_then(|s| s.take()) else {

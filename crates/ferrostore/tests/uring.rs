@@ -226,3 +226,38 @@ fn a_corrupt_block_in_a_long_run_is_caught_at_its_offset() {
     assert!(s.stats.csum_errors >= 2);
     let _ = std::fs::remove_file(&p);
 }
+
+/// More writes in flight than the completion queue holds: the completions beyond it wait in the kernel's overflow
+/// list, and a caller that only ever `poll`s (as the OSD core does before it sleeps) must still get every one.
+#[test]
+fn polling_alone_gets_completions_beyond_the_completion_queue() {
+    use ferrostore::device::{Completion, Device};
+    let p = path("overflow.img");
+    let _ = std::fs::remove_file(&p);
+    let Ok(mut d) = UringDevice::open(
+        &p,
+        Some(8 << 20),
+        UringOptions {
+            queue_depth: 4,
+            ..Default::default()
+        },
+    ) else {
+        eprintln!("skipping: cannot open {} with O_DIRECT + io_uring", p.display());
+        return;
+    };
+    // 4 submission entries and 8 completion entries; 512 writes leave hundreds in flight at once.
+    let n = 512u64;
+    let page = Bytes::from(vec![7u8; 4096]);
+    let mut got: Vec<Completion> = Vec::new();
+    for i in 0..n {
+        d.submit_write(i, i * 4096, vec![page.clone()]);
+    }
+    let start = std::time::Instant::now();
+    while (got.len() as u64) < n && start.elapsed() < std::time::Duration::from_secs(10) {
+        d.poll(&mut got);
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+    assert_eq!(got.len() as u64, n, "completions lost to the overflow list");
+    assert!(got.iter().all(|c| c.result.is_ok()));
+    let _ = std::fs::remove_file(&p);
+}
