@@ -654,12 +654,11 @@ impl RxChain {
 
     /// Consume `n` contiguous bytes: a slice of the receive buffer when they lie in one, else assembled once.
     fn take(&mut self, n: usize) -> Option<Bytes> {
-        self.take_aligned(n, None)
+        self.take_aligned(n, false)
     }
 
-    /// As [`RxChain::take`]; an assembled copy starts `in_page` bytes past a page boundary when that is given
-    /// (data segments: see [`FrameDecoder::data_page_offset`]).
-    fn take_aligned(&mut self, n: usize, in_page: Option<usize>) -> Option<Bytes> {
+    /// As [`RxChain::take`]; an assembled copy starts on a page boundary when `page` is set (data segments).
+    fn take_aligned(&mut self, n: usize, page: bool) -> Option<Bytes> {
         if self.len < n {
             return None;
         }
@@ -677,8 +676,8 @@ impl RxChain {
             return Some(b);
         }
         self.copied += n as u64;
-        if let Some(in_page) = in_page {
-            let mut out = aligned_buf_at(n, in_page);
+        if page {
+            let mut out = aligned_buf(n);
             self.take_into(n, &mut out);
             return Some(out.freeze());
         }
@@ -751,8 +750,6 @@ pub struct FrameDecoder {
     big_recent: bool,
     copied: u64,
     direct: u64,
-    /// Where small data segments are placed ([`place_on_page`]).
-    place_arena: BytesMut,
 }
 
 /// Stream receives after a frame with a direct segment take at most this much (like Ceph's
@@ -805,10 +802,14 @@ impl RxSink {
     }
 }
 
-/// An empty buffer with room for `len` bytes, the first byte `in_page` bytes (taken modulo the page size) past a
-/// page boundary. Large buffers (a 4 MiB write's data) come from the process's [`pagepool`]: recycled mappings,
-/// so they neither pay page faults on every message nor stay resident in malloc's arenas once freed; small ones
-/// from the heap.
+/// An empty buffer with room for `len` bytes whose first byte sits on a `SINK_ALIGN` boundary.
+fn aligned_buf(len: usize) -> PageBuf {
+    aligned_buf_at(len, 0)
+}
+
+/// As [`aligned_buf`], the first byte `in_page` bytes (taken modulo the page size) past a page boundary. Large
+/// buffers (a 4 MiB write's data) come from the process's [`pagepool`]: recycled mappings, so they neither pay
+/// page faults on every message nor stay resident in malloc's arenas once freed; small ones from the heap.
 fn aligned_buf_at(len: usize, in_page: usize) -> PageBuf {
     pagepool::global().alloc(len, in_page)
 }
@@ -854,59 +855,6 @@ fn crc_seg_range(p: &Preamble, i: usize) -> (usize, usize) {
     (at, at + p.seg_len(i))
 }
 
-/// For a MESSAGE frame whose segment 0 (`ceph_msg_header2`) is `header`: where in its page the data segment's
-/// first byte belongs (`data_off` modulo the page size, as [`FrameDecoder::data_page_offset`] reads it for
-/// sinks); 0 for other frames.
-fn message_data_in_page(tag: u8, header: &[u8]) -> usize {
-    if tag != Tag::Message as u8 {
-        return 0;
-    }
-    header
-        .get(MSG_HEADER_DATA_OFF..MSG_HEADER_DATA_OFF + 2)
-        .map_or(0, |b| usize::from(u16::from_le_bytes([b[0], b[1]])) % SINK_ALIGN)
-}
-
-/// Small data segments are placed in slices of one arena buffer of this size (see [`place_on_page`]): below
-/// glibc's default mmap threshold (128 KiB), so arenas are recycled heap blocks, not fresh mappings.
-const PLACE_ARENA: usize = 64 << 10;
-
-/// A data segment that arrived inside a shared receive buffer (on a session with receive sinks, the segments
-/// below their threshold, e.g. a 4 KiB write's payload): if it holds a whole page once its first byte sits
-/// `in_page` bytes past a page boundary and it does not sit there already, a copy placed so. Its whole pages (a
-/// 4 KiB write's object blocks, given the sender's `data_off`) are then page-aligned, so ferrostore writes them
-/// with O_DIRECT as they are: this copy replaces the store's bounce copy (a zeroed aligned allocation plus a
-/// copy), and it releases the shared receive buffer at once instead of when the write completes.
-///
-/// The copies are cut from `arena`, a buffer shared by consecutive segments (a refcount each, no allocation per
-/// segment; back-to-back 4 KiB payloads at page offset 0 follow each other with no gap); a new arena is taken
-/// when the rest of the current one is too small, and the old one is freed when its last segment is.
-fn place_on_page(arena: &mut BytesMut, seg: &Bytes, in_page: usize) -> Option<Bytes> {
-    let len = seg.len();
-    let head = (SINK_ALIGN - in_page) % SINK_ALIGN;
-    if len < SINK_ALIGN || len < head + SINK_ALIGN || (seg.as_ptr() as usize) % SINK_ALIGN == in_page {
-        return None;
-    }
-    if len > PLACE_ARENA / 4 {
-        let mut out = aligned_buf_at(len, in_page);
-        out.extend_from_slice(seg);
-        return Some(out.freeze());
-    }
-    let pad = |a: &BytesMut| (in_page + SINK_ALIGN - (a.as_ptr() as usize) % SINK_ALIGN) % SINK_ALIGN;
-    if arena.capacity() < pad(arena) + len {
-        *arena = BytesMut::with_capacity(PLACE_ARENA);
-    }
-    let skip = pad(arena);
-    debug_assert!(arena.is_empty() && arena.capacity() >= skip + len);
-    if skip > 0 {
-        arena.put_bytes(0, skip);
-        arena.advance(skip);
-    }
-    arena.extend_from_slice(seg);
-    let placed = arena.split_to(len).freeze();
-    debug_assert_eq!((placed.as_ptr() as usize) % SINK_ALIGN, in_page);
-    Some(placed)
-}
-
 impl FrameDecoder {
     pub fn new(limits: FrameLimits) -> Self {
         FrameDecoder {
@@ -921,7 +869,6 @@ impl FrameDecoder {
             big_recent: false,
             copied: 0,
             direct: 0,
-            place_arena: BytesMut::new(),
         }
     }
 
@@ -1225,29 +1172,17 @@ impl FrameDecoder {
             }
         }
         if n > 1 {
-            let data_in_page = message_data_in_page(p.tag, &segments[0]);
             for (i, seg) in segments.iter_mut().enumerate().take(n).skip(1) {
-                let in_page =
-                    (p.segments[i].align == ALIGN_PAGE).then_some(if i == 3 { data_in_page } else { 0 });
-                *seg = f
-                    .take_aligned(p.seg_len(i), in_page)
-                    .ok_or(FrameError::Truncated)?;
+                let page = p.segments[i].align == ALIGN_PAGE;
+                *seg = f.take_aligned(p.seg_len(i), page).ok_or(FrameError::Truncated)?;
             }
             let mut epi = [0u8; CRC_EPILOGUE_LEN];
             if !f.read(&mut epi) {
                 return Err(FrameError::Truncated);
             }
             self.copied += f.copied;
-            let place = self.direct_enabled();
             for (i, seg) in segments.iter_mut().enumerate().take(n).skip(1) {
                 let expected = le32(&epi[1 + (i - 1) * 4..1 + i * 4]);
-                if place && p.segments[i].align == ALIGN_PAGE {
-                    let in_page = if i == 3 { data_in_page } else { 0 };
-                    if let Some(placed) = place_on_page(&mut self.place_arena, seg, in_page) {
-                        self.copied += placed.len() as u64;
-                        *seg = placed;
-                    }
-                }
                 let computed = if p.segments[i].align == ALIGN_PAGE {
                     // A data segment is checked page by page and keeps the page crcs (the segment crc is
                     // derived from them): ferrostore's block crcs and a resend's segment crc reuse this pass.
