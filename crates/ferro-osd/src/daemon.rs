@@ -1096,9 +1096,7 @@ impl Service for Core {
                 // then (a spinning core on a shared machine takes the CPU from whoever would complete the IO).
                 // Busy polling only when asked (dedicated CPUs), or when the store has work in progress without
                 // IO in flight (a background checkpoint step that the next poll submits).
-                if sh.busy()
-                    && (self.common.busy_poll || !sh.device_wakes() || sh.device_in_flight() == 0)
-                {
+                if sh.busy() && (self.common.busy_poll || !sh.device_wakes() || sh.device_in_flight() == 0) {
                     ctx.keep_polling();
                 }
             }
