@@ -58,6 +58,8 @@ pub struct WatchId(pub u32);
 pub type ServerAuthFactory = Arc<dyn Fn() -> Box<dyn ServerAuth + Send> + Send + Sync>;
 
 /// What a listener speaks.
+// Built once per listener: the inline msgr2 config costs nothing worth a box.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone)]
 pub enum ListenProto {
     /// Plain bytes: [`Service::on_data`], [`CoreCtx::send_bytes`].
@@ -73,6 +75,8 @@ pub enum ListenProto {
 }
 
 /// What an outgoing connection speaks.
+// Built once per connect: the inline msgr2 config costs nothing worth a box.
+#[allow(clippy::large_enum_variant)]
 pub enum ConnectProto {
     Raw,
     /// msgr2 connector to an entity of `target_type` at the connect address (nonce 0).
