@@ -156,11 +156,17 @@ fn ctxt_table(r: &Report, s: &mut String) {
     }
     let _ = write!(
         s,
-        "\nOSD context switches per op (all threads of the group's OSDs, `/proc/<pid>/task/*/status`), the busiest OSD thread's CPU share over the test, client (fio) CPU per op:\n\n| test |"
+        "\nOSD context switches per op (all threads of the group's OSDs, `/proc/<pid>/task/*/status`), the busiest OSD thread's CPU share over the test, client (fio) CPU per op, busy CPU of the whole machine per op (kernel threads included):\n\n| test |"
     );
     let mut align = String::from("|---|");
     for g in &r.groups {
-        for col in ["voluntary", "involuntary", "busiest thread", "client CPU µs/op"] {
+        for col in [
+            "voluntary",
+            "involuntary",
+            "busiest thread",
+            "client CPU µs/op",
+            "machine CPU µs/op",
+        ] {
             let _ = write!(s, " {} {col} |", g.label);
             align.push_str("---:|");
         }
@@ -176,13 +182,14 @@ fn ctxt_table(r: &Report, s: &mut String) {
                     });
                     let _ = write!(
                         s,
-                        " {:.2} | {:.2} | {busy} | {} |",
+                        " {:.2} | {:.2} | {busy} | {} | {} |",
                         row.osd_ctxt_vol_per_op,
                         row.osd_ctxt_invol_per_op,
-                        num(row.client_cpu_us_per_op)
+                        num(row.client_cpu_us_per_op),
+                        num(row.machine_cpu_us_per_op)
                     );
                 }
-                Err(_) => s.push_str(" – | – | – | – |"),
+                Err(_) => s.push_str(" – | – | – | – | – |"),
             }
         }
         s.push('\n');
@@ -417,11 +424,11 @@ mod tests {
             "{lat}"
         );
         assert!(
-            ctxt.contains("| bluestore voluntary | bluestore involuntary | bluestore busiest thread | bluestore client CPU µs/op | ferro voluntary |"),
+            ctxt.contains("| bluestore voluntary | bluestore involuntary | bluestore busiest thread | bluestore client CPU µs/op | bluestore machine CPU µs/op | ferro voluntary |"),
             "{ctxt}"
         );
         assert!(
-            ctxt.contains(" 2.00 | 0.50 | ferro-core-0 42 % | 33.0 |"),
+            ctxt.contains(" 2.00 | 0.50 | ferro-core-0 42 % | 33.0 | 150 |"),
             "{ctxt}"
         );
         assert_eq!(

@@ -61,6 +61,8 @@ pub struct Row {
     /// CPU time of the benchmark client (fio or the OMAP script, all threads) divided by `m.ops`: on a small
     /// machine the client shares the CPUs, so a row can be bound by it.
     pub client_cpu_us_per_op: f64,
+    /// Busy CPU time of the whole machine (every process and kernel thread) during the test divided by `m.ops`.
+    pub machine_cpu_us_per_op: f64,
     /// The OSDs' own latency counters over the test (write, replica write, store commit).
     pub osd_lat: crate::osdperf::OsdLatency,
 }
@@ -271,6 +273,7 @@ impl Report {
                             "osd_busiest_thread": row.osd_busiest_thread.map(|(n, _)| n.as_str().to_string()),
                             "osd_busiest_thread_cpu_share": row.osd_busiest_thread.map(|(_, u)| u),
                             "client_cpu_us_per_op": row.client_cpu_us_per_op,
+                            "machine_cpu_us_per_op": row.machine_cpu_us_per_op,
                             "osd_op_w_latency_ms": row.osd_lat.op_w_ms,
                             "osd_subop_w_latency_ms": row.osd_lat.subop_ms,
                             "osd_commit_latency_ms": row.osd_lat.commit_ms,
@@ -329,6 +332,7 @@ pub(crate) mod tests {
             osd_ctxt_invol_per_op: 0.5,
             osd_busiest_thread: Some((ThreadName::new("ferro-core-0"), 0.42)),
             client_cpu_us_per_op: 33.0,
+            machine_cpu_us_per_op: 150.0,
             osd_lat: crate::osdperf::OsdLatency {
                 op_w_ms: Some(2.0),
                 subop_ms: None,

@@ -605,6 +605,7 @@ fn run_one(c: &Cluster, o: &RunOptions, t: &TestDef, g: &LiveGroup, script: &std
     let before = ProcSample::take(&g.pids)?;
     let wall = Instant::now();
     let client_before = crate::procstat::children_cpu_us();
+    let machine_before = crate::procstat::machine_busy_us();
     let m = match t.workload {
         Workload::Fio {
             rw,
@@ -635,6 +636,7 @@ fn run_one(c: &Cluster, o: &RunOptions, t: &TestDef, g: &LiveGroup, script: &std
         )?)?,
     };
     let client_cpu_us = (crate::procstat::children_cpu_us() - client_before).max(0.0);
+    let machine_cpu_us = (crate::procstat::machine_busy_us() - machine_before).max(0.0);
     let after = ProcSample::take(&g.pids)?;
     let busiest = crate::procstat::busiest_thread(&before, &after, wall.elapsed().as_secs_f64());
     let lat_after = crate::osdperf::sample(c.dir(), &g.report.osd_ids);
@@ -645,6 +647,7 @@ fn run_one(c: &Cluster, o: &RunOptions, t: &TestDef, g: &LiveGroup, script: &std
         osd_ctxt_invol_per_op: per_op(after.ctxt_involuntary, before.ctxt_involuntary),
         osd_busiest_thread: busiest.map(|(n, u)| (crate::report::ThreadName::new(&n), u)),
         client_cpu_us_per_op: client_cpu_us / m.ops.max(1) as f64,
+        machine_cpu_us_per_op: machine_cpu_us / m.ops.max(1) as f64,
         osd_rss_bytes: after.rss_bytes,
         osd_lat: crate::osdperf::latency(&lat_before, &lat_after),
         m,
