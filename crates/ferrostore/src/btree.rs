@@ -987,6 +987,37 @@ mod tests {
         }
     }
 
+    /// A bounded scan from `k` to `end` and both floors of `end` agree with the model.
+    fn check_scan_and_floor(
+        t: &mut Tree,
+        io: &mut MemIo,
+        model: &BTreeMap<Vec<u8>, Vec<u8>>,
+        k: &[u8],
+        end: &[u8],
+        limit: usize,
+    ) {
+        let got = t.scan(io, k, Some(end), limit).unwrap();
+        let want: Vec<_> = if k < end {
+            model
+                .range(k.to_vec()..end.to_vec())
+                .take(limit)
+                .map(|(a, b)| (a.clone(), b.clone()))
+                .collect()
+        } else {
+            vec![]
+        };
+        assert_eq!(got, want);
+        for inclusive in [true, false] {
+            let f = t.floor(io, end, inclusive).unwrap();
+            let w = if inclusive {
+                model.range(..=end.to_vec()).next_back()
+            } else {
+                model.range(..end.to_vec()).next_back()
+            };
+            assert_eq!(f, w.map(|(a, b)| (a.clone(), b.clone())), "floor {inclusive}");
+        }
+    }
+
     fn checkpoint(t: &mut Tree, io: &mut MemIo, next: &mut u64) {
         let (w, _) = t
             .flush_dirty(&mut || {
@@ -1035,26 +1066,7 @@ mod tests {
                     }
                     _ => {
                         let end = format!("k{:05}", rng.below(800)).into_bytes();
-                        let got = t.scan(&mut io, &k, Some(&end), 50).unwrap();
-                        let want: Vec<_> = if k < end {
-                            model
-                                .range(k.clone()..end.clone())
-                                .take(50)
-                                .map(|(a, b)| (a.clone(), b.clone()))
-                                .collect()
-                        } else {
-                            vec![]
-                        };
-                        assert_eq!(got, want);
-                        for inclusive in [true, false] {
-                            let f = t.floor(&mut io, &end, inclusive).unwrap();
-                            let w = if inclusive {
-                                model.range(..=end.clone()).next_back()
-                            } else {
-                                model.range(..end.clone()).next_back()
-                            };
-                            assert_eq!(f, w.map(|(a, b)| (a.clone(), b.clone())), "floor {inclusive}");
-                        }
+                        check_scan_and_floor(&mut t, &mut io, &model, &k, &end, 50);
                     }
                 }
                 if step % 97 == 0 {
@@ -1113,26 +1125,7 @@ mod tests {
                     _ => {
                         assert_eq!(t.get(&mut io, &k).unwrap(), model.get(&k).cloned());
                         let end = tricky_key(&mut rng);
-                        let got = t.scan(&mut io, &k, Some(&end), 30).unwrap();
-                        let want: Vec<_> = if k < end {
-                            model
-                                .range(k.clone()..end.clone())
-                                .take(30)
-                                .map(|(a, b)| (a.clone(), b.clone()))
-                                .collect()
-                        } else {
-                            vec![]
-                        };
-                        assert_eq!(got, want);
-                        for inclusive in [true, false] {
-                            let f = t.floor(&mut io, &end, inclusive).unwrap();
-                            let w = if inclusive {
-                                model.range(..=end.clone()).next_back()
-                            } else {
-                                model.range(..end.clone()).next_back()
-                            };
-                            assert_eq!(f, w.map(|(a, b)| (a.clone(), b.clone())), "floor {inclusive}");
-                        }
+                        check_scan_and_floor(&mut t, &mut io, &model, &k, &end, 30);
                     }
                 }
                 if step % 331 == 0 {
