@@ -36,23 +36,8 @@ fn ready(mode: u32, lossy: bool, now: Instant, tune: impl Fn(&mut Config)) -> (C
     let mut scfg = Config::new(ENTITY_TYPE_OSD, 0);
     tune(&mut scfg);
     let mut s = Connection::acceptor(scfg, Box::new(server_auth), now);
-    for _ in 0..32 {
-        let a = wire_of(&mut c);
-        if !a.is_empty() {
-            s.handle_input_bytes(now, a).unwrap();
-        }
-        let b = wire_of(&mut s);
-        if !b.is_empty() {
-            c.handle_input_bytes(now, b).unwrap();
-        }
-        if c.is_ready() && s.is_ready() {
-            break;
-        }
-    }
-    assert!(c.is_ready() && s.is_ready(), "handshake did not finish");
+    common::handshake(&mut c, &mut s, now);
     assert_eq!(s.is_lossy(), lossy);
-    while s.poll_event().is_some() {}
-    while c.poll_event().is_some() {}
     (c, s)
 }
 

@@ -37,15 +37,14 @@ pub fn wire_of(c: &mut Connection) -> Bytes {
     w.freeze()
 }
 
-/// [`pair`] after a handshake through memory (whole buffers) with both sides ready and their events drained.
-pub fn ready_pair(mode: u32, now: Instant) -> (Connection, Connection) {
-    let (mut c, mut s) = pair(mode, now);
+/// Shuttle whole buffers between connector `c` and acceptor `s` until both are ready; their events are drained.
+pub fn handshake(c: &mut Connection, s: &mut Connection, now: Instant) {
     for _ in 0..32 {
-        let a = wire_of(&mut c);
+        let a = wire_of(c);
         if !a.is_empty() {
             s.handle_input_bytes(now, a).unwrap();
         }
-        let b = wire_of(&mut s);
+        let b = wire_of(s);
         if !b.is_empty() {
             c.handle_input_bytes(now, b).unwrap();
         }
@@ -56,6 +55,12 @@ pub fn ready_pair(mode: u32, now: Instant) -> (Connection, Connection) {
     assert!(c.is_ready() && s.is_ready(), "handshake did not finish");
     while s.poll_event().is_some() {}
     while c.poll_event().is_some() {}
+}
+
+/// [`pair`] after a handshake through memory (whole buffers) with both sides ready and their events drained.
+pub fn ready_pair(mode: u32, now: Instant) -> (Connection, Connection) {
+    let (mut c, mut s) = pair(mode, now);
+    handshake(&mut c, &mut s, now);
     (c, s)
 }
 
