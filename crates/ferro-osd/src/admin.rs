@@ -39,6 +39,11 @@ pub const COMMANDS: &[(&str, &str)] = &[
          each did",
     ),
     (
+        "ferro sched",
+        "ferro sched: the reactor threads' scheduling (policy, nice, slice) as asked by the ferro_reactor_* options \
+         and as the kernel reports it now, per core",
+    ),
+    (
         "ferro object-digest",
         "ferro object-digest <pgid>: this OSD's copy of the PG: every object's name, size and crc32c of data, xattrs \
          and omap (replicas of a clean PG answer the same)",

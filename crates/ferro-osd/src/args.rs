@@ -138,6 +138,9 @@ pub struct OsdOptions {
     /// `ferro_osd_malloc_arena_max`, `ferro_osd_mem_trim_interval`, `ferro_osd_malloc_trim` (see
     /// [`crate::memory::MemoryOptions`]).
     pub memory: crate::memory::MemoryOptions,
+    /// Reactor thread scheduling: `ferro_reactor_sched_slice_us`, `ferro_reactor_nice`,
+    /// `ferro_reactor_sched_policy`, `ferro_reactor_sched_priority` (see [`crate::sched`]).
+    pub reactor_sched: crate::sched::ReactorSched,
     pub beacon_interval_s: u64,
     /// `osd_heartbeat_interval`, `osd_heartbeat_grace`, `osd_heartbeat_min_peers`, `osd_heartbeat_min_size`.
     pub heartbeat_interval_s: u64,
@@ -306,6 +309,13 @@ pub fn load(args: &Args) -> Result<(OsdOptions, ceph_config::Config), String> {
                 malloc_trim: get("ferro_osd_malloc_trim").map_or(d.malloc_trim, |v| parse_bool(&v)),
             }
         },
+        reactor_sched: {
+            let (s, warnings) = crate::sched::ReactorSched::from_options(get);
+            for w in warnings {
+                eprintln!("ferro-osd: WARNING: {w}");
+            }
+            s
+        },
         beacon_interval_s: num("osd_beacon_report_interval", 300),
         heartbeat_interval_s: num("osd_heartbeat_interval", 6),
         heartbeat_grace_s: num("osd_heartbeat_grace", 20),
@@ -388,6 +398,43 @@ mod tests {
         let (o, _) = load(&a).unwrap();
         assert_eq!(o.memory.rx_buffer_pool_bytes, 0);
         assert_eq!(o.memory.trim_interval_s, 1);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn reactor_sched_options_from_ceph_conf_and_flags() {
+        let dir = std::env::temp_dir().join(format!("ferro-osd-args-sched-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let conf = dir.join("ceph.conf");
+        std::fs::write(
+            &conf,
+            "[global]\nfsid = 7b1c1a3e-56a7-4a4e-8f0a-123456789abc\n[osd]\nosd data = /d\n\
+             ferro reactor sched slice us = 250\n",
+        )
+        .unwrap();
+        let a = parse(&argv(&format!(
+            "-i 1 -c {} --ferro-reactor-nice=-3 --ferro_reactor_sched_priority 7",
+            conf.display()
+        )))
+        .unwrap();
+        let (o, _) = load(&a).unwrap();
+        assert_eq!(
+            o.reactor_sched,
+            crate::sched::ReactorSched {
+                slice_us: 250,
+                nice: Some(-3),
+                policy: crate::sched::Policy::Other,
+                priority: 7,
+            }
+        );
+        // A bad value is a warning and the default, never a failed start.
+        let a = parse(&argv(&format!(
+            "-i 1 -c {} --ferro_reactor_sched_policy=idle",
+            conf.display()
+        )))
+        .unwrap();
+        let (o, _) = load(&a).unwrap();
+        assert_eq!(o.reactor_sched.policy, crate::sched::Policy::Other);
         let _ = std::fs::remove_dir_all(&dir);
     }
 

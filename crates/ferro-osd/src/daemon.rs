@@ -2422,6 +2422,7 @@ impl Control {
                 j
             }
             "ferro long-turns" => self.turn_board.dump(),
+            "ferro sched" => crate::sched::status_json(&self.opts.reactor_sched),
             "perf schema" => crate::perf::schema(),
             "dump_mempools" => crate::stats::mempools(self.stats(), crate::stats::self_rss_bytes()),
             "config show" => {
@@ -2433,6 +2434,7 @@ impl Control {
                 o.insert("cluster".into(), self.opts.cluster.clone().into());
                 o.insert("osd_objectstore".into(), "ferrostore".into());
                 o.insert("ferro_osd_shards".into(), self.dd.shards.to_string().into());
+                crate::sched::config_show(&self.opts.reactor_sched, &mut o);
                 serde_json::Value::Object(o)
             }
             "config get" => {
@@ -2699,7 +2701,10 @@ impl Daemon {
             store_cfg.cache_bytes >> 20,
             uring_opts.read_pool_bytes >> 20
         );
+        let reactor_sched = opts.reactor_sched;
         let factory = move |core: CoreId| {
+            // On the core's own thread, before its loop: the reactor's scheduling options (sched.rs; never fatal).
+            crate::sched::apply_reactor(core, &reactor_sched);
             // The store is opened on its core: its io_uring is single-issuer, like the core's own ring.
             let shard = UringDevice::open(&device, None, uring_opts)
                 .map_err(|e| format!("opening {}: {e}", device.display()))

@@ -12,6 +12,7 @@
 //! * [`admin`]: the admin socket (`ceph daemon osd.N ...`), a thread that posts commands to core 0.
 //! * [`perf`]: perf counters (`perf dump`, `perf schema`, the MMgrReport schema).
 //! * [`memory`]: the large receive-buffer pool, malloc settings and the idle trimmer.
+//! * [`sched`]: the reactor threads' scheduling (EEVDF slice, nice, real-time policy), operator options.
 //! * [`turns`]: loop turn times and the long turns' breakdown (`perf dump`, `ferro long-turns`).
 //!
 //! Cores exchange work only over the reactor's SPSC mesh: an op for a PG of another core crosses to it and its
@@ -24,6 +25,7 @@ pub mod heartbeat;
 pub mod memory;
 pub mod mkfs;
 pub mod perf;
+pub mod sched;
 pub mod stats;
 pub mod turns;
 pub mod worker;
