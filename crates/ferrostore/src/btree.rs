@@ -733,10 +733,21 @@ impl Tree {
 
     /// Remove `key`; returns whether it was present.
     pub fn delete(&mut self, io: &mut dyn NodeIo, key: &[u8]) -> Result<bool> {
-        if self.get_with(io, key, &mut |_| ())?.is_none() {
-            return Ok(false);
+        Ok(self.delete_sorted(io, &[key])? == 1)
+    }
+
+    /// Remove every key of `keys` (sorted ascending, no duplicates) that is present; returns how many were. One
+    /// descent serves all keys under the same node (a punch of 16 one-block extents touches one or two leaves),
+    /// and nodes that lose nothing are not copied.
+    pub fn delete_sorted(&mut self, io: &mut dyn NodeIo, keys: &[&[u8]]) -> Result<usize> {
+        debug_assert!(keys.windows(2).all(|w| key_cmp(w[0], w[1]).is_lt()));
+        if keys.is_empty() {
+            return Ok(0);
         }
-        let (root, _) = self.del_rec(io, self.root, key)?;
+        let mut removed = 0;
+        let Some((root, _)) = self.del_rec(io, self.root, keys, &mut removed)? else {
+            return Ok(0);
+        };
         self.root = root;
         loop {
             let n = self.node(io, self.root)?;
@@ -758,35 +769,68 @@ impl Tree {
             }
             self.root = n.kids[0];
         }
-        Ok(true)
+        Ok(removed)
     }
 
-    fn del_rec(&mut self, io: &mut dyn NodeIo, p: Ptr, key: &[u8]) -> Result<(Ptr, bool)> {
-        let id = self.make_mut(io, p)?;
-        if self.mem(id).is_leaf() {
-            let n = self.mem_mut(id);
-            if let Ok(i) = n.find(key) {
-                n.remove(i);
+    /// Delete `keys` (sorted) under `p`. `None`: none of them is there and nothing was copied; otherwise the
+    /// node's new pointer and whether it is now empty.
+    fn del_rec(
+        &mut self,
+        io: &mut dyn NodeIo,
+        p: Ptr,
+        keys: &[&[u8]],
+        removed: &mut usize,
+    ) -> Result<Option<(Ptr, bool)>> {
+        let n = self.node(io, p)?;
+        if n.is_leaf() {
+            if !keys.iter().any(|k| n.find(k).is_ok()) {
+                return Ok(None);
             }
-            let empty = n.is_empty();
-            return Ok((Ptr::Mem(id), empty));
+            // Release our handle first: a dirty node shared with it would be copied by `Rc::make_mut`.
+            drop(n);
+            let id = self.make_mut(io, p)?;
+            let node = self.mem_mut(id);
+            for k in keys {
+                if let Ok(i) = node.find(k) {
+                    node.remove(i);
+                    *removed += 1;
+                }
+            }
+            let empty = node.is_empty();
+            return Ok(Some((Ptr::Mem(id), empty)));
         }
-        let (idx, kid) = {
-            let n = self.mem(id);
-            let i = n.child_index(key);
-            (i, n.kids[i])
-        };
-        let (nk, empty) = self.del_rec(io, kid, key)?;
-        if empty {
-            if let Ptr::Mem(cid) = nk {
-                self.free_mem(cid);
+        // Keys are sorted, so each child's keys are one contiguous group.
+        let mut changes: Vec<(usize, Ptr, bool)> = Vec::new();
+        let mut i = 0;
+        while i < keys.len() {
+            let ci = n.child_index(keys[i]);
+            let mut j = i + 1;
+            while j < keys.len() && n.child_index(keys[j]) == ci {
+                j += 1;
             }
-            self.mem_mut(id).remove(idx);
-        } else {
-            self.mem_mut(id).kids[idx] = nk;
+            if let Some((np, empty)) = self.del_rec(io, n.kids[ci], &keys[i..j], removed)? {
+                changes.push((ci, np, empty));
+            }
+            i = j;
+        }
+        if changes.is_empty() {
+            return Ok(None);
+        }
+        drop(n);
+        let id = self.make_mut(io, p)?;
+        // Highest index first: removing an empty child shifts the ones after it.
+        for (ci, np, empty) in changes.into_iter().rev() {
+            if empty {
+                if let Ptr::Mem(cid) = np {
+                    self.free_mem(cid);
+                }
+                self.mem_mut(id).remove(ci);
+            } else {
+                self.mem_mut(id).kids[ci] = np;
+            }
         }
         let empty = self.mem(id).kids.is_empty();
-        Ok((Ptr::Mem(id), empty))
+        Ok(Some((Ptr::Mem(id), empty)))
     }
 
     /// Entries with `start <= key < end` (no upper bound if `end` is None), in order, at most `limit`.
@@ -1061,8 +1105,22 @@ mod tests {
                         t.put(&mut io, &k, &v).unwrap();
                         model.insert(k, v);
                     }
-                    6..=8 => {
+                    6..=7 => {
                         assert_eq!(t.delete(&mut io, &k).unwrap(), model.remove(&k).is_some());
+                    }
+                    8 => {
+                        // A sorted batch: a run of neighbours (some absent) and a few far keys.
+                        let mut ks = std::collections::BTreeSet::new();
+                        let base = rng.below(800);
+                        for i in 0..rng.below(40) {
+                            ks.insert(format!("k{:05}", base + i).into_bytes());
+                        }
+                        for _ in 0..rng.below(4) {
+                            ks.insert(format!("k{:05}", rng.below(800)).into_bytes());
+                        }
+                        let want = ks.iter().filter(|k| model.remove(*k).is_some()).count();
+                        let ks: Vec<&[u8]> = ks.iter().map(|k| k.as_slice()).collect();
+                        assert_eq!(t.delete_sorted(&mut io, &ks).unwrap(), want);
                     }
                     _ => {
                         let end = format!("k{:05}", rng.below(800)).into_bytes();

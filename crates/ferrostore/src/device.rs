@@ -36,6 +36,16 @@ pub trait Device {
     fn submit_read(&mut self, tag: Tag, offset: u64, len: usize);
     /// Gather write: `bufs` are written back to back starting at `offset`.
     fn submit_write(&mut self, tag: Tag, offset: u64, bufs: Vec<Bytes>);
+    /// A write that may stay in the device's volatile cache after it completes, even when ordinary writes are
+    /// durable on completion ([`Device::writes_are_durable`]): only a flush submitted after its completion makes
+    /// it durable. For a batch of writes that one flush can cover — a checkpoint's tree nodes, which become live
+    /// only with the superblock written after that flush — so they do not each carry a device flush (RWF_DSYNC
+    /// without FUA is a write plus a flush). Default: an ordinary write (never less durable).
+    fn submit_write_unsynced(&mut self, tag: Tag, offset: u64, bufs: Vec<Bytes>) {
+        self.submit_write(tag, offset, bufs);
+    }
+    /// Make durable every write that had completed when the flush was submitted. Always a real flush, also when
+    /// writes are durable on completion (it is what makes [`Device::submit_write_unsynced`] writes durable).
     fn submit_flush(&mut self, tag: Tag);
     /// Collect completions without blocking.
     fn poll(&mut self, out: &mut Vec<Completion>);
@@ -47,7 +57,8 @@ pub trait Device {
     fn logical_block_size(&self) -> u64 {
         512
     }
-    /// Writes are durable on completion (FUA / RWF_DSYNC): flushes are then no-ops.
+    /// Writes submitted with [`Device::submit_write`] are durable on completion (FUA / RWF_DSYNC): the engine
+    /// then needs a flush only after [`Device::submit_write_unsynced`] writes.
     fn writes_are_durable(&self) -> bool {
         false
     }

@@ -16,6 +16,8 @@ enum Req {
     },
     Write {
         data: Bytes,
+        /// Stays volatile on completion even with `durable_writes` (`submit_write_unsynced`).
+        unsynced: bool,
     },
     /// Ids of the writes that had completed when the flush was submitted.
     Flush {
@@ -46,7 +48,8 @@ pub struct SimConfig {
     pub reorder: bool,
     /// At most this many completions per `poll`/`wait` call (1 gives the finest crash points).
     pub max_completions_per_poll: usize,
-    /// Writes are durable when they complete (models RWF_DSYNC / FUA); flushes are then not needed.
+    /// Writes are durable when they complete (models RWF_DSYNC / FUA), except `submit_write_unsynced` ones, which
+    /// stay volatile until a flush as in the default mode.
     pub durable_writes: bool,
 }
 
@@ -116,7 +119,7 @@ impl SimDevice {
         let mut counts = [0u64; 3];
         let mut img = self.durable.clone();
         let inflight = self.queue.iter().filter_map(|p| match &p.req {
-            Req::Write { data } => Some((p.offset, data)),
+            Req::Write { data, .. } => Some((p.offset, data)),
             _ => None,
         });
         let candidates: Vec<(u64, &Bytes)> = self
@@ -215,8 +218,8 @@ impl SimDevice {
         self.events += 1;
         let result = match p.req {
             Req::Read { len } => Ok(Some(Bytes::from(self.read_now(p.offset, len)))),
-            Req::Write { data } => {
-                if self.cfg.durable_writes {
+            Req::Write { data, unsynced } => {
+                if self.cfg.durable_writes && !unsynced {
                     apply(&mut self.durable, p.offset, &data);
                 } else {
                     self.volatile.push(VolatileWrite {
@@ -259,6 +262,38 @@ impl SimDevice {
     }
 }
 
+impl SimDevice {
+    fn write(&mut self, tag: Tag, offset: u64, bufs: Vec<Bytes>, unsynced: bool) {
+        let data = if bufs.len() == 1 {
+            bufs.into_iter().next().unwrap_or_default()
+        } else {
+            let mut v = Vec::with_capacity(bufs.iter().map(|b| b.len()).sum());
+            for b in &bufs {
+                v.extend_from_slice(b);
+            }
+            Bytes::from(v)
+        };
+        self.stats.writes += 1;
+        self.stats.bytes_written += data.len() as u64;
+        if let Err(e) = self.check_range(offset, data.len()) {
+            self.volatile_err(tag, e);
+            return;
+        }
+        // The engine must never have two overlapping writes in flight: the outcome would be undefined on a real
+        // device. Catch it here, where it is cheap to see.
+        let end = offset + data.len() as u64;
+        for p in &self.queue {
+            if let Req::Write { data: d, .. } = &p.req {
+                assert!(
+                    end <= p.offset || p.offset + d.len() as u64 <= offset,
+                    "overlapping in-flight writes at {offset}"
+                );
+            }
+        }
+        self.push(tag, offset, Req::Write { data, unsynced });
+    }
+}
+
 fn apply(img: &mut [u8], offset: u64, data: &[u8]) {
     let s = offset as usize;
     img[s..s + data.len()].copy_from_slice(data);
@@ -280,33 +315,11 @@ impl Device for SimDevice {
     }
 
     fn submit_write(&mut self, tag: Tag, offset: u64, bufs: Vec<Bytes>) {
-        let data = if bufs.len() == 1 {
-            bufs.into_iter().next().unwrap_or_default()
-        } else {
-            let mut v = Vec::with_capacity(bufs.iter().map(|b| b.len()).sum());
-            for b in &bufs {
-                v.extend_from_slice(b);
-            }
-            Bytes::from(v)
-        };
-        self.stats.writes += 1;
-        self.stats.bytes_written += data.len() as u64;
-        if let Err(e) = self.check_range(offset, data.len()) {
-            self.volatile_err(tag, e);
-            return;
-        }
-        // The engine must never have two overlapping writes in flight: the outcome would be undefined on a real
-        // device. Catch it here, where it is cheap to see.
-        let end = offset + data.len() as u64;
-        for p in &self.queue {
-            if let Req::Write { data: d } = &p.req {
-                assert!(
-                    end <= p.offset || p.offset + d.len() as u64 <= offset,
-                    "overlapping in-flight writes at {offset}"
-                );
-            }
-        }
-        self.push(tag, offset, Req::Write { data });
+        self.write(tag, offset, bufs, false);
+    }
+
+    fn submit_write_unsynced(&mut self, tag: Tag, offset: u64, bufs: Vec<Bytes>) {
+        self.write(tag, offset, bufs, true);
     }
 
     fn submit_flush(&mut self, tag: Tag) {

@@ -14,111 +14,19 @@
 use crate::device::{Completion, Device, DeviceStats, Tag};
 use bytes::Bytes;
 use io_uring::{IoUring, opcode, squeue, types};
-use std::alloc::Layout;
-use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
 use std::io::{Seek, SeekFrom};
 use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::os::unix::io::AsRawFd;
 use std::path::Path;
-use std::sync::{Arc, Mutex};
 
-const ALIGN: usize = 4096;
 const DIO_ALIGN: usize = 512;
 
-/// A heap buffer aligned for O_DIRECT.
-pub struct AlignedBuf {
-    ptr: std::ptr::NonNull<u8>,
-    len: usize,
-}
-
-// SAFETY: AlignedBuf uniquely owns its allocation; nothing else aliases it.
-unsafe impl Send for AlignedBuf {}
-
-impl AlignedBuf {
-    pub fn zeroed(len: usize) -> Self {
-        let layout = Layout::from_size_align(len.max(ALIGN), ALIGN).expect("valid layout");
-        // SAFETY: the layout has a non-zero size.
-        let p = unsafe { std::alloc::alloc_zeroed(layout) };
-        let ptr = std::ptr::NonNull::new(p).unwrap_or_else(|| std::alloc::handle_alloc_error(layout));
-        AlignedBuf { ptr, len }
-    }
-    fn as_mut_ptr(&mut self) -> *mut u8 {
-        self.ptr.as_ptr()
-    }
-}
-
-impl AsRef<[u8]> for AlignedBuf {
-    fn as_ref(&self) -> &[u8] {
-        // SAFETY: ptr is valid for len bytes and initialised (alloc_zeroed).
-        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
-    }
-}
-
-impl AsMut<[u8]> for AlignedBuf {
-    fn as_mut(&mut self) -> &mut [u8] {
-        // SAFETY: as above, and we hold the only reference.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
-    }
-}
-
-impl Drop for AlignedBuf {
-    fn drop(&mut self) {
-        let layout = Layout::from_size_align(self.len.max(ALIGN), ALIGN).expect("valid layout");
-        // SAFETY: allocated in `zeroed` with this very layout.
-        unsafe { std::alloc::dealloc(self.ptr.as_ptr(), layout) }
-    }
-}
-
-/// Recycles read buffers: a 4 MiB read would otherwise pay for a fresh mmap, its zeroing and its page faults.
-/// Bounded (`POOL_MAX_BYTES`); `Mutex` only because `Bytes` owners must be `Send` (never contended: one shard).
-#[derive(Clone)]
-struct BufPool(Arc<Mutex<HashMap<usize, Vec<AlignedBuf>>>>, usize);
+pub use crate::iobuf::AlignedBuf;
+use crate::iobuf::{BufPool, PooledBuf};
 
 /// Default `UringOptions::read_pool_bytes`.
 pub const DEFAULT_READ_POOL_BYTES: usize = 16 << 20;
-
-impl BufPool {
-    fn new(max_bytes: usize) -> Self {
-        BufPool(Arc::default(), max_bytes)
-    }
-    fn get(&self, len: usize) -> AlignedBuf {
-        let reused = self
-            .0
-            .lock()
-            .ok()
-            .and_then(|mut m| m.get_mut(&len).and_then(|v| v.pop()));
-        reused.unwrap_or_else(|| AlignedBuf::zeroed(len))
-    }
-    fn put(&self, b: AlignedBuf) {
-        if let Ok(mut m) = self.0.lock() {
-            let held: usize = m.iter().map(|(l, v)| l * v.len()).sum();
-            if held + b.len <= self.1 {
-                m.entry(b.len).or_default().push(b);
-            }
-        }
-    }
-}
-
-/// A read buffer handed out as `Bytes`; returns to the pool when the last reference drops.
-struct PooledBuf {
-    buf: Option<AlignedBuf>,
-    pool: BufPool,
-}
-
-impl AsRef<[u8]> for PooledBuf {
-    fn as_ref(&self) -> &[u8] {
-        self.buf.as_ref().map(|b| b.as_ref()).unwrap_or(&[])
-    }
-}
-
-impl Drop for PooledBuf {
-    fn drop(&mut self) {
-        if let Some(b) = self.buf.take() {
-            self.pool.put(b);
-        }
-    }
-}
 
 enum Slot {
     Read {
@@ -131,7 +39,7 @@ enum Slot {
         tag: Tag,
         _bufs: Vec<Bytes>,
         _iov: Vec<libc::iovec>,
-        _bounce: Option<AlignedBuf>,
+        bounce: Option<AlignedBuf>,
         len: usize,
     },
     Flush {
@@ -365,7 +273,10 @@ impl UringDevice {
                         }
                     }
                 }
-                Slot::Write { tag, len, .. } => {
+                Slot::Write { tag, len, bounce, .. } => {
+                    if let Some(b) = bounce {
+                        self.pool.put(b);
+                    }
                     if res < 0 {
                         Completion {
                             tag,
@@ -414,6 +325,83 @@ impl UringDevice {
             self.unsubmitted = 0;
         }
     }
+
+    /// One write; `dsync`: with RWF_DSYNC (durable on completion).
+    fn write(&mut self, tag: Tag, offset: u64, bufs: Vec<Bytes>, dsync: bool) {
+        let len: usize = bufs.iter().map(|b| b.len()).sum();
+        self.stats.writes += 1;
+        self.stats.bytes_written += len as u64;
+        if len == 0 || len > u32::MAX as usize {
+            return self.fail_now(tag, format!("bad write length {len}"));
+        }
+        let flags = if dsync { libc::RWF_DSYNC } else { 0 };
+        let aligned = bufs.len() <= 1024
+            && bufs.iter().all(|b| {
+                (b.as_ptr() as usize).is_multiple_of(DIO_ALIGN) && b.len().is_multiple_of(DIO_ALIGN)
+            });
+        let fd = self.fd();
+        let (e, i) = if aligned && bufs.len() == 1 {
+            // Zero copy: the caller's buffer goes to the device as is.
+            let p = bufs[0].as_ptr();
+            let i = self.slot(Slot::Write {
+                tag,
+                _bufs: bufs,
+                _iov: Vec::new(),
+                bounce: None,
+                len,
+            });
+            let e = opcode::Write::new(fd, p, len as u32)
+                .offset(offset)
+                .rw_flags(flags)
+                .build();
+            (e, i)
+        } else if aligned {
+            let iov: Vec<libc::iovec> = bufs
+                .iter()
+                .map(|b| libc::iovec {
+                    iov_base: b.as_ptr() as *mut _,
+                    iov_len: b.len(),
+                })
+                .collect();
+            let (p, n) = (iov.as_ptr(), iov.len() as u32);
+            let i = self.slot(Slot::Write {
+                tag,
+                _bufs: bufs,
+                _iov: iov,
+                bounce: None,
+                len,
+            });
+            let e = opcode::Writev::new(fd, p, n)
+                .offset(offset)
+                .rw_flags(flags)
+                .build();
+            (e, i)
+        } else {
+            self.stats.write_copies += 1;
+            self.stats.bytes_copied += len as u64;
+            // Pooled: no aligned allocation and zeroing per unaligned write (e.g. a log record built in a `Vec`).
+            let mut bounce = self.pool.get(len);
+            let mut at = 0;
+            for b in &bufs {
+                bounce.as_mut()[at..at + b.len()].copy_from_slice(b);
+                at += b.len();
+            }
+            let p = bounce.as_mut_ptr() as *const u8;
+            let i = self.slot(Slot::Write {
+                tag,
+                _bufs: Vec::new(),
+                _iov: Vec::new(),
+                bounce: Some(bounce),
+                len,
+            });
+            let e = opcode::Write::new(fd, p, len as u32)
+                .offset(offset)
+                .rw_flags(flags)
+                .build();
+            (e, i)
+        };
+        self.push(e, i);
+    }
 }
 
 impl Drop for UringDevice {
@@ -453,82 +441,11 @@ impl Device for UringDevice {
     }
 
     fn submit_write(&mut self, tag: Tag, offset: u64, bufs: Vec<Bytes>) {
-        let len: usize = bufs.iter().map(|b| b.len()).sum();
-        self.stats.writes += 1;
-        self.stats.bytes_written += len as u64;
-        if len == 0 || len > u32::MAX as usize {
-            return self.fail_now(tag, format!("bad write length {len}"));
-        }
-        let flags = if self.opts.dsync_writes {
-            libc::RWF_DSYNC
-        } else {
-            0
-        };
-        let aligned = bufs.len() <= 1024
-            && bufs.iter().all(|b| {
-                (b.as_ptr() as usize).is_multiple_of(DIO_ALIGN) && b.len().is_multiple_of(DIO_ALIGN)
-            });
-        let fd = self.fd();
-        let (e, i) = if aligned && bufs.len() == 1 {
-            // Zero copy: the caller's buffer goes to the device as is.
-            let p = bufs[0].as_ptr();
-            let i = self.slot(Slot::Write {
-                tag,
-                _bufs: bufs,
-                _iov: Vec::new(),
-                _bounce: None,
-                len,
-            });
-            let e = opcode::Write::new(fd, p, len as u32)
-                .offset(offset)
-                .rw_flags(flags)
-                .build();
-            (e, i)
-        } else if aligned {
-            let iov: Vec<libc::iovec> = bufs
-                .iter()
-                .map(|b| libc::iovec {
-                    iov_base: b.as_ptr() as *mut _,
-                    iov_len: b.len(),
-                })
-                .collect();
-            let (p, n) = (iov.as_ptr(), iov.len() as u32);
-            let i = self.slot(Slot::Write {
-                tag,
-                _bufs: bufs,
-                _iov: iov,
-                _bounce: None,
-                len,
-            });
-            let e = opcode::Writev::new(fd, p, n)
-                .offset(offset)
-                .rw_flags(flags)
-                .build();
-            (e, i)
-        } else {
-            self.stats.write_copies += 1;
-            self.stats.bytes_copied += len as u64;
-            let mut bounce = AlignedBuf::zeroed(len);
-            let mut at = 0;
-            for b in &bufs {
-                bounce.as_mut()[at..at + b.len()].copy_from_slice(b);
-                at += b.len();
-            }
-            let p = bounce.as_mut_ptr() as *const u8;
-            let i = self.slot(Slot::Write {
-                tag,
-                _bufs: Vec::new(),
-                _iov: Vec::new(),
-                _bounce: Some(bounce),
-                len,
-            });
-            let e = opcode::Write::new(fd, p, len as u32)
-                .offset(offset)
-                .rw_flags(flags)
-                .build();
-            (e, i)
-        };
-        self.push(e, i);
+        self.write(tag, offset, bufs, self.opts.dsync_writes);
+    }
+
+    fn submit_write_unsynced(&mut self, tag: Tag, offset: u64, bufs: Vec<Bytes>) {
+        self.write(tag, offset, bufs, false);
     }
 
     fn submit_flush(&mut self, tag: Tag) {

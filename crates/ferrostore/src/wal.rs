@@ -3,7 +3,7 @@
 //! is never in the log (it goes to fresh extents whose checksums are in the extent-map deltas).
 
 use crate::error::{Result, StoreError};
-use crate::format::{LOG_MAGIC, Reader, Writer, crc};
+use crate::format::{LOG_MAGIC, Reader, crc};
 
 pub const HEADER_LEN: usize = 48;
 
@@ -39,34 +39,67 @@ pub struct RecordHeader {
     pub total_len: usize,
 }
 
+/// Bytes of a record whose deltas encode to `payload` bytes, padded to `align`.
+pub fn record_len(payload: usize, align: usize) -> usize {
+    (HEADER_LEN + payload).div_ceil(align) * align
+}
+
+/// Encode a record into `out` (exactly `record_len` bytes; its previous contents do not matter: the padding is
+/// zeroed) from the deltas of `parts` in order, without building a `LogRecord` (the engine encodes each group
+/// commit straight into a pooled aligned buffer).
+pub fn encode_into<'a, P>(out: &mut [u8], epoch: u64, lsn: u64, durable_upto: u64, parts: P)
+where
+    P: IntoIterator<Item = &'a Delta>,
+    P::IntoIter: Clone,
+{
+    let it = parts.into_iter();
+    let (payload, n) = it.clone().fold((0, 0), |(p, n), d| (p + d.encoded_len(), n + 1));
+    let total = out.len();
+    assert!(
+        total >= HEADER_LEN + payload && total <= u32::MAX as usize,
+        "record buffer size"
+    );
+    let mut at = 0;
+    let mut put = |b: &[u8]| {
+        out[at..at + b.len()].copy_from_slice(b);
+        at += b.len();
+    };
+    put(&LOG_MAGIC.to_le_bytes());
+    put(&[0; 4]);
+    put(&epoch.to_le_bytes());
+    put(&lsn.to_le_bytes());
+    put(&durable_upto.to_le_bytes());
+    put(&(total as u32).to_le_bytes());
+    put(&(payload as u32).to_le_bytes());
+    put(&(n as u32).to_le_bytes());
+    put(&[0; 4]);
+    for d in it {
+        match d {
+            Delta::Put(k, v) => {
+                put(&[1]);
+                put(&(k.len() as u16).to_le_bytes());
+                put(&(v.len() as u32).to_le_bytes());
+                put(k);
+                put(v);
+            }
+            Delta::Del(k) => {
+                put(&[2]);
+                put(&(k.len() as u16).to_le_bytes());
+                put(k);
+            }
+        }
+    }
+    debug_assert_eq!(at, HEADER_LEN + payload);
+    out[at..].fill(0);
+    let c = crc(&out[8..]);
+    out[4..8].copy_from_slice(&c.to_le_bytes());
+}
+
 impl LogRecord {
     pub fn encode(&self, align: usize) -> Vec<u8> {
         let payload: usize = self.deltas.iter().map(|d| d.encoded_len()).sum();
-        let total = (HEADER_LEN + payload).div_ceil(align) * align;
-        let mut w = Writer::with_capacity(total);
-        w.u32(LOG_MAGIC)
-            .u32(0)
-            .u64(self.epoch)
-            .u64(self.lsn)
-            .u64(self.durable_upto);
-        w.u32(total as u32)
-            .u32(payload as u32)
-            .u32(self.deltas.len() as u32)
-            .u32(0);
-        for d in &self.deltas {
-            match d {
-                Delta::Put(k, v) => {
-                    w.u8(1).u16(k.len() as u16).u32(v.len() as u32).bytes(k).bytes(v);
-                }
-                Delta::Del(k) => {
-                    w.u8(2).u16(k.len() as u16).bytes(k);
-                }
-            }
-        }
-        let mut b = w.buf;
-        b.resize(total, 0);
-        let c = crc(&b[8..]);
-        b[4..8].copy_from_slice(&c.to_le_bytes());
+        let mut b = vec![0u8; record_len(payload, align)];
+        encode_into(&mut b, self.epoch, self.lsn, self.durable_upto, &self.deltas);
         b
     }
 
@@ -159,6 +192,23 @@ mod tests {
             let i = flip % bad.len();
             bad[i] ^= 1 << bit;
             prop_assert!(LogRecord::decode(&bad).is_err());
+        }
+
+        #[test]
+        fn encode_into_a_dirty_buffer_equals_encode(
+            kvs in proptest::collection::vec((proptest::collection::vec(any::<u8>(), 0..40),
+                                              proptest::option::of(proptest::collection::vec(any::<u8>(), 0..100))), 0..20),
+            split in any::<usize>(), junk in any::<u8>())
+        {
+            let deltas: Vec<Delta> = kvs.into_iter().map(|(k, v)| match v { Some(v) => Delta::Put(k, v), None => Delta::Del(k) }).collect();
+            let rec = LogRecord { epoch: 5, lsn: 11, durable_upto: 10, deltas };
+            let want = rec.encode(512);
+            // A reused pool buffer holds old bytes; the deltas come from several transactions.
+            let mut out = vec![junk; want.len()];
+            let at = split % (rec.deltas.len() + 1);
+            let (a, b) = rec.deltas.split_at(at);
+            encode_into(&mut out, 5, 11, 10, a.iter().chain(b.iter()));
+            prop_assert_eq!(out, want);
         }
 
         #[test]

@@ -75,3 +75,87 @@ fn checkpoint_node_writes_go_out_in_slices() {
     let got = dump(&mut s).unwrap();
     assert!(got == model, "{}", diff(&got, &model));
 }
+
+/// With writes durable on completion (RWF_DSYNC, where each write without FUA carries a device flush), a
+/// checkpoint's node writes are unsynced and made durable by one flush before the superblock: one flush per
+/// checkpoint, not one per node. (The crash test checks that the order holds: node writes, flush, superblock.)
+#[test]
+fn durable_writes_checkpoint_with_one_flush() {
+    let cfg = StoreConfig {
+        max_dirty_nodes: 150,
+        ..Default::default()
+    };
+    let dev = SimDevice::new(
+        64 << 20,
+        SimConfig {
+            seed: 9,
+            reorder: true,
+            max_completions_per_poll: 3,
+            durable_writes: true,
+        },
+    );
+    let dev = ferrostore::mkfs(
+        dev,
+        &ferrostore::MkfsOptions {
+            shards: 1,
+            log_bytes: 16 << 20,
+            uuid: 9,
+        },
+    )
+    .unwrap();
+    let mut s = Store::mount(dev, 0, cfg.clone()).unwrap();
+    let mut rng = Rng::new(9);
+    let mut model = Model::default();
+    let mut ev = Vec::new();
+    let t = setup_txn(4);
+    model.apply(&t).unwrap();
+    s.queue_transaction(&t).unwrap();
+    let flushes0 = s.device().stats().flushes;
+    let ckpts0 = s.stats.checkpoints;
+    let node_bytes0 = s.stats.node_bytes;
+    let mut step = 0u64;
+    while s.stats.background_checkpoints < 2 {
+        let mut t = Transaction::new();
+        for i in 0..50 {
+            let mut data = vec![0u8; 4096];
+            rng.fill(&mut data);
+            t.push(Op::Write {
+                cid: cid(step % 4),
+                oid: oid((step * 50 + i) % 3_000),
+                offset: 0,
+                data: Bytes::from(data),
+            });
+        }
+        model.apply(&t).unwrap();
+        s.queue_transaction(&t).unwrap();
+        ev.clear();
+        s.poll(&mut ev).unwrap();
+        step += 1;
+        assert!(step < 5_000, "no background checkpoints");
+    }
+    let nodes = (s.stats.node_bytes - node_bytes0) / 4096;
+    let flushes = s.device().stats().flushes - flushes0;
+    let ckpts = s.stats.checkpoints - ckpts0;
+    assert!(nodes > 128, "only {nodes} nodes written");
+    // One flush per completed checkpoint, plus one if the next is running (its flush may be out already).
+    assert!(
+        (ckpts..=ckpts + 1).contains(&flushes),
+        "{flushes} flushes for {ckpts} checkpoints of {nodes} nodes"
+    );
+    // The blocking checkpoint (unmount) adds one flush too (plus the running one's, if any).
+    let before = s.device().stats().flushes;
+    let dev = s.umount().unwrap();
+    assert!((1..=2).contains(&(dev.stats().flushes - before)));
+    let dev = SimDevice::from_image(
+        dev.durable_image().to_vec(),
+        SimConfig {
+            seed: 10,
+            reorder: true,
+            max_completions_per_poll: 3,
+            durable_writes: true,
+        },
+    );
+    let mut s = Store::mount(dev, 0, cfg).unwrap();
+    let got = dump(&mut s).unwrap();
+    assert!(got == model, "{}", diff(&got, &model));
+}

@@ -1,0 +1,101 @@
+// SPDX-License-Identifier: LGPL-3.0-or-later
+//! Heap buffers aligned for O_DIRECT and a bounded pool of them (read buffers and write bounce buffers of the
+//! io_uring backend, the engine's log records). Plain memory: no IO here, so the sans-IO engine may use it too;
+//! with `uring.rs` the only module with `unsafe` (the aligned allocation).
+
+use std::alloc::Layout;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+const ALIGN: usize = 4096;
+
+/// A heap buffer aligned for O_DIRECT.
+pub struct AlignedBuf {
+    ptr: std::ptr::NonNull<u8>,
+    len: usize,
+}
+
+// SAFETY: AlignedBuf uniquely owns its allocation; nothing else aliases it.
+unsafe impl Send for AlignedBuf {}
+
+impl AlignedBuf {
+    pub fn zeroed(len: usize) -> Self {
+        let layout = Layout::from_size_align(len.max(ALIGN), ALIGN).expect("valid layout");
+        // SAFETY: the layout has a non-zero size.
+        let p = unsafe { std::alloc::alloc_zeroed(layout) };
+        let ptr = std::ptr::NonNull::new(p).unwrap_or_else(|| std::alloc::handle_alloc_error(layout));
+        AlignedBuf { ptr, len }
+    }
+    pub(crate) fn as_mut_ptr(&mut self) -> *mut u8 {
+        self.ptr.as_ptr()
+    }
+}
+
+impl AsRef<[u8]> for AlignedBuf {
+    fn as_ref(&self) -> &[u8] {
+        // SAFETY: ptr is valid for len bytes and initialised (alloc_zeroed).
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+    }
+}
+
+impl AsMut<[u8]> for AlignedBuf {
+    fn as_mut(&mut self) -> &mut [u8] {
+        // SAFETY: as above, and we hold the only reference.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
+    }
+}
+
+impl Drop for AlignedBuf {
+    fn drop(&mut self) {
+        let layout = Layout::from_size_align(self.len.max(ALIGN), ALIGN).expect("valid layout");
+        // SAFETY: allocated in `zeroed` with this very layout.
+        unsafe { std::alloc::dealloc(self.ptr.as_ptr(), layout) }
+    }
+}
+
+/// Recycles read buffers: a 4 MiB read would otherwise pay for a fresh mmap, its zeroing and its page faults.
+/// Bounded (`POOL_MAX_BYTES`); `Mutex` only because `Bytes` owners must be `Send` (never contended: one shard).
+#[derive(Clone)]
+pub(crate) struct BufPool(Arc<Mutex<HashMap<usize, Vec<AlignedBuf>>>>, usize);
+
+impl BufPool {
+    pub(crate) fn new(max_bytes: usize) -> Self {
+        BufPool(Arc::default(), max_bytes)
+    }
+    pub(crate) fn get(&self, len: usize) -> AlignedBuf {
+        let reused = self
+            .0
+            .lock()
+            .ok()
+            .and_then(|mut m| m.get_mut(&len).and_then(|v| v.pop()));
+        reused.unwrap_or_else(|| AlignedBuf::zeroed(len))
+    }
+    pub(crate) fn put(&self, b: AlignedBuf) {
+        if let Ok(mut m) = self.0.lock() {
+            let held: usize = m.iter().map(|(l, v)| l * v.len()).sum();
+            if held + b.len <= self.1 {
+                m.entry(b.len).or_default().push(b);
+            }
+        }
+    }
+}
+
+/// A read buffer handed out as `Bytes`; returns to the pool when the last reference drops.
+pub(crate) struct PooledBuf {
+    pub(crate) buf: Option<AlignedBuf>,
+    pub(crate) pool: BufPool,
+}
+
+impl AsRef<[u8]> for PooledBuf {
+    fn as_ref(&self) -> &[u8] {
+        self.buf.as_ref().map(|b| b.as_ref()).unwrap_or(&[])
+    }
+}
+
+impl Drop for PooledBuf {
+    fn drop(&mut self) {
+        if let Some(b) = self.buf.take() {
+            self.pool.put(b);
+        }
+    }
+}
