@@ -55,6 +55,11 @@ pub struct CompareArgs {
     /// size 1 and 3; docs/benchmarks.md, "What we tried — wakeups and syscalls").
     #[arg(long)]
     pub ferro_shards: Option<u32>,
+    /// A ferro-osd configuration option for this run, `KEY=VALUE` (repeatable; each ferro-osd gets
+    /// `--KEY=VALUE`), e.g. `--ferro-conf ferro_reactor_sched_slice_us=300`: A/B runs of an option. Listed in the
+    /// report's header.
+    #[arg(long = "ferro-conf", value_name = "KEY=VALUE")]
+    pub ferro_conf: Vec<String>,
     /// Output directory (default target/bench-compare/<date>-<time>).
     #[arg(long)]
     pub out: Option<PathBuf>,
@@ -101,6 +106,7 @@ fn groups(a: &CompareArgs, ws: &Path) -> Result<Vec<GroupSpec>> {
     }
     let mut out: Vec<GroupSpec> = Vec::new();
     let shards = ferro_shards(a);
+    let conf = ferro_conf(&a.ferro_conf)?;
     let mut ferro_bin: Option<std::result::Result<PathBuf, String>> = None;
     for (i, k) in a.kinds.iter().enumerate() {
         let label = if a.kinds[..i].contains(k) {
@@ -119,11 +125,19 @@ fn groups(a: &CompareArgs, ws: &Path) -> Result<Vec<GroupSpec>> {
                     })
                     .clone();
                 match bin {
-                    Ok(b) => (OsdKind::Ferro { binary: b, shards }, None),
+                    Ok(b) => (
+                        OsdKind::Ferro {
+                            binary: b,
+                            shards,
+                            conf: conf.clone(),
+                        },
+                        None,
+                    ),
                     Err(why) => (
                         OsdKind::Ferro {
                             binary: PathBuf::new(),
                             shards,
+                            conf: conf.clone(),
                         },
                         Some(why),
                     ),
@@ -142,6 +156,27 @@ fn groups(a: &CompareArgs, ws: &Path) -> Result<Vec<GroupSpec>> {
         });
     }
     Ok(out)
+}
+
+/// `--ferro-conf KEY=VALUE` values as (key, value); keys are option names (letters, digits, `_`, `-`, spaces).
+pub fn ferro_conf(items: &[String]) -> Result<Vec<(String, String)>> {
+    items
+        .iter()
+        .map(|kv| {
+            let (k, v) = kv
+                .split_once('=')
+                .ok_or_else(|| BenchError::Usage(format!("--ferro-conf {kv:?}: expected KEY=VALUE")))?;
+            let k = k.trim().trim_start_matches("--");
+            if k.is_empty()
+                || !k
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | ' '))
+            {
+                return Err(BenchError::Usage(format!("--ferro-conf {kv:?}: bad option name")));
+            }
+            Ok((k.replace([' ', '-'], "_"), v.trim().to_string()))
+        })
+        .collect()
 }
 
 /// Options for `args` (quick-mode defaults applied).
@@ -285,6 +320,26 @@ mod tests {
         let o = options(&t.a).unwrap();
         assert_eq!((o.pool_size, o.osds_per_group, o.runtime_s), (3, 3, 15));
         assert!(matches!(&o.groups[1].kind, OsdKind::Ferro { binary, .. } if binary.ends_with("ferro-osd")));
+        assert!(matches!(&o.groups[1].kind, OsdKind::Ferro { conf, .. } if conf.is_empty()));
+        // --ferro-conf: repeatable KEY=VALUE, normalised option names.
+        let t = T::parse_from([
+            "x",
+            "--no-build",
+            "--ferro-conf",
+            "ferro_reactor_sched_slice_us=300",
+            "--ferro-conf",
+            "ferro-reactor-nice = -5",
+        ]);
+        let o = options(&t.a).unwrap();
+        let want = vec![
+            ("ferro_reactor_sched_slice_us".to_string(), "300".to_string()),
+            ("ferro_reactor_nice".to_string(), "-5".to_string()),
+        ];
+        assert!(matches!(&o.groups[1].kind, OsdKind::Ferro { conf, .. } if *conf == want));
+        for bad in ["novalue", "=3", "a;b=1"] {
+            let t = T::parse_from(["x", "--no-build", "--ferro-conf", bad]);
+            assert!(options(&t.a).is_err(), "{bad}");
+        }
         assert!(T::try_parse_from(["x", "--pool-size", "4"]).is_err());
         // `--size 3` is the short spelling of `--pool-size 3`.
         let t = T::parse_from(["x", "--size", "3", "--no-build"]);

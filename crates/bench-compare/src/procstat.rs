@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: LGPL-3.0-or-later
 //! OSD process accounting from `/proc`: CPU time (`stat` utime + stime, all threads), RSS (`status` VmRSS)
-//! and context switches (`task/*/status`, voluntary and involuntary, summed over the threads).
+//! and context switches (`task/*/status`, voluntary and involuntary, summed over the threads), run-queue
+//! waits (`task/*/schedstat`) and the threads' scheduling class (`task/*/stat`, `task/*/sched`).
 
 use crate::error::{Result, io_err};
 
@@ -42,9 +43,159 @@ pub fn parse_status_ctxt(status: &str) -> (u64, u64) {
 /// CPU ticks of one thread (`(tid, name)` → utime + stime), to find the busiest thread of a test.
 pub type ThreadTicks = std::collections::HashMap<(u32, String), u64>;
 
+/// One thread's `/proc/<pid>/task/<tid>/schedstat`: time on a CPU, time runnable but waiting for one (the
+/// run queue), and how many times it was put on a CPU (timeslices).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SchedStat {
+    pub run_ns: u64,
+    pub wait_ns: u64,
+    pub slices: u64,
+}
+
+impl SchedStat {
+    /// Parse the three numbers of a `schedstat` file.
+    pub fn parse(text: &str) -> Option<SchedStat> {
+        let mut f = text.split_whitespace().map(|x| x.parse::<u64>().ok());
+        Some(SchedStat {
+            run_ns: f.next()??,
+            wait_ns: f.next()??,
+            slices: f.next()??,
+        })
+    }
+
+    fn add(&mut self, o: SchedStat) {
+        self.run_ns += o.run_ns;
+        self.wait_ns += o.wait_ns;
+        self.slices += o.slices;
+    }
+
+    fn minus(self, o: SchedStat) -> SchedStat {
+        SchedStat {
+            run_ns: self.run_ns.saturating_sub(o.run_ns),
+            wait_ns: self.wait_ns.saturating_sub(o.wait_ns),
+            slices: self.slices.saturating_sub(o.slices),
+        }
+    }
+
+    /// Mean run-queue wait per timeslice in µs (`NaN` without slices).
+    pub fn wait_us_per_slice(&self) -> f64 {
+        if self.slices == 0 {
+            f64::NAN
+        } else {
+            self.wait_ns as f64 / 1e3 / self.slices as f64
+        }
+    }
+}
+
+/// Schedstat of every thread: tid → (name, numbers).
+pub type ThreadSched = std::collections::HashMap<u32, (String, SchedStat)>;
+
+/// The summed schedstat change between two samples of the threads alive in both whose name starts with
+/// `prefix` (`""`: all).
+pub fn sched_delta(before: &ProcSample, after: &ProcSample, prefix: &str) -> SchedStat {
+    let mut d = SchedStat::default();
+    for (tid, (name, a)) in &after.sched {
+        if let Some((_, b)) = before.sched.get(tid)
+            && name.starts_with(prefix)
+        {
+            d.add(a.minus(*b));
+        }
+    }
+    d
+}
+
+/// A thread's scheduling from its `stat` (nice: field 19, rt_priority: 40, policy: 41) and `sched` (`se.slice`,
+/// ns: the EEVDF slice) texts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ThreadClass {
+    pub policy: u32,
+    pub nice: i32,
+    pub rt_priority: u32,
+    /// `se.slice` in µs (fair policies), if the kernel shows it.
+    pub slice_us: Option<u64>,
+}
+
+impl ThreadClass {
+    pub fn parse(stat: &str, sched: &str) -> Option<ThreadClass> {
+        let rest = &stat[stat.rfind(')')? + 1..];
+        let f: Vec<&str> = rest.split_whitespace().collect();
+        // After ")": field 3 is index 0, so field n is index n - 3.
+        let at = |n: usize| f.get(n - 3).copied();
+        let policy: u32 = at(41)?.parse().ok()?;
+        let slice_us = sched
+            .lines()
+            .find(|l| l.starts_with("se.slice"))
+            .and_then(|l| l.split(':').nth(1))
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .map(|ns| ns / 1000);
+        Some(ThreadClass {
+            policy,
+            nice: at(19)?.parse().ok()?,
+            rt_priority: at(40)?.parse().ok()?,
+            slice_us: if matches!(policy, 0 | 3 | 5) {
+                slice_us
+            } else {
+                None
+            },
+        })
+    }
+}
+
+impl std::fmt::Display for ThreadClass {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let name = match self.policy {
+            0 => "SCHED_OTHER",
+            1 => "SCHED_FIFO",
+            2 => "SCHED_RR",
+            3 => "SCHED_BATCH",
+            5 => "SCHED_IDLE",
+            6 => "SCHED_DEADLINE",
+            _ => "SCHED_?",
+        };
+        match (self.policy, self.slice_us) {
+            (1 | 2, _) => write!(f, "{name} priority {}", self.rt_priority),
+            (_, Some(s)) => write!(f, "{name} nice {} slice {s} µs", self.nice),
+            (_, None) => write!(f, "{name} nice {}", self.nice),
+        }
+    }
+}
+
+/// The distinct scheduling classes of the threads of `pids` whose name starts with `prefix` (`""`: all), with
+/// how many threads have each, e.g. `SCHED_OTHER nice 0 slice 1400 µs (×3)`. Empty if none could be read.
+pub fn thread_classes(pids: &[u32], prefix: &str) -> String {
+    let mut seen: std::collections::BTreeMap<ThreadClass, usize> = Default::default();
+    for pid in pids {
+        let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+            continue;
+        };
+        for e in dir.flatten() {
+            let (Ok(stat), sched) = (
+                std::fs::read_to_string(e.path().join("stat")),
+                std::fs::read_to_string(e.path().join("sched")).unwrap_or_default(),
+            ) else {
+                continue;
+            };
+            let name = stat
+                .find('(')
+                .zip(stat.rfind(')'))
+                .map_or("", |(a, b)| &stat[a + 1..b.max(a + 1)]);
+            if !name.starts_with(prefix) {
+                continue;
+            }
+            if let Some(c) = ThreadClass::parse(&stat, &sched) {
+                *seen.entry(c).or_default() += 1;
+            }
+        }
+    }
+    seen.iter()
+        .map(|(c, n)| format!("{c} (×{n})"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// Context switches of every thread of `pid` that is alive now (threads that exited earlier are not counted;
 /// an OSD's threads live as long as it does), and each thread's CPU ticks into `ticks`.
-fn threads_of(pid: u32, ticks: &mut ThreadTicks) -> (u64, u64) {
+fn threads_of(pid: u32, ticks: &mut ThreadTicks, sched: &mut ThreadSched) -> (u64, u64) {
     let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
         return (0, 0);
     };
@@ -63,6 +214,12 @@ fn threads_of(pid: u32, ticks: &mut ThreadTicks) -> (u64, u64) {
                 .map_or("?", |(a, b)| &stat[a + 1..b.max(a + 1)]);
             if let Some(t) = parse_stat_cpu_ticks(&stat) {
                 ticks.insert((tid, name.to_string()), t);
+            }
+            if let Some(ss) = std::fs::read_to_string(e.path().join("schedstat"))
+                .ok()
+                .and_then(|t| SchedStat::parse(&t))
+            {
+                sched.insert(tid, (name.to_string(), ss));
             }
         }
     }
@@ -137,6 +294,8 @@ pub struct ProcSample {
     pub ctxt_involuntary: u64,
     /// CPU ticks of every thread.
     pub threads: ThreadTicks,
+    /// Schedstat of every thread.
+    pub sched: ThreadSched,
 }
 
 impl ProcSample {
@@ -144,6 +303,7 @@ impl ProcSample {
     pub fn take(pids: &[u32]) -> Result<ProcSample> {
         let hz = clock_hz();
         let mut threads = ThreadTicks::new();
+        let mut sched = ThreadSched::new();
         let mut ticks = 0u64;
         let mut rss_kib = 0u64;
         let (mut vol, mut invol) = (0u64, 0u64);
@@ -154,7 +314,7 @@ impl ProcSample {
                 .map_err(io_err(format!("reading /proc/{pid}/status")))?;
             ticks += parse_stat_cpu_ticks(&stat).unwrap_or(0);
             rss_kib += parse_status_rss_kib(&status).unwrap_or(0);
-            let (v, n) = threads_of(*pid, &mut threads);
+            let (v, n) = threads_of(*pid, &mut threads, &mut sched);
             vol += v;
             invol += n;
         }
@@ -164,6 +324,7 @@ impl ProcSample {
             ctxt_voluntary: vol,
             ctxt_involuntary: invol,
             threads,
+            sched,
         })
     }
 }
@@ -195,6 +356,61 @@ mod tests {
         let s = "Name:\tceph-osd\nVmPeak:\t  999 kB\nVmRSS:\t  123456 kB\nThreads:\t60\n";
         assert_eq!(parse_status_rss_kib(s), Some(123456));
         assert_eq!(parse_status_rss_kib("Name: x\n"), None);
+    }
+
+    #[test]
+    fn schedstat_and_thread_class() {
+        assert_eq!(
+            SchedStat::parse("1250000 3500000 70\n"),
+            Some(SchedStat {
+                run_ns: 1_250_000,
+                wait_ns: 3_500_000,
+                slices: 70
+            })
+        );
+        assert_eq!(SchedStat::parse("1 2"), None);
+        assert!((SchedStat::parse("0 3000 3").unwrap().wait_us_per_slice() - 1.0).abs() < 1e-12);
+        assert!(SchedStat::default().wait_us_per_slice().is_nan());
+        // Fields 3..=41 after the comm: field n holds n, except nice (19), rt_priority (40), policy (41).
+        let mut f: Vec<String> = (3..=52).map(|n| n.to_string()).collect();
+        f[19 - 3] = "-5".into();
+        f[40 - 3] = "0".into();
+        f[41 - 3] = "0".into();
+        let stat = format!("77 (ferro-core-0) {}", f.join(" "));
+        let sched = "ferro-core-0 (77, #threads: 4)\n---\npolicy : 0\nse.slice   :   300000\n";
+        let c = ThreadClass::parse(&stat, sched).unwrap();
+        assert_eq!(c.to_string(), "SCHED_OTHER nice -5 slice 300 µs");
+        f[40 - 3] = "10".into();
+        f[41 - 3] = "1".into();
+        let c = ThreadClass::parse(&format!("77 (x) {}", f.join(" ")), sched).unwrap();
+        assert_eq!(c.to_string(), "SCHED_FIFO priority 10");
+        assert_eq!(ThreadClass::parse("1 (x) S 1", ""), None);
+        // This process: its threads are readable and normal.
+        let me = thread_classes(&[std::process::id()], "");
+        assert!(me.contains("SCHED_OTHER"), "{me}");
+        assert_eq!(thread_classes(&[std::process::id()], "no-such-thread"), "");
+    }
+
+    #[test]
+    fn sched_delta_counts_waits_of_the_named_threads() {
+        let a = ProcSample::take(&[std::process::id()]).unwrap();
+        let h = std::thread::Builder::new()
+            .name("bc-sleeper".into())
+            .spawn(|| {
+                let first = ProcSample::take(&[std::process::id()]).unwrap();
+                for _ in 0..20 {
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                }
+                (first, ProcSample::take(&[std::process::id()]).unwrap())
+            })
+            .unwrap();
+        let (first, b) = h.join().unwrap();
+        // Woken 20 times: at least 20 new timeslices for that thread alone.
+        let d = sched_delta(&first, &b, "bc-sleeper");
+        assert!(d.slices >= 20, "{d:?}");
+        assert!(d.run_ns > 0);
+        // Threads absent from the earlier sample are not counted.
+        assert_eq!(sched_delta(&a, &b, "bc-sleeper"), SchedStat::default());
     }
 
     #[test]

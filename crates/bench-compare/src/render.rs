@@ -57,7 +57,39 @@ pub fn markdown_table(r: &Report) -> String {
         }
     );
     if let Some(n) = m.ferro_shards {
-        let _ = writeln!(s, "ferro-osd: {n} reactor core(s) (ferrostore shards) per OSD.");
+        let _ = writeln!(
+            s,
+            "ferro-osd: {n} reactor core(s) (ferrostore shards) per OSD; options: {}.",
+            if m.ferro_conf.is_empty() {
+                "defaults".to_string()
+            } else {
+                m.ferro_conf
+                    .iter()
+                    .map(|c| format!("`{c}`"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            }
+        );
+    }
+    let classes: Vec<String> = r
+        .groups
+        .iter()
+        .filter(|g| !g.sched.is_empty())
+        .map(|g| {
+            let who = if g.kind == "ferro" {
+                "reactor threads"
+            } else {
+                "threads"
+            };
+            format!("{} {who} {}", g.label, g.sched)
+        })
+        .collect();
+    if !classes.is_empty() {
+        let _ = writeln!(
+            s,
+            "Thread scheduling after boot (`/proc`): {}.",
+            classes.join("; ")
+        );
     }
     if !m.load_start.is_empty() || !m.load_end.is_empty() {
         let _ = writeln!(
@@ -144,7 +176,65 @@ pub fn markdown_table(r: &Report) -> String {
     }
     osd_latency_table(r, &mut s);
     ctxt_table(r, &mut s);
+    runq_table(r, &mut s);
     s
+}
+
+/// Run-queue waits of each group's OSD threads (`schedstat`): per client op, per timeslice (each time a thread
+/// was put on a CPU, mostly a wake-up), timeslices per op; for ferro-osd also its reactor threads alone. On a
+/// shared machine these waits, not the OSD's own work, set most of the p99.
+fn runq_table(r: &Report, s: &mut String) {
+    if !r.tests.iter().any(|t| t.results.iter().any(|x| x.is_ok())) {
+        return;
+    }
+    let _ = write!(
+        s,
+        "\nRun-queue wait of the OSD threads (`/proc/<pid>/task/*/schedstat`: time runnable but not running), per op \
+         and per timeslice, timeslices per op; reactor = ferro-osd's `ferro-core-*` threads alone:\n\n| test |"
+    );
+    let mut align = String::from("|---|");
+    for g in &r.groups {
+        let mut cols = vec!["wait µs/op", "wait µs/slice", "slices/op"];
+        if g.kind == "ferro" {
+            cols.push("reactor wait µs/slice");
+        }
+        for col in cols {
+            let _ = write!(s, " {} {col} |", g.label);
+            align.push_str("---:|");
+        }
+    }
+    let _ = writeln!(s, "\n{align}");
+    for t in &r.tests {
+        let _ = write!(s, "| {} |", t.title);
+        for (g, res) in r.groups.iter().zip(&t.results) {
+            let ferro = g.kind == "ferro";
+            match res {
+                Ok(row) => {
+                    let _ = write!(
+                        s,
+                        " {} | {} | {:.2} |",
+                        num(row.osd_wait_us_per_op()),
+                        num(row.osd_sched.wait_us_per_slice()),
+                        row.osd_sched.slices as f64 / row.m.ops.max(1) as f64
+                    );
+                    if ferro {
+                        let _ = write!(
+                            s,
+                            " {} |",
+                            row.reactor_sched
+                                .map_or("–".into(), |x| num(x.wait_us_per_slice()))
+                        );
+                    }
+                }
+                Err(_) => s.push_str(if ferro {
+                    " – | – | – | – |"
+                } else {
+                    " – | – | – |"
+                }),
+            }
+        }
+        s.push('\n');
+    }
 }
 
 /// Context switches per op of each group's OSD threads: how often the OSDs slept and woke (voluntary) or were
@@ -431,6 +521,22 @@ mod tests {
             ctxt.contains(" 2.00 | 0.50 | ferro-core-0 42 % | 33.0 | 150 |"),
             "{ctxt}"
         );
+        let (ctxt, runq) = ctxt.split_once("Run-queue wait").expect("the run-queue table");
+        assert!(
+            runq.contains("| bluestore wait µs/op | bluestore wait µs/slice | bluestore slices/op | ferro wait µs/op | ferro wait µs/slice | ferro slices/op | ferro reactor wait µs/slice |"),
+            "{runq}"
+        );
+        // bluestore: 2000 ops, 3 ms waited over 1000 slices; ferro: 4000 ops; reactor 1 ms over 500 slices.
+        assert!(
+            runq.contains("| 4k-randread-qd16 | 1.50 | 3.00 | 0.50 | 0.75 | 3.00 | 0.25 | 2.00 |"),
+            "{runq}"
+        );
+        assert_eq!(
+            runq.lines().filter(|l| l.starts_with("| ")).count(),
+            1 + 2,
+            "{runq}"
+        );
+        assert!(t.contains("Thread scheduling after boot (`/proc`): bluestore threads SCHED_OTHER nice 0 slice 1400 µs (×1); ferro reactor threads SCHED_OTHER"), "{t}");
         assert_eq!(
             ctxt.lines().filter(|l| l.starts_with("| ")).count(),
             1 + 2,

@@ -65,6 +65,18 @@ pub struct Row {
     pub machine_cpu_us_per_op: f64,
     /// The OSDs' own latency counters over the test (write, replica write, store commit).
     pub osd_lat: crate::osdperf::OsdLatency,
+    /// Run-queue accounting (`schedstat`) of all the group's OSD threads over the test: time on a CPU, time
+    /// runnable but waiting for one, timeslices.
+    pub osd_sched: crate::procstat::SchedStat,
+    /// The same for ferro-osd's reactor threads (`ferro-core-*`) only; `None` for other kinds.
+    pub reactor_sched: Option<crate::procstat::SchedStat>,
+}
+
+impl Row {
+    /// Run-queue wait of the OSD threads per client op, µs.
+    pub fn osd_wait_us_per_op(&self) -> f64 {
+        self.osd_sched.wait_ns as f64 / 1e3 / self.m.ops.max(1) as f64
+    }
 }
 
 /// Whether a group ran.
@@ -91,6 +103,9 @@ pub struct GroupReport {
     pub osd_ids: Vec<u32>,
     /// Ran or skipped.
     pub status: GroupStatus,
+    /// The scheduling of its OSD threads after boot (ferro-osd: the reactor threads), as the kernel shows it in
+    /// `/proc` (e.g. `SCHED_OTHER nice 0 slice 300 µs (×1)`); empty if unknown.
+    pub sched: String,
 }
 
 /// One test across groups.
@@ -194,6 +209,8 @@ pub struct Meta {
     pub quick: bool,
     /// Reactor cores (ferrostore shards) per ferro-osd, if a ferro group is in the run.
     pub ferro_shards: Option<u32>,
+    /// Configuration options given to every ferro-osd (`--ferro-conf key=value`), as `key=value`.
+    pub ferro_conf: Vec<String>,
 }
 
 /// A whole run.
@@ -237,6 +254,7 @@ impl Report {
     /// The JSON document written to `result.json`.
     pub fn to_json(&self) -> Value {
         let m = &self.meta;
+        let fin = |x: f64| if x.is_finite() { json!(x) } else { Value::Null };
         let groups: Vec<Value> = self
             .groups
             .iter()
@@ -247,7 +265,7 @@ impl Report {
                 };
                 json!({
                     "label": g.label, "kind": g.kind, "device_class": g.device_class, "pool": g.pool,
-                    "osd_ids": g.osd_ids, "status": status, "skip_reason": reason,
+                    "osd_ids": g.osd_ids, "status": status, "skip_reason": reason, "thread_sched": g.sched,
                 })
             })
             .collect();
@@ -277,6 +295,11 @@ impl Report {
                             "osd_op_w_latency_ms": row.osd_lat.op_w_ms,
                             "osd_subop_w_latency_ms": row.osd_lat.subop_ms,
                             "osd_commit_latency_ms": row.osd_lat.commit_ms,
+                            "osd_runq_wait_us_per_op": row.osd_wait_us_per_op(),
+                            "osd_runq_wait_us_per_slice": fin(row.osd_sched.wait_us_per_slice()),
+                            "osd_slices_per_op": row.osd_sched.slices as f64 / row.m.ops.max(1) as f64,
+                            "reactor_runq_wait_us_per_slice": row.reactor_sched.map(|r| fin(r.wait_us_per_slice())),
+                            "reactor_slices_per_op": row.reactor_sched.map(|r| r.slices as f64 / row.m.ops.max(1) as f64),
                         }),
                         Err(why) => json!({ "error": why }),
                     };
@@ -301,7 +324,7 @@ impl Report {
                 "ceph_version": m.ceph_version, "fio_version": m.fio_version, "pool_size": m.pool_size,
                 "osds_per_group": m.osds_per_group, "device_size_bytes": m.device_size_bytes,
                 "device_files": m.device_files, "objects": m.objects, "object_size_bytes": crate::fio::OBJECT_SIZE_BYTES,
-                "runtime_s": m.runtime_s, "quick": m.quick, "ferro_shards": m.ferro_shards,
+                "runtime_s": m.runtime_s, "quick": m.quick, "ferro_shards": m.ferro_shards, "ferro_conf": m.ferro_conf,
                 "load_average_start": m.load_start, "load_average_end": m.load_end,
             },
             "groups": groups,
@@ -338,6 +361,16 @@ pub(crate) mod tests {
                 subop_ms: None,
                 commit_ms: Some(1.0),
             },
+            osd_sched: crate::procstat::SchedStat {
+                run_ns: 1_000_000,
+                wait_ns: 3_000_000,
+                slices: 1000,
+            },
+            reactor_sched: Some(crate::procstat::SchedStat {
+                run_ns: 900_000,
+                wait_ns: 1_000_000,
+                slices: 500,
+            }),
         }
     }
 
@@ -349,6 +382,7 @@ pub(crate) mod tests {
             pool: format!("bench-{label}"),
             osd_ids: vec![0],
             status,
+            sched: "SCHED_OTHER nice 0 slice 1400 µs (×1)".into(),
         };
         let skipped = second.clone().err();
         let groups = vec![
@@ -407,6 +441,14 @@ pub(crate) mod tests {
         assert_eq!(j["tests"][0]["results"]["ferro"]["iops"], 2000.0);
         assert_eq!(j["tests"][1]["ratio"]["iops"], 0.5);
         assert_eq!(j["groups"][1]["status"], "ran");
+        assert_eq!(
+            j["groups"][1]["thread_sched"],
+            "SCHED_OTHER nice 0 slice 1400 µs (×1)"
+        );
+        let f = &j["tests"][0]["results"]["ferro"];
+        assert_eq!(f["osd_runq_wait_us_per_slice"], 3.0);
+        assert_eq!(f["reactor_runq_wait_us_per_slice"], 2.0);
+        assert_eq!(f["osd_runq_wait_us_per_op"], 3000.0 / 4000.0);
     }
 
     #[test]

@@ -37,6 +37,8 @@ pub enum OsdKind {
         binary: PathBuf,
         /// ferrostore shards per OSD.
         shards: u32,
+        /// Configuration options given to every ferro-osd of the group (`--key=value`).
+        conf: Vec<(String, String)>,
     },
 }
 
@@ -180,6 +182,14 @@ pub fn run(o: &RunOptions) -> Result<Report> {
             OsdKind::Ferro { shards, .. } => Some(*shards),
             OsdKind::Classic => None,
         }),
+        ferro_conf: o
+            .groups
+            .iter()
+            .find_map(|g| match &g.kind {
+                OsdKind::Ferro { conf, .. } => Some(conf.iter().map(|(k, v)| format!("{k}={v}")).collect()),
+                OsdKind::Classic => None,
+            })
+            .unwrap_or_default(),
     };
     let omap_unavailable = if o.tests.iter().any(|t| matches!(t.workload, Workload::Omap(_))) {
         python_rados()
@@ -363,6 +373,7 @@ fn start_group(c: &Cluster, o: &RunOptions, g: &GroupSpec) -> LiveGroup {
         pool: format!("bench-{}", g.label),
         osd_ids: Vec::new(),
         status: GroupStatus::Ran,
+        sched: String::new(),
     };
     if let Some(why) = &g.unavailable {
         report.status = GroupStatus::Skipped(why.clone());
@@ -373,7 +384,7 @@ fn start_group(c: &Cluster, o: &RunOptions, g: &GroupSpec) -> LiveGroup {
     }
     let launcher: Box<dyn OsdLauncher> = match &g.kind {
         OsdKind::Classic => Box::new(ClassicOsd),
-        OsdKind::Ferro { binary, shards } => {
+        OsdKind::Ferro { binary, shards, conf } => {
             if !binary.is_file() {
                 report.status =
                     GroupStatus::Skipped(format!("ferro-osd binary not found at {}", binary.display()));
@@ -386,6 +397,8 @@ fn start_group(c: &Cluster, o: &RunOptions, g: &GroupSpec) -> LiveGroup {
             f.device_size_bytes = o.device_size_bytes;
             f.shards = *shards;
             f.device_class = g.label.clone();
+            f.extra_args
+                .extend(conf.iter().map(|(k, v)| format!("--{k}={v}")));
             Box::new(f)
         }
     };
@@ -420,6 +433,15 @@ fn start_group(c: &Cluster, o: &RunOptions, g: &GroupSpec) -> LiveGroup {
     let pids = osd_pids(c, &report.osd_ids);
     match res {
         Ok(()) if pids.len() == report.osd_ids.len() => {
+            report.sched = crate::procstat::thread_classes(
+                &pids,
+                if matches!(g.kind, OsdKind::Ferro { .. }) {
+                    "ferro-core-"
+                } else {
+                    ""
+                },
+            );
+            eprintln!("bench compare: {} thread scheduling: {}", g.label, report.sched);
             eprintln!(
                 "bench compare: {} OSD(s) {:?} ({}) up in {:.1} s",
                 g.label,
@@ -650,6 +672,12 @@ fn run_one(c: &Cluster, o: &RunOptions, t: &TestDef, g: &LiveGroup, script: &std
         machine_cpu_us_per_op: machine_cpu_us / m.ops.max(1) as f64,
         osd_rss_bytes: after.rss_bytes,
         osd_lat: crate::osdperf::latency(&lat_before, &lat_after),
+        osd_sched: crate::procstat::sched_delta(&before, &after, ""),
+        reactor_sched: g
+            .report
+            .kind
+            .eq("ferro")
+            .then(|| crate::procstat::sched_delta(&before, &after, "ferro-core-")),
         m,
     })
 }

@@ -49,6 +49,7 @@ fn quick_mode_reports_every_test() {
                 kind: OsdKind::Ferro {
                     binary: "/nonexistent/ferro-osd".into(),
                     shards: 1,
+                    conf: Vec::new(),
                 },
                 unavailable: None,
             },
