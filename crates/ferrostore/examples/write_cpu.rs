@@ -8,7 +8,8 @@
 //! CPU per transaction (thread CPU time) and checkpoints / tree-node bytes / log bytes per transaction.
 //!
 //! `cargo run --release -p ferrostore --example write_cpu -- [objects] [rounds] [txns per round] [write KiB]`
-//! (write KiB: 4 by default; 64 for the 64K random write test, at 64 KiB-aligned offsets)
+//! (write KiB: 4 by default; 64 for the 64K random write test, at 64 KiB-aligned offsets). `WRITE_CPU_FRAGMENT=1`
+//! first leaves every object as one-block extents (the 64K test after the 4K test).
 
 mod common;
 
@@ -75,6 +76,26 @@ fn main() -> Result<(), String> {
                 });
             }
             s.commit(&t).map_err(e)?;
+        }
+    }
+    // WRITE_CPU_FRAGMENT=1: rewrite every block of every object alone first, so each object is 1,024 one-block
+    // extents (what the compare benchmark's 4K random write test leaves for the 64K test that follows it).
+    if std::env::var("WRITE_CPU_FRAGMENT").is_ok_and(|v| v == "1") {
+        let block = Bytes::from(vec![0x66u8; 4096]);
+        for i in 0..objects {
+            let cid = pg_coll(i % PGS);
+            for b in (0..BLOCKS).collect::<Vec<_>>().chunks(16) {
+                let mut t = Transaction::new();
+                for &b in b {
+                    t.push(Op::Write {
+                        cid: cid.clone(),
+                        oid: obj(i),
+                        offset: b * 4096,
+                        data: block.clone(),
+                    });
+                }
+                s.commit(&t).map_err(e)?;
+            }
         }
     }
     // The pg logs: LOG_KEEP entries per PG before the timed writes.

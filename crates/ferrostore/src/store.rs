@@ -1877,6 +1877,15 @@ impl<D: Device> Store<D> {
     }
 
     fn free_or_deref(&mut self, ctx: &mut TxnCtx, pb: u64, n: u64) -> Result<()> {
+        if !self.refs_possible && !ctx.refs_touched {
+            // No block can be shared: free the run, merged with the previous one when they touch (a punch of
+            // one-block extents written in sequence frees neighbours).
+            match ctx.freed.last_mut() {
+                Some((s, l)) if *s + *l == pb => *l += n,
+                _ => ctx.freed.push((pb, n)),
+            }
+            return Ok(());
+        }
         let refs = self.refs_in(ctx, pb, n)?;
         let mut shared = BTreeMap::new();
         for (k, v) in refs {
