@@ -1146,6 +1146,17 @@ impl Connection {
         }
     }
 
+    /// A sink taken with [`Connection::take_rx_sink`] back unused (the receive found nothing to read): it is
+    /// handed out again by the next [`Connection::take_rx_sink`]. Nothing was received, so nothing is counted.
+    pub fn return_rx_sink(&mut self, sink: RxSink) {
+        if !self.has_transport() {
+            return;
+        }
+        if let Err(e) = self.t.decoder.put_sink(sink) {
+            self.fault(ConnError::Frame(e));
+        }
+    }
+
     /// Bytes received from the socket, kept without copying: in crc mode MESSAGE segments (front, middle, data)
     /// come out as slices of these buffers unless a segment spans two of them. Errors as for
     /// [`Connection::handle_input`].

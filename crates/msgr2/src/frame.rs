@@ -748,12 +748,17 @@ pub struct FrameDecoder {
     misuse: bool,
     /// The last frame had a direct segment: cap stream receives so the next one does not run deep into its data.
     big_recent: bool,
+    /// How many bytes of the next frame to take with the stream after a direct segment: the head (preamble up to
+    /// the direct segment) of the last frame that had one, so a run of same-shaped frames (a client's 64K
+    /// writes) is read up to exactly where the next data starts.
+    head_guess: usize,
     copied: u64,
     direct: u64,
 }
 
 /// Stream receives after a frame with a direct segment take at most this much (like Ceph's
 /// `ms_tcp_prefetch_max_size`): enough for the next frame's preamble, header and front, little of its data.
+/// Once a frame with a direct segment was seen, its head length is the guess instead (at most this much).
 pub const PREFETCH_AFTER_DIRECT: usize = 1024;
 
 /// Buffers for direct segments start on a page boundary (the data segment's advertised alignment), so an
@@ -783,6 +788,9 @@ pub struct RxSink {
     len: usize,
     /// Bytes put in by copying (the head that came with stream data) rather than received into it.
     copied: usize,
+    /// Stream bytes worth receiving right after the segment: the rest of its frame plus the decoder's guess of
+    /// the next frame's head ([`RxSink::stream_after`]).
+    after: usize,
 }
 
 impl RxSink {
@@ -799,6 +807,15 @@ impl RxSink {
     /// The segment's length.
     pub fn segment_len(&self) -> usize {
         self.len
+    }
+
+    /// How many stream bytes a receive may take right behind this segment (a second iovec after the sink's
+    /// spare capacity): the rest of the segment's frame (later segments, epilogue) and the head of the next
+    /// frame up to where its own large segment would start, if it is shaped like this one. Taking more would
+    /// pull the next frame's data into the stream buffer (a copy into its sink later); taking less costs one
+    /// more receive. Valid for the receive that fills the sink.
+    pub fn stream_after(&self) -> usize {
+        self.after
     }
 }
 
@@ -867,6 +884,7 @@ impl FrameDecoder {
             sink: SinkState::None,
             misuse: false,
             big_recent: false,
+            head_guess: PREFETCH_AFTER_DIRECT,
             copied: 0,
             direct: 0,
         }
@@ -954,11 +972,13 @@ impl FrameDecoder {
         if !enabled || !self.direct_enabled() || self.misuse {
             return None;
         }
-        let DirectSeg { index: i, start, end } = self.front_frame()?.1?;
+        let (total, direct) = self.front_frame()?;
+        let DirectSeg { index: i, start, end } = direct?;
         let have = self.chain.len();
         if have < start || have >= end {
             return None;
         }
+        self.head_guess = start.clamp(PREAMBLE_LEN, PREFETCH_AFTER_DIRECT);
         let len = end - start;
         let mut buf = aligned_buf_at(len, self.data_page_offset(i));
         let prefix = have - start;
@@ -977,6 +997,7 @@ impl FrameDecoder {
             buf,
             len,
             copied: prefix,
+            after: total.saturating_sub(end) + self.head_guess,
         })
     }
 
@@ -1018,10 +1039,14 @@ impl FrameDecoder {
         match self.front_frame() {
             // Stop where the large segment starts: it then goes into a sink whole.
             Some((_, Some(DirectSeg { start, .. }))) if have < start => Some(start - have),
-            // A frame without one (or whose large segment is already here): the rest of it, and a little more.
-            Some((total, _)) if self.big_recent => Some(total.saturating_sub(have) + PREFETCH_AFTER_DIRECT),
+            // A frame without one (or whose large segment is already here): the rest of it, and the next frame's
+            // head if it looks like the last large one.
+            Some((total, _)) if self.big_recent => Some(total.saturating_sub(have) + self.head_guess),
             Some(_) => None,
-            None => self.big_recent.then_some(PREFETCH_AFTER_DIRECT),
+            // The next preamble is not here yet: its head, guessed from the last large frame.
+            None => self
+                .big_recent
+                .then(|| self.head_guess.saturating_sub(have).max(1)),
         }
     }
 
@@ -1104,6 +1129,7 @@ impl FrameDecoder {
         self.sink = SinkState::None;
         self.misuse = false;
         self.big_recent = false;
+        self.head_guess = PREFETCH_AFTER_DIRECT;
     }
 
     /// The next complete frame, `Ok(None)` if more input is needed. Frames the sender aborted (late_status) are

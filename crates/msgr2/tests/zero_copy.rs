@@ -340,3 +340,150 @@ proptest! {
         prop_assert_eq!(got, reference);
     }
 }
+
+// ---------------------------------------------------------------------------------------------------------------
+// Inline receives (the reactor's `CoreConfig::inline_recvs`): one `recvmsg` into two iovecs — the rest of a large
+// segment into its sink, then `RxSink::stream_after` bytes into the stream buffer — so a run of same-shaped
+// frames takes one receive per frame and every data byte after the first frame lands in its sink.
+
+/// Feed `wire` the way an inline receive does; each call gets at most `avail(call)` bytes (what the socket
+/// holds). Returns the number of receive calls and the sinks' buffer addresses.
+fn feed_like_inline(
+    s: &mut Connection,
+    now: Instant,
+    wire: &Bytes,
+    stream: usize,
+    mut avail: impl FnMut(usize) -> usize,
+) -> (usize, Vec<usize>) {
+    let mut at = 0;
+    let mut calls = 0;
+    let mut sink_bufs = Vec::new();
+    while at < wire.len() {
+        let mut left = avail(calls).max(1).min(wire.len() - at);
+        calls += 1;
+        let mut stream_room = stream.min(s.rx_stream_limit().unwrap_or(usize::MAX));
+        if let Some(mut sink) = s.take_rx_sink() {
+            stream_room = stream.min(sink.stream_after());
+            let k = sink.remaining().min(left);
+            let b = sink.buf_mut();
+            if !sink_bufs.contains(&(b.as_ptr() as usize)) {
+                sink_bufs.push(b.as_ptr() as usize);
+            }
+            b.extend_from_slice(&wire[at..at + k]); // the kernel's copy, first iovec
+            at += k;
+            left -= k;
+            s.handle_rx_sink(now, sink, k).unwrap();
+        }
+        let k = left.min(stream_room);
+        if k > 0 {
+            let mut b = BytesMut::with_capacity(stream);
+            b.extend_from_slice(&wire[at..at + k]); // second iovec
+            at += k;
+            s.handle_input_bytes(now, b.freeze()).unwrap();
+        }
+    }
+    (calls, sink_bufs)
+}
+
+fn write_like(i: usize, data_len: usize, front_len: usize) -> Message {
+    let data: Bytes = (0..data_len)
+        .map(|j| (j * 11 + i) as u8)
+        .collect::<Vec<u8>>()
+        .into();
+    let mut m = Message::new(42, 1, 1, Bytes::from(vec![i as u8; front_len])).with_data(data);
+    m.tid = i as u64;
+    m
+}
+
+#[test]
+fn queued_same_shaped_writes_take_one_receive_each_into_their_sinks() {
+    let now = Instant::now();
+    let (mut c, mut s) = ready_pair(CON_MODE_CRC, now);
+    s.set_direct_rx(Some(16 << 10));
+    let n = 16;
+    for i in 0..n {
+        c.send(write_like(i, 65536, 250)).unwrap();
+    }
+    let wire = wire_of(&mut c);
+    // Everything is already on the socket: each receive gets all it asks for.
+    let (calls, sinks) = feed_like_inline(&mut s, now, &wire, 65536, |_| usize::MAX);
+    let got = received(&mut s);
+    assert_eq!(got.len(), n);
+    for (i, m) in got.iter().enumerate() {
+        let want = write_like(i, 65536, 250);
+        assert_eq!((m.tid, &m.front, &m.data), (want.tid, &want.front, &want.data));
+        assert!(
+            sinks.contains(&(m.data.as_ptr() as usize)),
+            "message {i}: not its sink"
+        );
+    }
+    // The first stream receive (64 KiB, before the decoder knew the frame's shape), then one receive per frame:
+    // sink, then the frame's epilogue and exactly the next frame's head.
+    assert_eq!(calls, n + 1, "receives");
+    let st = s.stats();
+    // Copied: only the part of the first data segment that came with the first stream receive.
+    assert!(st.rx_copied_bytes < 65536, "{st:?}");
+    assert_eq!(
+        st.rx_direct_bytes + st.rx_copied_bytes,
+        (n * 65536) as u64,
+        "{st:?}"
+    );
+}
+
+#[test]
+fn a_sink_returned_unused_is_handed_out_again() {
+    let now = Instant::now();
+    let (mut c, mut s) = ready_pair(CON_MODE_CRC, now);
+    s.set_direct_rx(Some(1024));
+    c.send(write_like(1, 10_000, 30)).unwrap();
+    let wire = wire_of(&mut c);
+    s.handle_input_bytes(now, wire.slice(..200)).unwrap();
+    let before = s.stats().bytes_in;
+    let mut sink = s.take_rx_sink().expect("a sink for the data segment");
+    let (rem, p) = (sink.remaining(), sink.buf_mut().as_ptr() as usize);
+    s.return_rx_sink(sink);
+    assert_eq!(s.stats().bytes_in, before, "nothing received, nothing counted");
+    let mut sink = s.take_rx_sink().expect("the same sink again");
+    assert_eq!((sink.remaining(), sink.buf_mut().as_ptr() as usize), (rem, p));
+    // Everything before byte 200 went to the stream (and the sink's head); the sink takes what follows.
+    let k = sink.remaining();
+    sink.buf_mut().extend_from_slice(&wire[200..200 + k]);
+    s.handle_rx_sink(now, sink, k).unwrap();
+    s.handle_input_bytes(now, wire.slice(200 + k..)).unwrap();
+    let got = received(&mut s);
+    let want = write_like(1, 10_000, 30);
+    assert_eq!(got.len(), 1);
+    assert_eq!(
+        (got[0].tid, &got[0].front, &got[0].data),
+        (want.tid, &want.front, &want.data)
+    );
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+    /// Inline receives that the socket cuts short anywhere (partial sinks, a segment split across receives,
+    /// heads of different lengths than guessed) decode exactly what the copying path decodes.
+    #[test]
+    fn inline_receives_decode_the_same_messages(
+        msgs in prop::collection::vec((0usize..600, 0usize..64, 0usize..70_000), 1..7),
+        avail in prop::collection::vec(1usize..90_000, 1..64),
+        stream in 1usize..100_000,
+        min in 1usize..40_000,
+    ) {
+        let now = Instant::now();
+        let reference = run(CON_MODE_CRC, &msgs, &[], false);
+        let (mut c, mut s) = ready_pair(CON_MODE_CRC, now);
+        s.set_direct_rx(Some(min));
+        for (i, &(f, mid, d)) in msgs.iter().enumerate() {
+            let mut m = Message::new(60, 1, 1, (0..f).map(|j| (j + i) as u8).collect::<Vec<u8>>().into());
+            m.middle = (0..mid).map(|j| (j * 3 + i) as u8).collect::<Vec<u8>>().into();
+            m.data = (0..d).map(|j| (j * 5 + i) as u8).collect::<Vec<u8>>().into();
+            m.tid = i as u64;
+            c.send(m).unwrap();
+        }
+        let wire = wire_of(&mut c);
+        feed_like_inline(&mut s, now, &wire, stream, |k| avail[k % avail.len()]);
+        let got = received(&mut s);
+        prop_assert_eq!(got, reference);
+    }
+}

@@ -244,6 +244,16 @@ pub struct CoreConfig {
     /// The loop as before session 5 (A/B measurements; `REACTOR_LEGACY_TURN=1`): `on_poll` before messages are
     /// delivered, and one extra non-blocking turn after every turn that did work.
     pub legacy_turn: bool,
+    /// When a receive completes and the kernel says the socket holds more (`IORING_CQE_F_SOCK_NONEMPTY`, or
+    /// `TCP_INQ` after an inline receive), a msgr2 connection keeps receiving in the same turn with plain
+    /// non-blocking `recvmsg` calls — a large segment still straight into its sink, the rest of its frame and
+    /// the next frame's head into the stream buffer in the same call — so the messages a pipelining peer
+    /// queued are all delivered before the turn's `on_poll` and share its device submission and log record.
+    /// At most this many inline receives per connection and turn (0: off; the environment variable
+    /// `REACTOR_INLINE_RECVS=0` turns it off for A/B measurements).
+    pub inline_recvs: u32,
+    /// ... and at most about this many bytes per connection and turn (the receive that crosses it completes).
+    pub inline_recv_bytes: usize,
 }
 
 impl Default for CoreConfig {
@@ -258,6 +268,11 @@ impl Default for CoreConfig {
             direct_rx_min: Some(16 * 1024),
             msg_ring_doorbells: std::env::var_os("REACTOR_EVENTFD_DOORBELLS").is_none(),
             legacy_turn: std::env::var_os("REACTOR_LEGACY_TURN").is_some(),
+            inline_recvs: std::env::var("REACTOR_INLINE_RECVS")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(32),
+            inline_recv_bytes: 4 << 20,
         }
     }
 }
@@ -286,6 +301,11 @@ pub struct CoreStats {
     /// Receives straight into a msgr2 segment's own buffer (`CoreConfig::direct_rx_min`), and their bytes.
     pub direct_recvs: u64,
     pub direct_recv_bytes: u64,
+    /// Receives made inline (a plain non-blocking `recvmsg` in the turn that found the socket non-empty, see
+    /// [`CoreConfig::inline_recvs`]) and their bytes; they are part of `recv_bytes` (and of `direct_*` for the
+    /// part that went into a sink).
+    pub inline_recvs: u64,
+    pub inline_recv_bytes: u64,
     /// Connections open now.
     pub connections: u64,
     /// Loop turns by their busy time ([`TurnInfo::busy`], buckets as [`turn_bucket`]), the sum of busy times
@@ -367,6 +387,12 @@ struct Conn {
     close_when_flushed: bool,
     /// The service paused reading (its own backlog is full).
     recv_paused: bool,
+    /// The last receive left bytes queued on the socket: receive inline before arming a ring receive.
+    rx_more: bool,
+    /// Inline receives left this turn (`inline_turn` is the turn they were counted for), and bytes.
+    inline_turn: u64,
+    inline_left: u32,
+    inline_bytes_left: usize,
     /// Accepted and untouched: how to rebuild it on another core (`hand_off`).
     origin: Option<(ListenerId, ListenProto)>,
 }
@@ -676,6 +702,7 @@ impl<M: Send + 'static> CoreCtx<M> {
     ) -> io::Result<ConnId> {
         let fd = sys::tcp_socket(&addr)?;
         let _ = sys::set_nodelay(fd);
+        let _ = sys::set_recv_inq(fd);
         let proto = match proto {
             ConnectProto::Raw => Proto::Raw,
             ConnectProto::Msgr2 {
@@ -1003,6 +1030,10 @@ impl<M: Send + 'static> CoreCtx<M> {
             close_when_flushed: false,
             origin: None,
             recv_paused: false,
+            rx_more: false,
+            inline_turn: 0,
+            inline_left: 0,
+            inline_bytes_left: 0,
         };
         let idx = match self.free_conns.pop() {
             Some(i) => i,
@@ -1225,6 +1256,126 @@ impl<M: Send + 'static> CoreCtx<M> {
         self.push_op(e, Op::Recv { conn: id, buf });
     }
 
+    /// A receive made right here with a plain non-blocking `recvmsg`, when the last receive on `id` left bytes
+    /// on the socket ([`CoreConfig::inline_recvs`]): into the msgr2 sink if the next bytes are a large segment,
+    /// with the rest of its frame and the next frame's head into the stream buffer in the same call (two
+    /// iovecs), else into the stream buffer as a ring receive would. True if bytes were handed to msgr2 (its new
+    /// events are waiting); false when the connection is not in that state, the turn's budget is spent, the
+    /// socket turned out empty, or it ended (then the connection is failed here).
+    fn recv_inline<S: Service<Msg = M>>(&mut self, svc: &mut S, id: ConnId) -> bool {
+        let turn = self.stats.turns;
+        let (max_recvs, max_bytes) = (self.cfg.inline_recvs, self.cfg.inline_recv_bytes);
+        let Some(c) = self.conn_mut(id) else { return false };
+        if !c.rx_more || c.recv_armed || c.recv_paused || c.state != ConnState::Open {
+            return false;
+        }
+        if c.inline_turn != turn {
+            c.inline_turn = turn;
+            c.inline_left = max_recvs;
+            c.inline_bytes_left = max_bytes;
+        }
+        if c.inline_left == 0 || c.inline_bytes_left == 0 {
+            return false;
+        }
+        let Proto::Msgr2(m) = &mut c.proto else {
+            return false;
+        };
+        let mut sink = m.take_rx_sink();
+        let limit = match &sink {
+            Some(s) => s.stream_after(),
+            None => m.rx_stream_limit().unwrap_or(usize::MAX).max(1),
+        };
+        let mut buf = std::mem::take(&mut c.rbuf);
+        self.pool.refill(&mut buf);
+        let empty = libc::iovec {
+            iov_base: std::ptr::null_mut(),
+            iov_len: 0,
+        };
+        let mut iov = [empty, empty];
+        let mut k = 0;
+        let mut sink_want = 0;
+        if let Some(s) = sink.as_mut() {
+            let want = s.remaining();
+            let spare = s.buf_mut().spare_capacity_mut();
+            sink_want = want.min(spare.len());
+            iov[0] = libc::iovec {
+                iov_base: spare.as_mut_ptr() as *mut libc::c_void,
+                iov_len: sink_want,
+            };
+            k = 1;
+        }
+        let spare = buf.spare_capacity_mut();
+        let stream_want = spare.len().min(limit);
+        if stream_want > 0 {
+            iov[k] = libc::iovec {
+                iov_base: spare.as_mut_ptr() as *mut libc::c_void,
+                iov_len: stream_want,
+            };
+            k += 1;
+        }
+        let now = self.now;
+        let Some(c) = self.conn_mut(id) else { return false };
+        let fd = c.fd;
+        // SAFETY: the iovecs point into the spare capacity of the sink and of `buf`, both owned here and
+        // untouched until the call returns.
+        let r = unsafe { sys::recv_inline(fd, &mut iov[..k]) };
+        let Proto::Msgr2(m) = &mut c.proto else {
+            return false;
+        };
+        let (n, inq) = match r {
+            Ok((n, inq)) if n > 0 => (n, inq),
+            Ok(_) | Err(_) => {
+                c.rbuf = buf;
+                c.rx_more = false;
+                if let Some(s) = sink {
+                    m.return_rx_sink(s);
+                }
+                let reason = match r {
+                    Ok(_) => CloseReason::Eof,
+                    Err(e)
+                        if e.kind() == io::ErrorKind::WouldBlock
+                            || e.kind() == io::ErrorKind::Interrupted =>
+                    {
+                        return false;
+                    }
+                    Err(e) => CloseReason::Io(errno_of(&e)),
+                };
+                self.fail_conn(svc, id, reason);
+                return false;
+            }
+        };
+        c.inline_left -= 1;
+        c.inline_bytes_left = c.inline_bytes_left.saturating_sub(n);
+        // Without TCP_INQ: a receive that filled everything it asked for may have left more behind.
+        c.rx_more = inq.map_or(n == sink_want + stream_want, |q| q > 0);
+        let n0 = n.min(sink_want);
+        let mut ok = true;
+        if let Some(mut s) = sink {
+            let b = s.buf_mut();
+            // SAFETY: the kernel initialised the first n0 bytes of the sink's spare capacity (at most
+            // `remaining()`, which msgr2 checks again).
+            unsafe { b.set_len(b.len() + n0) };
+            ok = m.handle_rx_sink(now, s, n0).is_ok();
+        }
+        let n1 = n - n0;
+        if ok && n1 > 0 {
+            // SAFETY: the kernel initialised the n1 bytes that followed the sink's, at the start of `buf`'s
+            // spare capacity.
+            unsafe { buf.set_len(buf.len() + n1) };
+            // Errors come back as Faulted/Closed events, delivered by the caller.
+            let _ = m.handle_input_bytes(now, buf.split().freeze());
+        }
+        c.rbuf = buf;
+        self.stats.inline_recvs += 1;
+        self.stats.inline_recv_bytes += n as u64;
+        self.stats.recv_bytes += n as u64;
+        if sink_want > 0 {
+            self.stats.direct_recvs += 1;
+            self.stats.direct_recv_bytes += n0 as u64;
+        }
+        true
+    }
+
     fn arm_send(&mut self, id: ConnId) {
         let Some(c) = self.conn_mut(id) else { return };
         if c.send_armed || c.state != ConnState::Open || c.out.is_empty() {
@@ -1316,7 +1467,7 @@ impl<M: Send + 'static> CoreCtx<M> {
                 op
             };
             let Some(op) = op else { continue };
-            self.complete(svc, op, res, more);
+            self.complete(svc, op, res, flags);
         }
         let mut cqes = cqes;
         cqes.clear();
@@ -1326,7 +1477,8 @@ impl<M: Send + 'static> CoreCtx<M> {
         n
     }
 
-    fn complete<S: Service<Msg = M>>(&mut self, svc: &mut S, op: Op, res: i32, more: bool) {
+    fn complete<S: Service<Msg = M>>(&mut self, svc: &mut S, op: Op, res: i32, flags: u32) {
+        let more = cqueue::more(flags);
         match op {
             Op::Doorbell => {
                 if !self.stopping {
@@ -1394,6 +1546,7 @@ impl<M: Send + 'static> CoreCtx<M> {
                 unsafe { buf.set_len(buf.len() + n) };
                 let data = buf.split().freeze();
                 c.rbuf = buf;
+                c.rx_more = cqueue::sock_nonempty(flags);
                 if let Proto::Msgr2(m) = &mut c.proto {
                     // Errors come back as Faulted/Closed events, handled in drive_conn. msgr2 keeps `data`
                     // (crc-mode message segments are slices of it), so no second copy of the payload; the
@@ -1426,6 +1579,7 @@ impl<M: Send + 'static> CoreCtx<M> {
                     return;
                 }
                 let n = res as usize;
+                c.rx_more = cqueue::sock_nonempty(flags);
                 let buf = sink.buf_mut();
                 debug_assert!(n <= buf.capacity() - buf.len());
                 // SAFETY: the kernel initialised n bytes of the spare capacity it was given (at most
@@ -1525,6 +1679,7 @@ impl<M: Send + 'static> CoreCtx<M> {
             return;
         }
         let _ = sys::set_nodelay(fd);
+        let _ = sys::set_recv_inq(fd);
         let peer = sys::peer_addr(fd);
         self.stats.accepted += 1;
         let Some(id) = self.adopt(svc, fd, peer, ListenerId(li), proto) else {
@@ -1585,20 +1740,26 @@ impl<M: Send + 'static> CoreCtx<M> {
         if c.state == ConnState::Closing {
             return;
         }
-        // Events first: they may queue output.
+        // Events first: they may queue output. Then, while the socket holds more, receive inline and deliver
+        // what that completed, so every message already queued is handed over before this turn's `on_poll`.
         loop {
-            let Some(c) = self.conn_mut(id) else { return };
-            let Proto::Msgr2(m) = &mut c.proto else { break };
-            let Some(ev) = m.poll_event() else { break };
-            match ev {
-                Event::Connected(p) => svc.on_connected(self, id, Some(&p)),
-                Event::Message(msg) => svc.on_message(self, id, msg),
-                Event::Writable => svc.on_writable(self, id),
-                Event::Faulted { error, .. } | Event::Reset { error } | Event::Closed { error } => {
-                    self.fail_conn(svc, id, CloseReason::Protocol(error));
-                    return;
+            loop {
+                let Some(c) = self.conn_mut(id) else { return };
+                let Proto::Msgr2(m) = &mut c.proto else { break };
+                let Some(ev) = m.poll_event() else { break };
+                match ev {
+                    Event::Connected(p) => svc.on_connected(self, id, Some(&p)),
+                    Event::Message(msg) => svc.on_message(self, id, msg),
+                    Event::Writable => svc.on_writable(self, id),
+                    Event::Faulted { error, .. } | Event::Reset { error } | Event::Closed { error } => {
+                        self.fail_conn(svc, id, CloseReason::Protocol(error));
+                        return;
+                    }
+                    other => svc.on_msgr2_event(self, id, other),
                 }
-                other => svc.on_msgr2_event(self, id, other),
+            }
+            if !self.recv_inline(svc, id) {
+                break;
             }
         }
         let Some(c) = self.conn_mut(id) else { return };
