@@ -198,7 +198,7 @@ impl MOSDRepOp {
             version: d.decode()?,
             logbl: d.bufferlist()?,
             pg_stats: if stats_head_only {
-                pg_stat_head(d)?
+                PgStat::decode_prefix(d)?
             } else {
                 d.decode()?
             },
@@ -215,35 +215,6 @@ impl MOSDRepOp {
             op_t: Transaction::decode_all(data.clone())?,
         })
     }
-}
-/// `pg_stat_t` up to and including `stats` (see [`MOSDRepOp::from_message_replica`]); the other fields default,
-/// the rest of the encoding skipped by the struct's length.
-fn pg_stat_head(d: &mut Decoder) -> Result<PgStat, DecodeError> {
-    d.decode_struct("pg_stat_t", 26, |h, d| {
-        if h.version < 26 {
-            return Err(DecodeError::TooOld {
-                type_name: "pg_stat_t",
-                version: h.version,
-                oldest: 26,
-            });
-        }
-        Ok(PgStat {
-            version: d.decode()?,
-            reported_seq: d.u64()?,
-            reported_epoch: d.u32()?,
-            state: u64::from(d.u32()?),
-            log_start: d.decode()?,
-            ondisk_log_start: d.decode()?,
-            created: d.u32()?,
-            last_epoch_clean: d.u32()?,
-            parent: d.decode()?,
-            parent_split_bits: d.u32()?,
-            last_scrub: d.decode()?,
-            last_scrub_stamp: d.decode()?,
-            stats: d.decode()?,
-            ..PgStat::default()
-        })
-    })
 }
 
 message!(

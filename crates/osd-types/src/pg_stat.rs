@@ -188,61 +188,75 @@ impl Encode for PgStat {
     }
 }
 
+impl PgStat {
+    /// `pg_stat_t` up to and including `stats` (the object counts, all a replica takes from a rep op's
+    /// `pg_stats`); the other fields default and the rest of the encoding is skipped by the struct's length, so
+    /// nothing is allocated for the vectors and maps after the counts. The full [`Decode`] starts the same way.
+    pub fn decode_prefix(d: &mut Decoder) -> Result<Self, DecodeError> {
+        d.decode_struct("pg_stat_t", 26, Self::prefix_fields)
+    }
+
+    /// The fields up to and including `stats`, read from the body of an open `pg_stat_t` struct.
+    fn prefix_fields(h: denc::StructHeader, d: &mut Decoder) -> Result<Self, DecodeError> {
+        if h.version < 26 {
+            return Err(DecodeError::TooOld {
+                type_name: "pg_stat_t",
+                version: h.version,
+                oldest: 26,
+            });
+        }
+        Ok(PgStat {
+            version: d.decode()?,
+            reported_seq: d.u64()?,
+            reported_epoch: d.u32()?,
+            state: u64::from(d.u32()?),
+            log_start: d.decode()?,
+            ondisk_log_start: d.decode()?,
+            created: d.u32()?,
+            last_epoch_clean: d.u32()?,
+            parent: d.decode()?,
+            parent_split_bits: d.u32()?,
+            last_scrub: d.decode()?,
+            last_scrub_stamp: d.decode()?,
+            stats: d.decode()?,
+            ..PgStat::default()
+        })
+    }
+}
+
 impl Decode for PgStat {
     /// Versions 26 and later (Pacific and newer senders); trailing fields of newer versions are skipped.
     fn decode(d: &mut Decoder) -> Result<Self, DecodeError> {
         d.decode_struct("pg_stat_t", 26, |h, d| {
-            if h.version < 26 {
-                return Err(DecodeError::TooOld {
-                    type_name: "pg_stat_t",
-                    version: h.version,
-                    oldest: 26,
-                });
-            }
-            let mut s = PgStat {
-                version: d.decode()?,
-                reported_seq: d.u64()?,
-                reported_epoch: d.u32()?,
-                state: u64::from(d.u32()?),
-                log_start: d.decode()?,
-                ondisk_log_start: d.decode()?,
-                created: d.u32()?,
-                last_epoch_clean: d.u32()?,
-                parent: d.decode()?,
-                parent_split_bits: d.u32()?,
-                last_scrub: d.decode()?,
-                last_scrub_stamp: d.decode()?,
-                stats: d.decode()?,
-                log_size: d.i64()?,
-                ondisk_log_size: d.i64()?,
-                up: d.decode()?,
-                acting: d.decode()?,
-                last_fresh: d.decode()?,
-                last_change: d.decode()?,
-                last_active: d.decode()?,
-                last_clean: d.decode()?,
-                last_unstale: d.decode()?,
-                mapping_epoch: d.u32()?,
-                last_deep_scrub: d.decode()?,
-                last_deep_scrub_stamp: d.decode()?,
-                stats_invalid: d.bool()?,
-                last_clean_scrub_stamp: d.decode()?,
-                last_became_active: d.decode()?,
-                dirty_stats_invalid: d.bool()?,
-                up_primary: d.i32()?,
-                acting_primary: d.i32()?,
-                omap_stats_invalid: d.bool()?,
-                hitset_stats_invalid: d.bool()?,
-                blocked_by: d.decode()?,
-                last_undegraded: d.decode()?,
-                last_fullsized: d.decode()?,
-                hitset_bytes_stats_invalid: d.bool()?,
-                last_peered: d.decode()?,
-                last_became_peered: d.decode()?,
-                pin_stats_invalid: d.bool()?,
-                snaptrimq_len: d.u32()?,
-                ..PgStat::default()
-            };
+            let mut s = PgStat::prefix_fields(h, d)?;
+            s.log_size = d.i64()?;
+            s.ondisk_log_size = d.i64()?;
+            s.up = d.decode()?;
+            s.acting = d.decode()?;
+            s.last_fresh = d.decode()?;
+            s.last_change = d.decode()?;
+            s.last_active = d.decode()?;
+            s.last_clean = d.decode()?;
+            s.last_unstale = d.decode()?;
+            s.mapping_epoch = d.u32()?;
+            s.last_deep_scrub = d.decode()?;
+            s.last_deep_scrub_stamp = d.decode()?;
+            s.stats_invalid = d.bool()?;
+            s.last_clean_scrub_stamp = d.decode()?;
+            s.last_became_active = d.decode()?;
+            s.dirty_stats_invalid = d.bool()?;
+            s.up_primary = d.i32()?;
+            s.acting_primary = d.i32()?;
+            s.omap_stats_invalid = d.bool()?;
+            s.hitset_stats_invalid = d.bool()?;
+            s.blocked_by = d.decode()?;
+            s.last_undegraded = d.decode()?;
+            s.last_fullsized = d.decode()?;
+            s.hitset_bytes_stats_invalid = d.bool()?;
+            s.last_peered = d.decode()?;
+            s.last_became_peered = d.decode()?;
+            s.pin_stats_invalid = d.bool()?;
+            s.snaptrimq_len = d.u32()?;
             s.state |= u64::from(d.u32()?) << 32;
             let n = d.length("pg_stat_t purged_snaps", 16)?;
             for _ in 0..n {
