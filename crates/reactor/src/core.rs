@@ -254,6 +254,16 @@ pub struct CoreConfig {
     pub inline_recvs: u32,
     /// ... and at most about this many bytes per connection and turn (the receive that crosses it completes).
     pub inline_recv_bytes: usize,
+    /// Send a connection's queued output with a plain non-blocking `sendmsg` from the turn when no ring send is
+    /// in flight on it; only what the socket does not take (its buffer full) goes to a ring send. A reply then
+    /// needs no completion and no extra loop turn (and `io_uring_enter`) to reap it. Default true; the
+    /// environment variable `REACTOR_DIRECT_SENDS=0` turns it off (A/B measurements).
+    pub direct_sends: bool,
+    /// Wake for the earliest timer through one standing absolute `IORING_OP_TIMEOUT`, re-armed only when that
+    /// deadline moves, instead of a timeout on every sleeping `io_uring_enter` (each of which starts and
+    /// cancels a kernel hrtimer — a clock-event reprogramming, expensive in a VM — per sleep). Default true;
+    /// `REACTOR_WAIT_TIMEOUT=1` restores the per-wait timeout (A/B measurements).
+    pub standing_timer: bool,
 }
 
 impl Default for CoreConfig {
@@ -273,6 +283,8 @@ impl Default for CoreConfig {
                 .and_then(|v| v.parse().ok())
                 .unwrap_or(32),
             inline_recv_bytes: 4 << 20,
+            direct_sends: std::env::var("REACTOR_DIRECT_SENDS").map_or(true, |v| v != "0"),
+            standing_timer: std::env::var_os("REACTOR_WAIT_TIMEOUT").is_none(),
         }
     }
 }
@@ -306,6 +318,12 @@ pub struct CoreStats {
     /// part that went into a sink).
     pub inline_recvs: u64,
     pub inline_recv_bytes: u64,
+    /// `sendmsg` calls made directly from the turn ([`CoreConfig::direct_sends`]), and how many of them left
+    /// bytes behind for a ring send (socket buffer full).
+    pub direct_sends: u64,
+    pub direct_sends_partial: u64,
+    /// Standing wake-up timeouts armed for the earliest timer ([`CoreConfig::standing_timer`]).
+    pub wait_timers_armed: u64,
     /// Connections open now.
     pub connections: u64,
     /// Loop turns by their busy time ([`TurnInfo::busy`], buckets as [`turn_bucket`]), the sum of busy times
@@ -440,7 +458,7 @@ enum Op {
     Raw {
         token: u64,
     },
-    /// A wait timeout on kernels without EXT_ARG.
+    /// A wake-up timeout: the standing one for the earliest timer, or one wait's (kernels without EXT_ARG).
     WaitTimeout {
         _ts: Box<types::Timespec>,
     },
@@ -499,6 +517,11 @@ pub struct CoreCtx<M: Send + 'static> {
     share: Rc<RingShare>,
     ring_setup: &'static str,
     ext_arg: bool,
+    /// The standing wake-up for the earliest timer ([`CoreConfig::standing_timer`]): its deadline and op index.
+    wait_timer: Option<(Instant, usize)>,
+    /// An `Instant` and CLOCK_MONOTONIC read together: turns deadlines into the absolute timespecs io_uring
+    /// takes (std's `Instant` is CLOCK_MONOTONIC on Linux but does not expose its value).
+    clock_base: (Instant, Duration),
     ops: Vec<Option<Op>>,
     free_ops: Vec<usize>,
     conns: Vec<ConnSlot>,
@@ -525,6 +548,8 @@ pub struct CoreCtx<M: Send + 'static> {
     cqe_scratch: Vec<(u64, i32, u32)>,
     /// Finished send slots, reused so a `sendmsg` allocates nothing (see [`SendSlot`]).
     send_free: Vec<SendSlot>,
+    /// The iovec array of direct sends (reused: no allocation per send).
+    direct_iov: Vec<libc::iovec>,
     /// Reused for the messages drained from one mesh ring per turn.
     mesh_scratch: Vec<Envelope<M>>,
 }
@@ -542,6 +567,19 @@ const SEND_SLOTS_KEPT: usize = 256;
 
 fn errno_of(e: &io::Error) -> i32 {
     e.raw_os_error().unwrap_or(libc::EIO)
+}
+
+/// An `Instant` and the CLOCK_MONOTONIC time read right after it (the latter is at most a few ns later, so a
+/// deadline converted through the pair never fires before the `Instant` it stands for).
+fn monotonic_base() -> (Instant, Duration) {
+    let i = Instant::now();
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes the timespec we own.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    (i, Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32))
 }
 
 /// Build the core's ring with the flags a single-threaded submitter wants, falling back on older kernels.
@@ -593,6 +631,8 @@ impl<M: Send + 'static> CoreCtx<M> {
             share: Rc::new(RingShare::new(ring)),
             ring_setup,
             ext_arg,
+            wait_timer: None,
+            clock_base: monotonic_base(),
             ops: Vec::new(),
             free_ops: Vec::new(),
             conns: Vec::new(),
@@ -616,6 +656,7 @@ impl<M: Send + 'static> CoreCtx<M> {
             stats: CoreStats::default(),
             cqe_scratch: Vec::new(),
             send_free: Vec::new(),
+            direct_iov: Vec::new(),
             mesh_scratch: Vec::new(),
         };
         c.arm_doorbell();
@@ -1381,6 +1422,9 @@ impl<M: Send + 'static> CoreCtx<M> {
         if c.send_armed || c.state != ConnState::Open || c.out.is_empty() {
             return;
         }
+        if self.cfg.direct_sends && self.send_direct(id) {
+            return;
+        }
         let mut slot = self.send_free.pop().unwrap_or_else(|| SendSlot {
             bufs: Vec::new(),
             iov: Vec::new(),
@@ -1405,6 +1449,61 @@ impl<M: Send + 'static> CoreCtx<M> {
             .flags(libc::MSG_NOSIGNAL as u32)
             .build();
         self.push_op(e, Op::Send { conn: id, slot });
+    }
+
+    /// Write `id`'s queued output with one non-blocking `sendmsg` right now (no ring send in flight on it, so
+    /// the order holds). True if everything went; otherwise what is left (socket buffer full, or an error, which
+    /// the ring send then reports through its completion) stays queued for the ring send.
+    fn send_direct(&mut self, id: ConnId) -> bool {
+        let mut iov = std::mem::take(&mut self.direct_iov);
+        let Some(c) = self.conn_mut(id) else {
+            self.direct_iov = iov;
+            return false;
+        };
+        iov.clear();
+        iov.extend(c.out.iter().take(MAX_IOV).map(|b| libc::iovec {
+            iov_base: b.as_ptr() as *mut libc::c_void,
+            iov_len: b.len(),
+        }));
+        let fd = c.fd;
+        // SAFETY: msghdr is plain data; zero is "no name, no control".
+        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+        msg.msg_iov = iov.as_mut_ptr();
+        msg.msg_iovlen = iov.len() as _;
+        // SAFETY: the iovecs point into `c.out`'s buffers, which nothing touches until the call returns.
+        let r = unsafe { libc::sendmsg(fd, &msg, libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL) };
+        iov.clear();
+        self.direct_iov = iov;
+        let max_out = self.cfg.max_out_bytes;
+        self.stats.direct_sends += 1;
+        let Some(c) = self.conn_mut(id) else { return false };
+        if r <= 0 {
+            // EAGAIN (nothing fits), EINTR, or an error: the ring send takes over and reports it.
+            return false;
+        }
+        let mut n = r as usize;
+        c.out_bytes = c.out_bytes.saturating_sub(n);
+        while let Some(b) = c.out.front_mut() {
+            if n < b.len() {
+                if n > 0 {
+                    let _ = b.split_to(n);
+                }
+                break;
+            }
+            n -= b.len();
+            c.out.pop_front();
+        }
+        let done = c.out.is_empty();
+        // What a send completion would have triggered: a waiting writer or a close after the flush.
+        let revisit = (c.want_writable && c.out_bytes < max_out / 2) || (done && c.close_when_flushed);
+        self.stats.sent_bytes += r as u64;
+        if !done {
+            self.stats.direct_sends_partial += 1;
+        }
+        if revisit {
+            self.mark_dirty(id);
+        }
+        done
     }
 
     // -----------------------------------------------------------------------------------------------------------
@@ -1467,6 +1566,9 @@ impl<M: Send + 'static> CoreCtx<M> {
                 op
             };
             let Some(op) = op else { continue };
+            if !more && self.wait_timer.is_some_and(|(_, w)| w == i) {
+                self.wait_timer = None;
+            }
             self.complete(svc, op, res, flags);
         }
         let mut cqes = cqes;
@@ -1960,11 +2062,16 @@ impl<M: Send + 'static> CoreCtx<M> {
             };
             return;
         }
-        let timeout = self
-            .timers
-            .first_key_value()
-            .map(|(t, _)| t.0.saturating_duration_since(Instant::now()));
         let share = self.share.clone();
+        let first = self.timers.first_key_value().map(|(t, _)| t.0);
+        let timeout = match first {
+            Some(at) if self.cfg.standing_timer => {
+                self.arm_wait_timer(at);
+                None
+            }
+            Some(at) => Some(at.saturating_duration_since(Instant::now())),
+            None => None,
+        };
         let r = match timeout {
             None => share.ring.borrow_mut().submit_and_wait(1),
             Some(d) if self.ext_arg => {
@@ -1994,6 +2101,32 @@ impl<M: Send + 'static> CoreCtx<M> {
             }
         }
         self.shared.set_sleeping(self.id, false);
+    }
+
+    /// Make sure a timeout wakes the ring by `at`: the standing one if it fires no later, else a new absolute
+    /// `IORING_OP_TIMEOUT` (the later one is removed). It stays armed across sleeps, so a sleep costs no timer
+    /// of its own; one that fires before its timer is due (cancelled, or moved later) is only a spurious wake.
+    fn arm_wait_timer(&mut self, at: Instant) {
+        if let Some((cur, idx)) = self.wait_timer {
+            if cur <= at {
+                return;
+            }
+            let e = opcode::TimeoutRemove::new(idx as u64)
+                .build()
+                .flags(squeue::Flags::SKIP_SUCCESS)
+                .user_data(UD_IGNORE);
+            // SAFETY: a timeout removal points to no memory.
+            unsafe { self.push_sqe(&e) };
+            self.wait_timer = None;
+        }
+        let d = self.clock_base.1 + at.saturating_duration_since(self.clock_base.0);
+        let ts = Box::new(types::Timespec::new().sec(d.as_secs()).nsec(d.subsec_nanos()));
+        let e = opcode::Timeout::new(&*ts as *const types::Timespec)
+            .flags(types::TimeoutFlags::ABS)
+            .build();
+        let idx = self.push_op(e, Op::WaitTimeout { _ts: ts });
+        self.wait_timer = Some((at, idx));
+        self.stats.wait_timers_armed += 1;
     }
 
     /// Drive every dirty connection (bounded rounds keep one turn finite); how many were driven.

@@ -605,5 +605,10 @@ fn partial_sends_keep_the_byte_order() {
     rt.stop();
     let st = rt.join();
     assert_eq!(st[0].sent_bytes, STREAM_TOTAL as u64);
-    assert!(st[0].partial_sends > 0, "no partial send happened: {:?}", st[0]);
+    // Partial: a ring send that wrote less than asked, or a direct send that left bytes for the ring.
+    assert!(
+        st[0].partial_sends + st[0].direct_sends_partial > 0,
+        "no partial send happened: {:?}",
+        st[0]
+    );
 }
