@@ -459,6 +459,8 @@ impl Node {
 type Split = (Vec<u8>, Ptr);
 /// A serialised node to write: (block, bytes).
 pub type NodeWrite = (u64, Vec<u8>);
+/// A node of a checkpoint snapshot, not yet serialised: (block, node).
+pub type SnapNode = (u64, Rc<Node>);
 
 /// Source of clean nodes (the store reads them from the device).
 pub trait NodeIo {
@@ -977,29 +979,43 @@ impl Tree {
     /// Checkpoint step: give every dirty node a block (from `alloc`), serialise it and turn it clean. Returns the
     /// blocks to write (children before parents) and the new root block.
     pub fn flush_dirty(&mut self, alloc: &mut dyn FnMut() -> Result<u64>) -> Result<(Vec<NodeWrite>, u64)> {
-        let mut writes = Vec::new();
-        let root = self.flush_rec(self.root, alloc, &mut writes)?;
+        let (nodes, root) = self.snapshot_dirty(alloc)?;
+        let mut writes = Vec::with_capacity(nodes.len());
+        for (b, n) in nodes {
+            writes.push((b, n.encode(b)?));
+        }
+        Ok((writes, root))
+    }
+
+    /// Give every dirty node a block (children before parents) and make the tree clean, without serialising
+    /// anything: the returned nodes (block order = write order) are immutable snapshots (clean nodes are never
+    /// changed in place; a later change copies them), so a checkpoint can encode and write them over several
+    /// loop turns. Until a node's block is written, the caller must serve reads of it (see `NodeIo`).
+    pub fn snapshot_dirty(&mut self, alloc: &mut dyn FnMut() -> Result<u64>) -> Result<(Vec<SnapNode>, u64)> {
+        let mut nodes = Vec::new();
+        let root = self.flush_rec(self.root, alloc, &mut nodes)?;
         self.root = Ptr::Disk(root);
         debug_assert_eq!(self.dirty_nodes(), 0);
         self.dirty.clear();
         self.free_ids.clear();
-        Ok((writes, root))
+        Ok((nodes, root))
     }
 
     fn flush_rec(
         &mut self,
         p: Ptr,
         alloc: &mut dyn FnMut() -> Result<u64>,
-        writes: &mut Vec<(u64, Vec<u8>)>,
+        out: &mut Vec<SnapNode>,
     ) -> Result<u64> {
         let id = match p {
             Ptr::Disk(b) => return Ok(b),
             Ptr::Mem(id) => id,
         };
-        let kids = self.mem(id).kids.clone();
-        let mut new_kids = Vec::with_capacity(kids.len());
-        for k in kids {
-            new_kids.push(Ptr::Disk(self.flush_rec(k, alloc, writes)?));
+        let nkids = self.mem(id).kids.len();
+        let mut new_kids = Vec::with_capacity(nkids);
+        for i in 0..nkids {
+            let k = self.mem(id).kids[i];
+            new_kids.push(Ptr::Disk(self.flush_rec(k, alloc, out)?));
         }
         let b = alloc()?;
         let mut node = self.dirty[id as usize]
@@ -1008,8 +1024,9 @@ impl Tree {
             .unwrap_or_default();
         self.free_ids.push(id);
         node.kids = new_kids;
-        writes.push((b, node.encode(b)?));
-        self.insert_clean(b, Rc::new(node.compacted()));
+        let node = Rc::new(node.compacted());
+        self.insert_clean(b, node.clone());
+        out.push((b, node));
         Ok(b)
     }
 }

@@ -7,7 +7,7 @@
 //! acknowledged once its data and log writes completed and a flush submitted after that completed.
 
 use crate::alloc::Allocator;
-use crate::btree::{MAX_ENTRY, MAX_KEY, NodeIo, Tree};
+use crate::btree::{MAX_ENTRY, MAX_KEY, Node, NodeIo, Tree};
 use crate::device::{Completion, Device, DeviceStats, Tag};
 use crate::error::{Result, StoreError};
 use crate::extcache::{CHUNK_BLOCKS, Chunk, ExtentCache, MAX_CHUNK_EXTENTS, chunk_span};
@@ -17,6 +17,7 @@ use crate::txn::{Op, Transaction};
 use crate::wal::{self, Delta, LogRecord};
 use bytes::{Bytes, BytesMut};
 use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::rc::Rc;
 
 const B: u64 = BLOCK_SIZE;
 
@@ -221,10 +222,10 @@ struct BgCkpt {
     sb: ShardSuper,
     barrier: Tag,
     step: CkptStep,
-    /// Node blocks serialised at the snapshot and not yet submitted (their bytes wait in `nodes_in_flight`),
-    /// and node writes in flight: submitted a slice per poll ([`CKPT_SLICE`], at most [`CKPT_MAX_IN_FLIGHT`] at a
-    /// time), so a checkpoint of thousands of nodes neither stalls one loop turn submitting them all nor queues
-    /// them all on the device ahead of the client IO that follows.
+    /// Node blocks of the snapshot not yet submitted (the nodes wait in `Io::nodes_queued`, not yet serialised),
+    /// and node writes in flight: serialised and submitted a slice per poll ([`CKPT_SLICE`], at most
+    /// [`CKPT_MAX_IN_FLIGHT`] at a time), so a checkpoint of thousands of nodes neither stalls one loop turn
+    /// serialising and submitting them all nor queues them all on the device ahead of the client IO that follows.
     queued: VecDeque<u64>,
     writing: usize,
     frees: Vec<(u64, u64)>,
@@ -480,6 +481,8 @@ struct Io<D> {
     /// Tree nodes whose checkpoint write is still in flight: a cache miss on one is served from here (the media
     /// may not hold it yet).
     nodes_in_flight: HashMap<u64, Bytes>,
+    /// Nodes of a background checkpoint's snapshot not yet serialised (a miss on one encodes it).
+    nodes_queued: HashMap<u64, Rc<Node>>,
 }
 
 impl<D: Device> Io<D> {
@@ -542,6 +545,9 @@ impl<D: Device> NodeIo for Io<D> {
         if let Some(b) = self.nodes_in_flight.get(&block) {
             return Ok(b.clone());
         }
+        if let Some(n) = self.nodes_queued.get(&block) {
+            return Ok(Bytes::from(n.encode(block)?));
+        }
         self.sync_read(block * B, BLOCK)
     }
 }
@@ -566,6 +572,7 @@ pub fn mkfs<D: Device>(dev: D, opts: &MkfsOptions) -> Result<D> {
         next_tag: 0,
         stash: Vec::new(),
         nodes_in_flight: HashMap::new(),
+        nodes_queued: HashMap::new(),
     };
     let mut shards = Vec::new();
     for i in 0..opts.shards as u64 {
@@ -665,6 +672,7 @@ impl<D: Device> Store<D> {
             next_tag: 0,
             stash: Vec::new(),
             nodes_in_flight: HashMap::new(),
+            nodes_queued: HashMap::new(),
         };
         let hdr = DeviceHeader::decode(&io.sync_read(0, BLOCK)?)?;
         let &(region_off, _) = hdr
@@ -1380,16 +1388,17 @@ impl<D: Device> Store<D> {
             return Ok(());
         }
         let alloc = &mut self.alloc;
-        let (writes, root) = match self.tree.flush_dirty(&mut || Ok(alloc.alloc(1)?[0].0)) {
+        let (nodes, root) = match self.tree.snapshot_dirty(&mut || Ok(alloc.alloc(1)?[0].0)) {
             Ok(w) => w,
             Err(e) => return Err(self.fail(e)),
         };
-        // Serialised now (the snapshot), written a slice per poll (`submit_ckpt_slice`); until a node's write
-        // completes, a cache miss on it is served from `nodes_in_flight`.
-        let mut queued = VecDeque::with_capacity(writes.len());
-        for (b, data) in writes {
-            self.stats.node_bytes += data.len() as u64;
-            self.io.nodes_in_flight.insert(b, Bytes::from(data));
+        // Blocks are assigned now (the snapshot); the nodes are serialised and written a slice per poll
+        // (`submit_ckpt_slice`). Until a node's write completes, a cache miss on it is served from
+        // `nodes_queued` / `nodes_in_flight`.
+        let mut queued = VecDeque::with_capacity(nodes.len());
+        for (b, node) in nodes {
+            self.stats.node_bytes += BLOCK as u64;
+            self.io.nodes_queued.insert(b, node);
             queued.push_back(b);
         }
         let mut sb = self.sb.clone();
@@ -1423,15 +1432,26 @@ impl<D: Device> Store<D> {
         }
     }
 
-    /// Submit the next slice of a background checkpoint's node writes.
-    fn submit_ckpt_slice(&mut self) {
-        let Some(c) = self.bg.as_mut() else { return };
+    /// Serialise and submit the next slice of a background checkpoint's node writes.
+    fn submit_ckpt_slice(&mut self) -> Result<()> {
+        let Some(c) = self.bg.as_mut() else { return Ok(()) };
         let mut n = 0;
         while n < CKPT_SLICE && c.writing < CKPT_MAX_IN_FLIGHT {
             let Some(b) = c.queued.pop_front() else { break };
-            let Some(data) = self.io.nodes_in_flight.get(&b).cloned() else {
+            let Some(node) = self.io.nodes_queued.remove(&b) else {
                 continue;
             };
+            let data = match node.encode(b) {
+                Ok(d) => Bytes::from(d),
+                Err(e) => {
+                    // Not reachable (a snapshot's children all have blocks); fail rather than write garbage.
+                    if self.failed.is_none() {
+                        self.failed = Some(e.clone());
+                    }
+                    return Err(e);
+                }
+            };
+            self.io.nodes_in_flight.insert(b, data.clone());
             let t = self.io.tag();
             self.tags.insert(t, Purpose::Ckpt { block: b });
             // Unsynced: the flush before the superblock covers them all (see `Device::submit_write_unsynced`).
@@ -1439,11 +1459,12 @@ impl<D: Device> Store<D> {
             c.writing += 1;
             n += 1;
         }
+        Ok(())
     }
 
     /// Move a background checkpoint on as far as completed IO allows (never blocks).
     fn advance_bg(&mut self) -> Result<()> {
-        self.submit_ckpt_slice();
+        self.submit_ckpt_slice()?;
         loop {
             let Some(c) = self.bg.as_ref() else { return Ok(()) };
             match c.step {
