@@ -665,12 +665,24 @@ impl Tree {
     }
 
     pub fn put(&mut self, io: &mut dyn NodeIo, key: &[u8], val: &[u8]) -> Result<()> {
+        self.put_with_old(io, key, val, &mut |_| ())
+    }
+
+    /// `put`, calling `old(value)` with the value it replaces (if any) before replacing it: the caller learns
+    /// what was there without a separate lookup.
+    pub fn put_with_old(
+        &mut self,
+        io: &mut dyn NodeIo,
+        key: &[u8],
+        val: &[u8],
+        old: &mut dyn FnMut(&[u8]),
+    ) -> Result<()> {
         if key.len() > MAX_KEY || key.len() + val.len() > MAX_ENTRY {
             return Err(StoreError::TooLarge(
                 "metadata key/value exceeds the node entry limit",
             ));
         }
-        let (root, split) = self.put_rec(io, self.root, key, val)?;
+        let (root, split) = self.put_rec(io, self.root, key, val, old)?;
         self.root = root;
         if let Some((sep, right)) = split {
             let level = self.node(io, root)?.level + 1;
@@ -686,12 +698,16 @@ impl Tree {
         p: Ptr,
         key: &[u8],
         val: &[u8],
+        old: &mut dyn FnMut(&[u8]),
     ) -> Result<(Ptr, Option<Split>)> {
         let id = self.make_mut(io, p)?;
         if self.mem(id).is_leaf() {
             let n = self.mem_mut(id);
             match n.find(key) {
-                Ok(i) => n.set_val(i, val),
+                Ok(i) => {
+                    old(n.val(i));
+                    n.set_val(i, val)
+                }
                 Err(i) => n.insert_leaf(i, key, val),
             }
         } else {
@@ -700,7 +716,7 @@ impl Tree {
                 let i = n.child_index(key);
                 (i, n.kids[i])
             };
-            let (nk, split) = self.put_rec(io, kid, key, val)?;
+            let (nk, split) = self.put_rec(io, kid, key, val, old)?;
             let n = self.mem_mut(id);
             n.kids[idx] = nk;
             if let Some((sep, right)) = split {
@@ -735,19 +751,25 @@ impl Tree {
 
     /// Remove `key`; returns whether it was present.
     pub fn delete(&mut self, io: &mut dyn NodeIo, key: &[u8]) -> Result<bool> {
-        Ok(self.delete_sorted(io, &[key])? == 1)
+        Ok(self.delete_sorted(io, &[key], &mut |_, _| ())? == 1)
     }
 
     /// Remove every key of `keys` (sorted ascending, no duplicates) that is present; returns how many were. One
     /// descent serves all keys under the same node (a punch of 16 one-block extents touches one or two leaves),
     /// and nodes that lose nothing are not copied.
-    pub fn delete_sorted(&mut self, io: &mut dyn NodeIo, keys: &[&[u8]]) -> Result<usize> {
+    /// `removed(key, value)` is called for each entry before it goes.
+    pub fn delete_sorted(
+        &mut self,
+        io: &mut dyn NodeIo,
+        keys: &[&[u8]],
+        on_removed: &mut dyn FnMut(&[u8], &[u8]),
+    ) -> Result<usize> {
         debug_assert!(keys.windows(2).all(|w| key_cmp(w[0], w[1]).is_lt()));
         if keys.is_empty() {
             return Ok(0);
         }
         let mut removed = 0;
-        let Some((root, _)) = self.del_rec(io, self.root, keys, &mut removed)? else {
+        let Some((root, _)) = self.del_rec(io, self.root, keys, &mut removed, on_removed)? else {
             return Ok(0);
         };
         self.root = root;
@@ -782,6 +804,7 @@ impl Tree {
         p: Ptr,
         keys: &[&[u8]],
         removed: &mut usize,
+        on_removed: &mut dyn FnMut(&[u8], &[u8]),
     ) -> Result<Option<(Ptr, bool)>> {
         let n = self.node(io, p)?;
         if n.is_leaf() {
@@ -794,6 +817,7 @@ impl Tree {
             let node = self.mem_mut(id);
             for k in keys {
                 if let Ok(i) = node.find(k) {
+                    on_removed(k, node.val(i));
                     node.remove(i);
                     *removed += 1;
                 }
@@ -810,7 +834,7 @@ impl Tree {
             while j < keys.len() && n.child_index(keys[j]) == ci {
                 j += 1;
             }
-            if let Some((np, empty)) = self.del_rec(io, n.kids[ci], &keys[i..j], removed)? {
+            if let Some((np, empty)) = self.del_rec(io, n.kids[ci], &keys[i..j], removed, on_removed)? {
                 changes.push((ci, np, empty));
             }
             i = j;
@@ -1137,7 +1161,11 @@ mod tests {
                         }
                         let want = ks.iter().filter(|k| model.remove(*k).is_some()).count();
                         let ks: Vec<&[u8]> = ks.iter().map(|k| k.as_slice()).collect();
-                        assert_eq!(t.delete_sorted(&mut io, &ks).unwrap(), want);
+                        let mut seen = Vec::new();
+                        let n = t
+                            .delete_sorted(&mut io, &ks, &mut |k, _| seen.push(k.to_vec()))
+                            .unwrap();
+                        assert_eq!((n, seen.len()), (want, want));
                     }
                     _ => {
                         let end = format!("k{:05}", rng.below(800)).into_bytes();

@@ -419,6 +419,14 @@ fn extent_entry(k: &[u8], v: &[u8]) -> Result<(u64, Extent)> {
     Ok((lb, Extent::decode(v)?))
 }
 
+/// Keys whose values use the value form (inline or spilled): attrs, omap header, omap entries.
+fn is_value_key(k: &[u8]) -> bool {
+    matches!(
+        k.first(),
+        Some(&(keys::NS_ATTR | keys::NS_OMAP_HDR | keys::NS_OMAP))
+    )
+}
+
 fn coll_bits(v: &[u8]) -> Result<u32> {
     let a: [u8; 4] = v
         .try_into()
@@ -434,6 +442,10 @@ struct TxnCtx {
     freed: Vec<(u64, u64)>,
     /// This transaction wrote a refcount entry (clone sharing).
     refs_touched: bool,
+    /// Attr / omap / header keys whose value *in the tree* this transaction already released (read by a scan or
+    /// `RmAttr`'s lookup). Every other such key in the overlay has its tree value (if any) released at commit,
+    /// where the tree put or delete sees it anyway: a value write needs no lookup of the value it replaces.
+    tree_released: std::collections::BTreeSet<Vec<u8>>,
 }
 
 enum Src {
@@ -1110,9 +1122,23 @@ impl<D: Device> Store<D> {
         // Keys are distinct, so puts and deletes commute: the deletes go to the tree as one sorted batch (a
         // punch of fragmented extents deletes up to 16 neighbouring keys: one descent instead of two each).
         let mut dels: Vec<&[u8]> = Vec::new();
+        // Spilled runs of replaced or deleted attr / omap values in the tree (see `TxnCtx::tree_released`).
+        let mut old_runs: Vec<(u64, u64)> = Vec::new();
+        let released = &ctx.tree_released;
+        let mut release_old = |k: &[u8], old: &[u8]| {
+            if is_value_key(k) && old.first() == Some(&1) && !released.contains(k) {
+                // A value that does not decode was rejected when it was written; if one is found anyway its
+                // blocks stay allocated (fsck reports them) rather than failing the commit.
+                if let Ok(v) = Value::decode(old) {
+                    old_runs.extend(v.runs());
+                }
+            }
+        };
         for (k, v) in &ctx.overlay {
             let r = match v {
-                Some(v) => self.tree.put(&mut self.io, k, v),
+                Some(v) => self
+                    .tree
+                    .put_with_old(&mut self.io, k, v, &mut |old| release_old(k, old)),
                 None => {
                     dels.push(k);
                     Ok(())
@@ -1122,10 +1148,17 @@ impl<D: Device> Store<D> {
                 return Err(self.fail(e));
             }
         }
-        if let Err(e) = self.tree.delete_sorted(&mut self.io, &dels) {
+        if let Err(e) = self
+            .tree
+            .delete_sorted(&mut self.io, &dels, &mut |k, old| release_old(k, old))
+        {
             return Err(self.fail(e));
         }
         drop(dels);
+        for (s, l) in old_runs {
+            self.pending_free.push((s, l));
+            self.pending_free_blocks += l;
+        }
         for (k, v) in ctx.overlay {
             deltas.push(match v {
                 Some(v) => Delta::Put(k, v),
@@ -1751,36 +1784,47 @@ impl<D: Device> Store<D> {
         }
         let first = keys::extent(id, b0);
         let end = keys::extent(id, b1);
+        // An extent starting before b0 can reach into the range only from MAX_EXTENT_BLOCKS - 1 blocks back.
+        let lowest = keys::extent(id, b0.saturating_sub(MAX_EXTENT_BLOCKS - 1));
+        let in_overlay = ctx
+            .overlay
+            .range::<[u8], _>((
+                std::ops::Bound::Included(&lowest[..]),
+                std::ops::Bound::Excluded(&end[..]),
+            ))
+            .next()
+            .is_some();
         let mut out = Vec::new();
-        if b0 > 0 {
-            let lowest = keys::extent(id, b0.saturating_sub(MAX_EXTENT_BLOCKS - 1));
-            if let Some((k, v)) = self.kv_floor(ctx, &first, &lowest)? {
+        if in_overlay {
+            if b0 > 0
+                && let Some((k, v)) = self.kv_floor(ctx, &first, &lowest)?
+            {
                 let (lb, e) = extent_entry(&k, &v)?;
                 if lb < b0 && lb + e.blocks() > b0 {
                     out.push((lb, e));
                 }
             }
-        }
-        let in_overlay = ctx
-            .overlay
-            .range::<[u8], _>((
-                std::ops::Bound::Included(&first[..]),
-                std::ops::Bound::Excluded(&end[..]),
-            ))
-            .next()
-            .is_some();
-        if in_overlay {
             for (k, v) in self.kv_scan(ctx, &first, Some(&end), usize::MAX)? {
                 out.push(extent_entry(&k, &v)?);
             }
             return Ok(out);
         }
+        // One walk from `lowest` instead of a floor lookup plus a walk from b0: the entries before b0 (at most
+        // 15) are skipped on their key and block count, without decoding their crcs.
         let mut err = None;
-        self.tree.visit(
-            &mut self.io,
-            &first,
-            Some(&end),
-            &mut |k, v| match extent_entry(k, v) {
+        self.tree.visit(&mut self.io, &lowest, Some(&end), &mut |k, v| {
+            let lb = k
+                .get(9..17)
+                .and_then(|b| b.try_into().ok())
+                .map(u64::from_be_bytes);
+            let n = v.get(8).copied();
+            if let (Some(lb), Some(n)) = (lb, n)
+                && lb < b0
+                && lb + u64::from(n) <= b0
+            {
+                return true;
+            }
+            match extent_entry(k, v) {
                 Ok(x) => {
                     out.push(x);
                     true
@@ -1789,8 +1833,8 @@ impl<D: Device> Store<D> {
                     err = Some(e);
                     false
                 }
-            },
-        )?;
+            }
+        })?;
         match err {
             Some(e) => Err(e),
             None => Ok(out),
@@ -2164,7 +2208,8 @@ impl<D: Device> Store<D> {
                 "attr name or omap key longer than 512 bytes",
             ));
         }
-        self.release_value_at(ctx, &key)?;
+        // The tree's old value at `key` (if any) is released at commit; only this transaction's own is here.
+        self.release_overlay_value(ctx, &key)?;
         if key.len() + 1 + val.len() <= MAX_ENTRY {
             return self.kv_put(ctx, key, Value::inline_encoded(val));
         }
@@ -2227,24 +2272,47 @@ impl<D: Device> Store<D> {
         }
     }
 
-    fn release_value_at(&mut self, ctx: &mut TxnCtx, key: &[u8]) -> Result<()> {
-        // Spilled blocks are never shared (clone copies them), so they are freed outright.
-        if let Some(runs) = self.value_runs_at(ctx, key)? {
-            ctx.freed.extend(runs);
+    /// Release the runs of a value this transaction itself put at `key` (the overlay's); the tree's value is
+    /// released at commit (`TxnCtx::tree_released`).
+    fn release_overlay_value(&mut self, ctx: &mut TxnCtx, key: &[u8]) -> Result<()> {
+        if let Some(Some(v)) = ctx.overlay.get(key) {
+            // Spilled blocks are never shared (clone copies them), so they are freed outright.
+            ctx.freed.extend(Value::decode(v)?.runs());
         }
         Ok(())
     }
 
-    /// Delete the value at `key`; returns whether there was one.
+    /// Release a value found by a scan (the overlay applied): if it came from the tree, note that its runs are
+    /// released now, not at commit.
+    fn release_scanned(&mut self, ctx: &mut TxnCtx, key: &[u8], raw: &[u8]) -> Result<()> {
+        if !ctx.overlay.contains_key(key) {
+            ctx.tree_released.insert(key.to_vec());
+        }
+        self.release_value(ctx, raw)
+    }
+
+    /// Delete the value at `key`; returns whether there was one (looked up: `RmAttr` answers ENODATA).
     fn del_value(&mut self, ctx: &mut TxnCtx, key: Vec<u8>) -> Result<bool> {
+        let from_tree = !ctx.overlay.contains_key(&key);
         match self.value_runs_at(ctx, &key)? {
             Some(runs) => {
                 ctx.freed.extend(runs);
+                if from_tree {
+                    ctx.tree_released.insert(key.clone());
+                }
                 self.kv_del(ctx, key);
                 Ok(true)
             }
             None => Ok(false),
         }
+    }
+
+    /// Delete the value at `key` if there is one, without looking it up (the tree's value, if any, is released
+    /// at commit; deleting an absent key changes nothing).
+    fn del_value_blind(&mut self, ctx: &mut TxnCtx, key: Vec<u8>) -> Result<()> {
+        self.release_overlay_value(ctx, &key)?;
+        self.kv_del(ctx, key);
+        Ok(())
     }
 
     /// The bytes of a stored value; a spilled value is read (from memory while its write is in flight) and its
@@ -2294,11 +2362,11 @@ impl<D: Device> Store<D> {
         self.punch(ctx, o.id, 0, o.size.div_ceil(B))?;
         for p in [keys::attr_prefix(o.id), keys::omap_prefix(o.id)] {
             for (k, v) in self.kv_scan_prefix(ctx, &p)? {
-                self.release_value(ctx, &v)?;
+                self.release_scanned(ctx, &k, &v)?;
                 self.kv_del(ctx, k);
             }
         }
-        self.del_value(ctx, keys::omap_header(o.id))?;
+        self.del_value_blind(ctx, keys::omap_header(o.id))?;
         self.kv_del(ctx, keys::onode(cid, name));
         Ok(())
     }
@@ -2469,7 +2537,7 @@ impl<D: Device> Store<D> {
             Op::RmAttrs { cid, oid } => {
                 let o = self.need_onode(ctx, cid, oid)?;
                 for (k, v) in self.kv_scan_prefix(ctx, &keys::attr_prefix(o.id))? {
-                    self.release_value(ctx, &v)?;
+                    self.release_scanned(ctx, &k, &v)?;
                     self.kv_del(ctx, k);
                 }
                 Ok(())
@@ -2484,7 +2552,7 @@ impl<D: Device> Store<D> {
             Op::OmapRmKeys { cid, oid, keys: ks } => {
                 let o = self.need_onode(ctx, cid, oid)?;
                 for k in ks {
-                    self.del_value(ctx, keys::omap(o.id, k))?;
+                    self.del_value_blind(ctx, keys::omap(o.id, k))?;
                 }
                 Ok(())
             }
@@ -2497,7 +2565,7 @@ impl<D: Device> Store<D> {
                 let o = self.need_onode(ctx, cid, oid)?;
                 let (s, e) = (keys::omap(o.id, first), keys::omap(o.id, last));
                 for (k, v) in self.kv_scan(ctx, &s, Some(&e), usize::MAX)? {
-                    self.release_value(ctx, &v)?;
+                    self.release_scanned(ctx, &k, &v)?;
                     self.kv_del(ctx, k);
                 }
                 Ok(())
@@ -2505,10 +2573,10 @@ impl<D: Device> Store<D> {
             Op::OmapClear { cid, oid } => {
                 let o = self.need_onode(ctx, cid, oid)?;
                 for (k, v) in self.kv_scan_prefix(ctx, &keys::omap_prefix(o.id))? {
-                    self.release_value(ctx, &v)?;
+                    self.release_scanned(ctx, &k, &v)?;
                     self.kv_del(ctx, k);
                 }
-                self.del_value(ctx, keys::omap_header(o.id))?;
+                self.del_value_blind(ctx, keys::omap_header(o.id))?;
                 Ok(())
             }
             Op::OmapSetHeader { cid, oid, header } => {
