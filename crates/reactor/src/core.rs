@@ -405,6 +405,8 @@ struct Conn {
     close_when_flushed: bool,
     /// The service paused reading (its own backlog is full).
     recv_paused: bool,
+    /// In `CoreCtx::send_ready`: its output goes out with a direct send at the end of this turn.
+    send_ready: bool,
     /// The last receive left bytes queued on the socket: receive inline before arming a ring receive.
     rx_more: bool,
     /// Inline receives left this turn (`inline_turn` is the turn they were counted for), and bytes.
@@ -550,6 +552,8 @@ pub struct CoreCtx<M: Send + 'static> {
     send_free: Vec<SendSlot>,
     /// The iovec array of direct sends (reused: no allocation per send).
     direct_iov: Vec<libc::iovec>,
+    /// Connections whose output goes out with a direct send at the end of the turn ([`CoreConfig::direct_sends`]).
+    send_ready: Vec<ConnId>,
     /// Reused for the messages drained from one mesh ring per turn.
     mesh_scratch: Vec<Envelope<M>>,
 }
@@ -657,6 +661,7 @@ impl<M: Send + 'static> CoreCtx<M> {
             cqe_scratch: Vec::new(),
             send_free: Vec::new(),
             direct_iov: Vec::new(),
+            send_ready: Vec::new(),
             mesh_scratch: Vec::new(),
         };
         c.arm_doorbell();
@@ -1071,6 +1076,7 @@ impl<M: Send + 'static> CoreCtx<M> {
             close_when_flushed: false,
             origin: None,
             recv_paused: false,
+            send_ready: false,
             rx_more: false,
             inline_turn: 0,
             inline_left: 0,
@@ -1418,11 +1424,48 @@ impl<M: Send + 'static> CoreCtx<M> {
     }
 
     fn arm_send(&mut self, id: ConnId) {
+        let direct = self.cfg.direct_sends;
         let Some(c) = self.conn_mut(id) else { return };
         if c.send_armed || c.state != ConnState::Open || c.out.is_empty() {
             return;
         }
-        if self.cfg.direct_sends && self.send_direct(id) {
+        if direct {
+            // At the end of the turn, with everything the turn queued for it (one sendmsg per connection and
+            // turn), and as the turn's last work: waking the peer may hand it this CPU, which then costs no
+            // extra switch because the core is about to sleep anyway.
+            if !c.send_ready {
+                c.send_ready = true;
+                self.send_ready.push(id);
+            }
+            return;
+        }
+        self.arm_ring_send(id);
+    }
+
+    /// The end of the turn: direct sends for the connections that queued output; what a socket does not take
+    /// goes to a ring send.
+    fn flush_sends(&mut self) {
+        let mut ready = std::mem::take(&mut self.send_ready);
+        for &id in &ready {
+            let Some(c) = self.conn_mut(id) else { continue };
+            c.send_ready = false;
+            if c.send_armed || c.state != ConnState::Open || c.out.is_empty() {
+                continue;
+            }
+            if !self.send_direct(id) {
+                self.arm_ring_send(id);
+            }
+        }
+        ready.clear();
+        if self.send_ready.is_empty() {
+            self.send_ready = ready;
+        }
+    }
+
+    /// A `sendmsg` of `id`'s queued output on the ring (its completion re-drives the connection).
+    fn arm_ring_send(&mut self, id: ConnId) {
+        let Some(c) = self.conn_mut(id) else { return };
+        if c.send_armed || c.state != ConnState::Open || c.out.is_empty() {
             return;
         }
         let mut slot = self.send_free.pop().unwrap_or_else(|| SendSlot {
@@ -2174,6 +2217,7 @@ impl<M: Send + 'static> CoreCtx<M> {
             work = 0;
         }
         self.flush_mesh();
+        self.flush_sends();
         // One clock read per turn: the turn-time histogram, and the service's long-turn records.
         let busy = self.now.elapsed();
         let ns = busy.as_nanos().min(u128::from(u64::MAX)) as u64;
