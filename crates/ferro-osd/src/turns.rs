@@ -187,6 +187,11 @@ impl TurnLog {
             max_ns: st.turn_max_ns,
             long_count: self.long_count,
             long: std::mem::take(&mut self.recent),
+            waits: st.waits,
+            enters: st.submits,
+            cqes: st.cqes,
+            direct_sends: st.direct_sends,
+            wait_timers_armed: st.wait_timers_armed,
         }
     }
 }
@@ -200,6 +205,13 @@ pub struct TurnReport {
     pub max_ns: u64,
     pub long_count: u64,
     pub long: Vec<LongTurn>,
+    /// Per-op fixed costs (divide by ops): loop waits (`io_uring_enter` at the end of a turn, sleeping or
+    /// not), every `io_uring_enter`, completions reaped, direct `sendmsg` calls, standing wake-up timeouts armed.
+    pub waits: u64,
+    pub enters: u64,
+    pub cqes: u64,
+    pub direct_sends: u64,
+    pub wait_timers_armed: u64,
 }
 
 /// Core 0's view: every core's latest report and the newest long turns of all cores.
@@ -250,6 +262,11 @@ impl TurnBoard {
         let mut t = TurnReport::default();
         for r in self.cores.iter().flatten() {
             t.turns += r.turns;
+            t.waits += r.waits;
+            t.enters += r.enters;
+            t.cqes += r.cqes;
+            t.direct_sends += r.direct_sends;
+            t.wait_timers_armed += r.wait_timers_armed;
             for (a, b) in t.hist.iter_mut().zip(r.hist) {
                 *a += b;
             }
@@ -276,6 +293,11 @@ impl TurnBoard {
             "turn_hist_us": hist,
             "long_turn_threshold_us": self.threshold_us,
             "long_turns": t.long_count,
+            "waits": t.waits,
+            "uring_enters": t.enters,
+            "cqes": t.cqes,
+            "direct_sends": t.direct_sends,
+            "wait_timers_armed": t.wait_timers_armed,
         })
     }
 
@@ -325,6 +347,9 @@ mod tests {
         log.end(&turn(50), Some(8192));
         let st = CoreStats {
             turns: 3,
+            waits: 3,
+            submits: 4,
+            direct_sends: 2,
             ..Default::default()
         };
         let r = log.report(&st);
@@ -346,6 +371,10 @@ mod tests {
         assert_eq!(d["long_turns"].as_array().map(Vec::len), Some(1));
         assert_eq!(b.perf()["long_turns"], 1);
         assert_eq!(b.perf()["turns"], 3);
+        assert_eq!(
+            (b.perf()["uring_enters"].clone(), b.perf()["direct_sends"].clone()),
+            (4.into(), 2.into())
+        );
     }
 
     #[test]
