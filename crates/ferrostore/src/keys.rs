@@ -95,12 +95,19 @@ pub fn onode_prefix(c: &CollectionId) -> Vec<u8> {
     k
 }
 pub fn onode(c: &CollectionId, name: &[u8]) -> Vec<u8> {
-    let mut k = onode_prefix(c);
+    let mut k = Vec::with_capacity(2 + c.0.len() + name.len());
+    k.push(NS_ONODE);
+    k.push(c.0.len() as u8);
+    k.extend_from_slice(&c.0);
     k.extend_from_slice(name);
     k
 }
 fn id_key(ns: u8, id: u64) -> Vec<u8> {
-    let mut k = Vec::with_capacity(32);
+    id_key_with(ns, id, 23)
+}
+/// An id-scoped key with room for `more` bytes after the id (exact, so appending never reallocates).
+fn id_key_with(ns: u8, id: u64, more: usize) -> Vec<u8> {
+    let mut k = Vec::with_capacity(9 + more);
     k.push(ns);
     k.extend_from_slice(&id.to_be_bytes());
     k
@@ -109,7 +116,7 @@ pub fn extent_prefix(id: u64) -> Vec<u8> {
     id_key(NS_EXTENT, id)
 }
 pub fn extent(id: u64, lblock: u64) -> Vec<u8> {
-    let mut k = id_key(NS_EXTENT, id);
+    let mut k = id_key_with(NS_EXTENT, id, 8);
     k.extend_from_slice(&lblock.to_be_bytes());
     k
 }
@@ -117,7 +124,7 @@ pub fn attr_prefix(id: u64) -> Vec<u8> {
     id_key(NS_ATTR, id)
 }
 pub fn attr(id: u64, name: &[u8]) -> Vec<u8> {
-    let mut k = id_key(NS_ATTR, id);
+    let mut k = id_key_with(NS_ATTR, id, name.len());
     k.extend_from_slice(name);
     k
 }
@@ -128,7 +135,7 @@ pub fn omap_prefix(id: u64) -> Vec<u8> {
     id_key(NS_OMAP, id)
 }
 pub fn omap(id: u64, key: &[u8]) -> Vec<u8> {
-    let mut k = id_key(NS_OMAP, id);
+    let mut k = id_key_with(NS_OMAP, id, key.len());
     k.extend_from_slice(key);
     k
 }

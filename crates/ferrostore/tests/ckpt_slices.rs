@@ -82,7 +82,7 @@ fn checkpoint_node_writes_go_out_in_slices() {
 #[test]
 fn durable_writes_checkpoint_with_one_flush() {
     let cfg = StoreConfig {
-        max_dirty_nodes: 150,
+        max_dirty_nodes: 60,
         ..Default::default()
     };
     let dev = SimDevice::new(
@@ -116,27 +116,31 @@ fn durable_writes_checkpoint_with_one_flush() {
     let mut step = 0u64;
     while s.stats.background_checkpoints < 2 {
         let mut t = Transaction::new();
-        for i in 0..50 {
+        for i in 0..20 {
             let mut data = vec![0u8; 4096];
             rng.fill(&mut data);
             t.push(Op::Write {
                 cid: cid(step % 4),
-                oid: oid((step * 50 + i) % 3_000),
+                oid: oid((step * 20 + i) % 2_000),
                 offset: 0,
                 data: Bytes::from(data),
             });
         }
         model.apply(&t).unwrap();
         s.queue_transaction(&t).unwrap();
-        ev.clear();
-        s.poll(&mut ev).unwrap();
+        // A device that keeps up (the simulator completes a few requests per call): the transaction is durable
+        // before the next one, so the checkpoint's barrier is reached and its frees come back.
+        while s.unacked() > 0 {
+            ev.clear();
+            s.wait(&mut ev).unwrap();
+        }
         step += 1;
         assert!(step < 5_000, "no background checkpoints");
     }
     let nodes = (s.stats.node_bytes - node_bytes0) / 4096;
     let flushes = s.device().stats().flushes - flushes0;
     let ckpts = s.stats.checkpoints - ckpts0;
-    assert!(nodes > 128, "only {nodes} nodes written");
+    assert!(nodes > 100, "only {nodes} nodes written");
     // One flush per completed checkpoint, plus one if the next is running (its flush may be out already).
     assert!(
         (ckpts..=ckpts + 1).contains(&flushes),
