@@ -571,15 +571,17 @@ fn split_data(ops: &mut [OSDOp], data: &Bytes, out: bool) -> Result<(), DecodeEr
     Ok(())
 }
 
-fn join(parts: impl Iterator<Item = Bytes>) -> Bytes {
-    let parts: Vec<Bytes> = parts.collect();
-    match parts.iter().filter(|p| !p.is_empty()).count() {
-        0 => Bytes::new(),
-        1 => parts.into_iter().find(|p| !p.is_empty()).unwrap_or_default(),
+/// The ops' payloads as one data segment: none or one non-empty payload (every op a client sends but a
+/// multi-op write, every reply) goes by reference, without a list of them first.
+fn join<'a>(parts: impl Iterator<Item = &'a Bytes> + Clone) -> Bytes {
+    let mut full = parts.clone().filter(|p| !p.is_empty());
+    match (full.next(), full.next()) {
+        (None, _) => Bytes::new(),
+        (Some(one), None) => one.clone(),
         _ => {
-            let mut b = BytesMut::with_capacity(parts.iter().map(|p| p.len()).sum());
+            let mut b = BytesMut::with_capacity(parts.clone().map(Bytes::len).sum());
             for p in parts {
-                b.extend_from_slice(&p);
+                b.extend_from_slice(p);
             }
             b.freeze()
         }
@@ -699,7 +701,7 @@ impl CephMessage for MOSDOp {
     }
 
     fn data(&self) -> Bytes {
-        join(self.ops.iter().map(|o| o.indata.clone()))
+        join(self.ops.iter().map(|o| &o.indata))
     }
 
     fn decode_front(version: u16, d: &mut Decoder, data: &Bytes) -> Result<Self, DecodeError> {
@@ -811,8 +813,11 @@ impl MOSDOpReply {
     /// The reply skeleton Ceph builds from a request (`MOSDOpReply(req, r, epoch, acktype, ignore_out_data)`):
     /// request flags without ACK/ONNVRAM/ONDISK plus `ack_flags`, the request's ops with payloads cleared.
     pub fn for_request(req: &MOSDOp, result: i32, epoch: u32, ack_flags: u32) -> Self {
-        let ops = req
-            .ops
+        Self::for_request_ops(req, &req.ops, result, epoch, ack_flags)
+    }
+    /// [`MOSDOpReply::for_request`] for a request whose ops the caller has taken out of it (to execute them).
+    pub fn for_request_ops(req: &MOSDOp, ops: &[OSDOp], result: i32, epoch: u32, ack_flags: u32) -> Self {
+        let ops = ops
             .iter()
             .map(|o| OSDOp {
                 op: o.op,
@@ -900,7 +905,7 @@ impl CephMessage for MOSDOpReply {
     }
 
     fn data(&self) -> Bytes {
-        join(self.ops.iter().map(|o| o.outdata.clone()))
+        join(self.ops.iter().map(|o| &o.outdata))
     }
 
     fn decode_front(version: u16, d: &mut Decoder, data: &Bytes) -> Result<Self, DecodeError> {

@@ -5,6 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::Duration;
 
+use ceph_msgs::osd_op::MOSDOpReply;
 use ceph_msgs::osd_rep::MOSDRepOp;
 use denc::{Eversion, HObject, SnapId, SpgId, Utime};
 use ferrostore::{Device, Store};
@@ -487,19 +488,7 @@ impl PgState {
             });
         }
         for (conn, reply) in out.replies {
-            let key = (conn, reply.tid);
-            if let Some(n) = self.suppress.get_mut(&key) {
-                *n -= 1;
-                if *n == 0 {
-                    self.suppress.remove(&key);
-                }
-                continue;
-            }
-            self.outstanding.remove(&key);
-            cx.out.push_back(Output::ClientReply {
-                conn,
-                reply: Box::new(reply),
-            });
+            emit_reply(&mut self.suppress, &mut self.outstanding, cx.out, conn, reply);
         }
     }
 
@@ -518,8 +507,11 @@ impl PgState {
         if idle {
             return;
         }
-        let out = self.pg.on_commit(seq);
-        self.emit(cx, out);
+        // (replies straight to the output queue: no vector of them per durable event)
+        let (suppress, outstanding, out) = (&mut self.suppress, &mut self.outstanding, &mut *cx.out);
+        self.pg.on_commit_each(seq, |conn, reply| {
+            emit_reply(suppress, outstanding, out, conn, reply)
+        });
         while self.replica_pending.front().is_some_and(|(s, _, _)| *s <= seq) {
             if let Some((_, to, msg)) = self.replica_pending.pop_front() {
                 cx.out.push_back(Output::ToOsd { osd: to, msg });
@@ -967,6 +959,29 @@ impl PgState {
             repops_in_flight: self.inflight.len(),
         }
     }
+}
+
+/// A client reply out, unless it answers an op of an ended primary term (`suppress`: those the client resends).
+fn emit_reply(
+    suppress: &mut BTreeMap<(ConnId, u64), u32>,
+    outstanding: &mut BTreeSet<(ConnId, u64)>,
+    out: &mut VecDeque<Output>,
+    conn: ConnId,
+    reply: MOSDOpReply,
+) {
+    let key = (conn, reply.tid);
+    if let Some(n) = suppress.get_mut(&key) {
+        *n -= 1;
+        if *n == 0 {
+            suppress.remove(&key);
+        }
+        return;
+    }
+    outstanding.remove(&key);
+    out.push_back(Output::ClientReply {
+        conn,
+        reply: Box::new(reply),
+    });
 }
 
 /// A log entry for peering's copy of the log, which keeps it for hundreds of writes: its names and buffers are

@@ -209,11 +209,45 @@ impl PgLogEntry {
     }
     /// `encode_with_checksum`: the entry as a bufferlist followed by its crc32c (seed 0); the pgmeta omap value.
     pub fn encode_with_checksum(&self, e: &mut Encoder) {
-        let mut inner = Encoder::with_capacity(e.features(), 256);
-        self.encode(&mut inner);
-        let b = inner.into_bytes();
-        e.bytes(&b);
-        e.u32(ceph_crc32c(&b));
+        e.raw(&self.to_checksummed(e.features(), 256));
+    }
+    /// [`PgLogEntry::encode_with_checksum`] as a buffer of its own (the pgmeta omap value every write adds),
+    /// encoded in place: the entry goes straight into the value after a length patched in afterwards, not into a
+    /// buffer of its own that is then copied. `cap`: the buffer's first size (at least the usual entry's).
+    pub fn to_checksummed(&self, features: u64, cap: usize) -> Bytes {
+        let mut e = Encoder::with_capacity(features, cap);
+        e.u32(0);
+        self.encode(&mut e);
+        let mut b = e.into_inner();
+        let len = (b.len() - 4) as u32;
+        if let Some(l) = b.get_mut(..4) {
+            l.copy_from_slice(&len.to_le_bytes());
+        }
+        let crc = ceph_crc32c(b.get(4..).unwrap_or_default());
+        b.extend_from_slice(&crc.to_le_bytes());
+        b.freeze()
+    }
+    /// An entry of `op` on `soid`, every other field empty, its object wholly dirty and the change not
+    /// rollbackable: what a primary's write logs (without building the default clean-region map first only to
+    /// replace it).
+    pub fn unrollbackable(op: i32, soid: HObject) -> Self {
+        PgLogEntry {
+            op,
+            soid,
+            version: Eversion::default(),
+            prior_version: Eversion::default(),
+            reverting_to: Eversion::default(),
+            user_version: 0,
+            reqid: OsdReqId::default(),
+            extra_reqids: Vec::new(),
+            extra_reqid_return_codes: BTreeMap::new(),
+            mtime: Utime::default(),
+            return_code: 0,
+            op_returns: Vec::new(),
+            snaps: Bytes::new(),
+            mod_desc: ObjectModDesc::unrollbackable(),
+            clean_regions: ObjectCleanRegions::fully_dirty(),
+        }
     }
     /// Decode an omap value written by [`PgLogEntry::encode_with_checksum`], verifying the checksum.
     pub fn decode_with_checksum(d: &mut Decoder) -> Result<Self, DecodeError> {
@@ -376,6 +410,35 @@ impl Decode for PgLogDup {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    #[test]
+    fn checksummed_value_is_length_entry_crc() {
+        let mut e = PgLogEntry {
+            version: Eversion::new(7, 42),
+            user_version: 42,
+            mtime: Utime::new(5, 6),
+            ..PgLogEntry::unrollbackable(
+                log_op::MODIFY,
+                HObject::new("obj", "", denc::SnapId::NOSNAP, 9, 1, ""),
+            )
+        };
+        e.reqid.tid = 3;
+        let body = e.to_bytes(denc::CEPH_FEATURES_ALL);
+        let mut want = (body.len() as u32).to_le_bytes().to_vec();
+        want.extend_from_slice(&body);
+        want.extend_from_slice(&ceph_crc32c(&body).to_le_bytes());
+        // whatever the first buffer size, and through the Encoder form
+        for cap in [0, 16, 320] {
+            assert_eq!(&e.to_checksummed(denc::CEPH_FEATURES_ALL, cap)[..], &want[..]);
+        }
+        let mut enc = Encoder::new(denc::CEPH_FEATURES_ALL);
+        enc.u8(0xee);
+        e.encode_with_checksum(&mut enc);
+        assert_eq!(enc.as_slice().first(), Some(&0xee));
+        assert_eq!(enc.as_slice().get(1..), Some(&want[..]));
+        let back = PgLogEntry::decode_with_checksum(&mut Decoder::new(Bytes::from(want))).unwrap();
+        assert_eq!(back, e);
+    }
 
     #[test]
     fn keys_are_printf_formatted() {

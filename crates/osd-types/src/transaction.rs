@@ -846,6 +846,103 @@ impl Transaction {
         op.dest_oid = self.obj_id(new_o);
         self.push(op);
     }
+    /// `merge_collection` (OP_MERGE_COLLECTION): `c`'s objects move into `dest`, which then has `bits` bits.
+    pub fn merge_collection(&mut self, c: Coll, dest: Coll, bits: u32) {
+        let mut op = RawOp::new(op_code::MERGE_COLLECTION);
+        op.cid = self.coll_id(c);
+        op.dest_cid = self.coll_id(dest);
+        op.split_bits = bits;
+        self.push(op);
+    }
+    /// `collection_add` (OP_COLL_ADD): `o` of `c` also appears in `dest`.
+    pub fn collection_add(&mut self, c: Coll, dest: Coll, o: &GHObject) {
+        let mut op = self.obj_op(op_code::COLL_ADD, c, o);
+        op.dest_cid = self.coll_id(dest);
+        self.push(op);
+    }
+    /// `collection_remove` (OP_COLL_REMOVE).
+    pub fn collection_remove(&mut self, c: Coll, o: &GHObject) {
+        let op = self.obj_op(op_code::COLL_REMOVE, c, o);
+        self.push(op);
+    }
+
+    /// The transaction whose [`Transaction::ops`] are `ops`: a caller that has its ops interpreted already
+    /// (the primary: it applies them itself and ships the encoding to its replicas) encodes them with this.
+    pub fn from_ops(ops: &[TxOp]) -> Self {
+        let mut t = Transaction::new();
+        t.ops.reserve(ops.len());
+        for op in ops {
+            t.push_op(op);
+        }
+        t
+    }
+
+    /// Append one interpreted op (its builder method above).
+    pub fn push_op(&mut self, op: &TxOp) {
+        match op {
+            TxOp::Nop => self.nop(),
+            TxOp::Touch { cid, oid } => self.touch(*cid, oid),
+            TxOp::Create { cid, oid } => self.create(*cid, oid),
+            TxOp::Write { cid, oid, off, data } => self.write(*cid, oid, *off, data, 0),
+            TxOp::Zero { cid, oid, off, len } => self.zero(*cid, oid, *off, *len),
+            TxOp::Truncate { cid, oid, size } => self.truncate(*cid, oid, *size),
+            TxOp::Remove { cid, oid } => self.remove(*cid, oid),
+            TxOp::SetAttr {
+                cid,
+                oid,
+                name,
+                value,
+            } => self.setattr(*cid, oid, name, value),
+            TxOp::SetAttrs { cid, oid, attrs } => self.setattrs(*cid, oid, attrs),
+            TxOp::RmAttr { cid, oid, name } => self.rmattr(*cid, oid, name),
+            TxOp::RmAttrs { cid, oid } => self.rmattrs(*cid, oid),
+            TxOp::Clone { cid, oid, dest } => self.clone_object(*cid, oid, dest),
+            TxOp::CloneRange {
+                cid,
+                oid,
+                dest,
+                src_off,
+                len,
+                dest_off,
+            } => self.clone_range(*cid, oid, dest, *src_off, *len, *dest_off),
+            TxOp::MkColl { cid, bits } => self.create_collection(*cid, *bits),
+            TxOp::RmColl { cid } => self.remove_collection(*cid),
+            TxOp::CollHint { cid, hint_type, hint } => self.collection_hint(*cid, *hint_type, hint),
+            TxOp::OmapClear { cid, oid } => self.omap_clear(*cid, oid),
+            TxOp::OmapSetKeys { cid, oid, keys } => self.omap_setkeys(*cid, oid, keys),
+            TxOp::OmapRmKeys { cid, oid, keys } => self.omap_rmkeys(*cid, oid, keys),
+            TxOp::OmapSetHeader { cid, oid, header } => self.omap_setheader(*cid, oid, header),
+            TxOp::OmapRmKeyRange {
+                cid,
+                oid,
+                first,
+                last,
+            } => self.omap_rmkeyrange(*cid, oid, first, last),
+            TxOp::SetAllocHint {
+                cid,
+                oid,
+                expected_object_size,
+                expected_write_size,
+                flags,
+            } => self.set_alloc_hint(*cid, oid, *expected_object_size, *expected_write_size, *flags),
+            TxOp::CollMoveRename {
+                old_cid,
+                old_oid,
+                new_cid,
+                new_oid,
+            } => self.collection_move_rename(*old_cid, old_oid, *new_cid, new_oid),
+            TxOp::TryRename {
+                cid,
+                old_oid,
+                new_oid,
+            } => self.try_rename(*cid, old_oid, new_oid),
+            TxOp::SplitCollection { cid, bits, rem, dest } => self.split_collection(*cid, *bits, *rem, *dest),
+            TxOp::MergeCollection { cid, dest, bits } => self.merge_collection(*cid, *dest, *bits),
+            TxOp::CollSetBits { cid, bits } => self.collection_set_bits(*cid, *bits),
+            TxOp::CollAdd { cid, dest, oid } => self.collection_add(*cid, *dest, oid),
+            TxOp::CollRemove { cid, oid } => self.collection_remove(*cid, oid),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -946,6 +1043,167 @@ mod tests {
         assert_eq!(t.ops(), Err(TxError::BadObject { index: 0, id: 9 }));
         t.ops[0].op = 99;
         assert!(matches!(t.ops(), Err(TxError::Unsupported { op: 99, .. })));
+    }
+
+    /// Every kind of op, once.
+    fn every_op() -> Vec<TxOp> {
+        let c = Coll::pg(SpgId::new(PgId { pool: 3, seed: 1 }, ShardId::NO_SHARD));
+        let d = Coll::pg(SpgId::new(PgId { pool: 3, seed: 5 }, ShardId::NO_SHARD));
+        let (a, b) = (obj("a"), obj("b"));
+        let bs = |s: &'static str| Bytes::from_static(s.as_bytes());
+        let map = BTreeMap::from([(bs("k1"), bs("v1")), (bs("k2"), bs(""))]);
+        vec![
+            TxOp::Nop,
+            TxOp::MkColl { cid: d, bits: 5 },
+            TxOp::CollHint {
+                cid: d,
+                hint_type: 1,
+                hint: bs("hint"),
+            },
+            TxOp::Touch {
+                cid: c,
+                oid: a.clone(),
+            },
+            TxOp::Create {
+                cid: c,
+                oid: b.clone(),
+            },
+            TxOp::Write {
+                cid: c,
+                oid: a.clone(),
+                off: 8192,
+                data: Bytes::from(vec![7u8; 4096]),
+            },
+            TxOp::Write {
+                cid: c,
+                oid: b.clone(),
+                off: 0,
+                data: Bytes::new(),
+            },
+            TxOp::Zero {
+                cid: c,
+                oid: a.clone(),
+                off: 1,
+                len: 2,
+            },
+            TxOp::Truncate {
+                cid: c,
+                oid: a.clone(),
+                size: 3,
+            },
+            TxOp::SetAttr {
+                cid: c,
+                oid: a.clone(),
+                name: bs("_"),
+                value: bs("oi"),
+            },
+            TxOp::SetAttrs {
+                cid: c,
+                oid: a.clone(),
+                attrs: map.clone(),
+            },
+            TxOp::RmAttr {
+                cid: c,
+                oid: a.clone(),
+                name: bs("snapset"),
+            },
+            TxOp::RmAttrs {
+                cid: c,
+                oid: b.clone(),
+            },
+            TxOp::Clone {
+                cid: c,
+                oid: a.clone(),
+                dest: b.clone(),
+            },
+            TxOp::CloneRange {
+                cid: c,
+                oid: a.clone(),
+                dest: b.clone(),
+                src_off: 4,
+                len: 5,
+                dest_off: 6,
+            },
+            TxOp::OmapClear {
+                cid: c,
+                oid: b.clone(),
+            },
+            TxOp::OmapSetKeys {
+                cid: c,
+                oid: b.clone(),
+                keys: map,
+            },
+            TxOp::OmapRmKeys {
+                cid: c,
+                oid: b.clone(),
+                keys: vec![bs("k1"), bs("zz")],
+            },
+            TxOp::OmapSetHeader {
+                cid: c,
+                oid: b.clone(),
+                header: bs("hdr"),
+            },
+            TxOp::OmapRmKeyRange {
+                cid: c,
+                oid: b.clone(),
+                first: bs("a"),
+                last: bs("m"),
+            },
+            TxOp::SetAllocHint {
+                cid: c,
+                oid: a.clone(),
+                expected_object_size: 4 << 20,
+                expected_write_size: 4096,
+                flags: 2,
+            },
+            TxOp::CollMoveRename {
+                old_cid: c,
+                old_oid: b.clone(),
+                new_cid: d,
+                new_oid: a.clone(),
+            },
+            TxOp::TryRename {
+                cid: c,
+                old_oid: a.clone(),
+                new_oid: b.clone(),
+            },
+            TxOp::SplitCollection {
+                cid: c,
+                bits: 6,
+                rem: 5,
+                dest: d,
+            },
+            TxOp::MergeCollection {
+                cid: d,
+                dest: c,
+                bits: 4,
+            },
+            TxOp::CollSetBits { cid: c, bits: 4 },
+            TxOp::CollAdd {
+                cid: c,
+                dest: d,
+                oid: a.clone(),
+            },
+            TxOp::CollRemove { cid: c, oid: a },
+            TxOp::Remove { cid: c, oid: b },
+            TxOp::RmColl { cid: d },
+        ]
+    }
+
+    #[test]
+    fn from_ops_encodes_what_ops_reads_back() {
+        let ops = every_op();
+        let t = Transaction::from_ops(&ops);
+        assert_eq!(t.ops().unwrap(), ops);
+        // and through the wire form
+        let back = Transaction::decode_all(t.to_bytes(u64::MAX)).unwrap();
+        assert_eq!(back, t);
+        assert_eq!(back.ops().unwrap(), ops);
+        // each op alone, and every prefix, as well
+        for n in 0..ops.len() {
+            let some = ops.get(..n).unwrap();
+            assert_eq!(Transaction::from_ops(some).ops().unwrap(), some);
+        }
     }
 
     proptest! {

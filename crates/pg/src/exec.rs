@@ -139,7 +139,7 @@ pub(crate) fn reply_error(
     r
 }
 
-pub(crate) fn handle_op<D: Device>(pg: &mut Pg, store: &mut Store<D>, ctx: OpContext<'_>) -> Outputs {
+pub(crate) fn handle_op<D: Device>(pg: &mut Pg, store: &mut Store<D>, mut ctx: OpContext<'_>) -> Outputs {
     let mut out = Outputs::default();
     let m = &ctx.msg;
     let epoch = ctx.epoch;
@@ -351,7 +351,9 @@ pub(crate) fn handle_op<D: Device>(pg: &mut Pg, store: &mut Store<D>, ctx: OpCon
         pg.watch.populate(&okey.name, &soid, &ws, ctx.now);
     }
 
-    let mut ops = m.ops.clone();
+    // the op's own ops from here on (the reply is built from them): taken, not copied
+    let mut ops = std::mem::take(&mut ctx.msg.ops);
+    let m = &ctx.msg;
     let returnvec = m.has_flag(flag::RETURNVEC);
     let mut c = Ctx {
         store,
@@ -469,15 +471,11 @@ pub(crate) fn handle_op<D: Device>(pg: &mut Pg, store: &mut Store<D>, ctx: OpCon
             }
             c.snapset.clone_overlap.insert(cs, ov);
             let mut e = PgLogEntry {
-                op: log_op::CLONE,
-                soid: coid,
                 version: at_version,
                 prior_version: c.orig_oi.version,
                 user_version: c.orig_oi.user_version,
                 mtime: c.oi.mtime,
-                mod_desc: ObjectModDesc::unrollbackable(),
-                clean_regions: ObjectCleanRegions::fully_dirty(),
-                ..Default::default()
+                ..PgLogEntry::unrollbackable(log_op::CLONE, coid)
             };
             e.snaps = csnaps.to_bytes(0);
             clone_entry = Some(e);
@@ -522,18 +520,15 @@ pub(crate) fn handle_op<D: Device>(pg: &mut Pg, store: &mut Store<D>, ctx: OpCon
                 ],
             });
         }
+        let op = if c.exists { log_op::MODIFY } else { log_op::DELETE };
         let mut e = PgLogEntry {
-            op: if c.exists { log_op::MODIFY } else { log_op::DELETE },
-            soid: soid.clone(),
             version: at_version,
             prior_version: c.orig_oi.version,
             user_version: user_at_version,
             reqid,
             mtime: m.mtime,
             return_code: if returnvec { result } else { 0 },
-            mod_desc: ObjectModDesc::unrollbackable(),
-            clean_regions: ObjectCleanRegions::fully_dirty(),
-            ..Default::default()
+            ..PgLogEntry::unrollbackable(op, soid.clone())
         };
         if returnvec {
             e.op_returns = op_returns(&ops);
@@ -558,7 +553,7 @@ pub(crate) fn handle_op<D: Device>(pg: &mut Pg, store: &mut Store<D>, ctx: OpCon
             result = 0;
         }
     }
-    let mut reply = MOSDOpReply::for_request(m, result, epoch, 0);
+    let mut reply = MOSDOpReply::for_request_ops(m, &ops, result, epoch, 0);
     for (r, o) in reply.ops.iter_mut().zip(&ops) {
         r.op = o.op;
         r.args = o.args;
@@ -611,7 +606,7 @@ pub(crate) fn handle_op<D: Device>(pg: &mut Pg, store: &mut Store<D>, ctx: OpCon
             pg,
             store,
             Transaction::new(),
-            vec![e],
+            (None, e),
             None,
             None,
             ctx.conn,
@@ -658,12 +653,11 @@ pub(crate) fn handle_op<D: Device>(pg: &mut Pg, store: &mut Store<D>, ctx: OpCon
     let mut t = Transaction::new();
     t.ops = obj_txn;
     let Some(e) = log_entry else { return out };
-    let entries: Vec<PgLogEntry> = clone_entry.into_iter().chain(std::iter::once(e)).collect();
     if submit(
         pg,
         store,
         t,
-        entries,
+        (clone_entry, e),
         Some(okey.name.clone()),
         head_in_store.map(|k| (okey.clone(), k)),
         ctx.conn,
@@ -698,14 +692,14 @@ fn submit<D: Device>(
     pg: &mut Pg,
     store: &mut Store<D>,
     t: Transaction,
-    es: Vec<PgLogEntry>,
+    es: (Option<PgLogEntry>, PgLogEntry),
     obj: Option<Bytes>,
     known: Option<(ObjectKey, bool)>,
     conn: ConnId,
     mut reply: MOSDOpReply,
     out: &mut Outputs,
 ) -> bool {
-    let version = es.last().map(|e| e.version).unwrap_or_default();
+    let version = es.1.version;
     match pg.commit_write(store, t.ops, es, known) {
         Ok((seq, rep)) => {
             if let Some(o) = obj {
@@ -2375,7 +2369,7 @@ pub(crate) fn handle_timeout<D: Device>(pg: &mut Pg, store: &mut Store<D>, now: 
             clean_regions: ObjectCleanRegions::fully_dirty(),
             ..Default::default()
         };
-        if let Ok((seq, rep)) = pg.commit_write(store, ops, vec![e], None) {
+        if let Ok((seq, rep)) = pg.commit_write(store, ops, (None, e), None) {
             pg.dirty.insert(okey, (seq, at_version));
             if let Some(r) = rep {
                 out.repops.push(r);

@@ -258,12 +258,14 @@ pub struct Pg {
     pool: PoolInfo,
     cfg: PgConfig,
     cid: ferrostore::CollectionId,
+    /// The pgmeta object's store key (every write adds its log entry there).
+    meta_key: ferrostore::ObjectKey,
     log: log::PgLog,
     stats: PgStats,
     /// Replies held until their store transaction is durable, in seq order.
     held: std::collections::VecDeque<Held>,
     /// Per object (sort key): the newest write not committed yet (store seq, version).
-    dirty: HashMap<Bytes, (u64, Eversion)>,
+    dirty: HashMap<Bytes, (u64, Eversion), obc::SeededKeys>,
     watch: watch::WatchState,
     /// Highest store sequence number known durable.
     durable_seq: u64,
@@ -304,10 +306,11 @@ impl Pg {
             pool,
             cfg,
             cid,
+            meta_key: keys::pgmeta_key(&spgid),
             log,
             stats: PgStats::default(),
             held: Default::default(),
-            dirty: HashMap::new(),
+            dirty: HashMap::default(),
             watch: watch::WatchState::default(),
             durable_seq: 0,
             rng: 0x9e37_79b9_7f4a_7c15 ^ (u64::from(spgid.pgid.seed) << 20) ^ spgid.pgid.pool,
@@ -430,14 +433,20 @@ impl Pg {
     /// The store reports transaction `seq` (and all before it) durable: release the replies waiting for it.
     pub fn on_commit(&mut self, seq: u64) -> Outputs {
         let mut out = Outputs::default();
+        self.on_commit_each(seq, |conn, r| out.replies.push((conn, r)));
+        out
+    }
+
+    /// [`Pg::on_commit`] handing each released reply to `f` (in order) instead of collecting them: a shard
+    /// sends them on at once, without a vector of replies per durable event.
+    pub fn on_commit_each(&mut self, seq: u64, f: impl FnMut(ConnId, MOSDOpReply)) {
         if seq <= self.durable_seq && self.held.front().is_none_or(|h| h.seq > seq) {
-            return out;
+            return;
         }
         self.durable_seq = self.durable_seq.max(seq);
         self.log.on_durable(seq);
         self.stats.last_complete = self.log.complete;
-        self.release(&mut out);
-        out
+        self.release_each(f);
     }
 
     /// Whether every replica committed every replicated write up to `v`.
@@ -447,12 +456,16 @@ impl Pg {
 
     /// Send the held replies whose writes are durable here and committed by the replicas, in order.
     fn release(&mut self, out: &mut Outputs) {
+        self.release_each(|conn, r| out.replies.push((conn, r)));
+    }
+
+    fn release_each(&mut self, mut f: impl FnMut(ConnId, MOSDOpReply)) {
         while let Some(h) = self.held.front() {
             if h.seq > self.durable_seq || !self.replicated(h.version) {
                 break;
             }
             if let Some(h) = self.held.pop_front() {
-                out.replies.push((h.conn, h.reply));
+                f(h.conn, h.reply);
             }
         }
         let (durable, waiting) = (self.durable_seq, &self.waiting);

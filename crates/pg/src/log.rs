@@ -49,7 +49,7 @@ pub(crate) struct PgLog {
     entries: VecDeque<PgLogEntry>,
     dups: VecDeque<PgLogDup>,
     /// reqid → version of its entry or dup (found there by binary search: the outcome is stored once).
-    index: HashMap<OsdReqId, Eversion>,
+    index: HashMap<OsdReqId, Eversion, crate::obc::SeededKeys>,
     /// (store seq, version) of entries not yet durable.
     pending: VecDeque<(u64, Eversion)>,
     min_entries: usize,
@@ -287,9 +287,10 @@ impl PgLog {
         t: &mut Transaction,
         trim: Trim,
     ) {
-        let mut val = Encoder::with_capacity(denc::CEPH_FEATURES_ALL, 320);
-        e.encode_with_checksum(&mut val);
-        let mut kvs = vec![(Bytes::from(eversion_key(e.version)), val.into_bytes())];
+        let val = e.to_checksummed(denc::CEPH_FEATURES_ALL, 320);
+        // (room for `_fastinfo`, which the PG adds to this op: see `add_meta_kv`)
+        let mut kvs = Vec::with_capacity(2);
+        kvs.push((Bytes::from(eversion_key(e.version)), val));
         let mut rm = Vec::new();
         let (trim, dup_trim) = self.trim_counts(trim);
         for old in self.entries.iter().take(trim) {

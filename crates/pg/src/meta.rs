@@ -41,8 +41,8 @@ pub(crate) fn new_info(spgid: &SpgId) -> PgInfo {
     i
 }
 
-fn k(s: &str) -> Bytes {
-    Bytes::copy_from_slice(s.as_bytes())
+fn k(s: &'static str) -> Bytes {
+    Bytes::from_static(s.as_bytes())
 }
 
 /// The pgmeta keys of a new PG (`init_pg_ondisk` + the first `write_if_dirty`).
@@ -200,7 +200,7 @@ impl Pg {
         ps: &[peering::Persist],
         epoch: u32,
     ) -> Result<u64, PgError> {
-        let meta = keys::pgmeta_key(&self.spgid);
+        let meta = self.meta_key.clone();
         let mut t = Transaction::new();
         // pgmeta key changes in order, the last one for a key wins (log entries go into `t` directly)
         let mut kv: BTreeMap<Bytes, Option<Bytes>> = BTreeMap::new();

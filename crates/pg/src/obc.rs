@@ -56,8 +56,43 @@ impl Hasher for KeyHasher {
     fn write_usize(&mut self, n: usize) {
         self.add(n as u64);
     }
+    fn write_u8(&mut self, n: u8) {
+        self.add(u64::from(n));
+    }
+    fn write_u32(&mut self, n: u32) {
+        self.add(u64::from(n));
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.add(n);
+    }
+    fn write_i32(&mut self, n: i32) {
+        self.add(n as u64);
+    }
+    fn write_i64(&mut self, n: i64) {
+        self.add(n as u64);
+    }
     fn finish(&self) -> u64 {
         self.0
+    }
+}
+
+/// [`KeyHasher`] started from a per-map random seed, for maps keyed by what clients choose (reqids, object
+/// names of writes in flight): a few multiplies per key instead of SipHash's rounds, and no fixed collisions a
+/// client could aim at.
+#[derive(Clone, Copy)]
+pub(crate) struct SeededKeys(u64);
+
+impl Default for SeededKeys {
+    fn default() -> Self {
+        use std::hash::BuildHasher as _;
+        SeededKeys(std::collections::hash_map::RandomState::new().hash_one(0x5eed_u64))
+    }
+}
+
+impl std::hash::BuildHasher for SeededKeys {
+    type Hasher = KeyHasher;
+    fn build_hasher(&self) -> KeyHasher {
+        KeyHasher(self.0)
     }
 }
 

@@ -263,39 +263,40 @@ impl Pg {
         self.waiting.len()
     }
 
-    /// Primary: queue object ops + log entries (oldest first) as one store transaction through the Ceph
-    /// transaction path, and make the rep op. The last entry is recorded only if the store takes the
-    /// transaction (the others, e.g. a CLONE entry, already are).
+    /// Primary: queue object ops + log entries (a CLONE entry first if the op made one, then the op's own) as
+    /// one store transaction through the Ceph transaction ops, and make the rep op. The op's entry is recorded
+    /// only if the store takes the transaction (a CLONE entry already is).
     pub(crate) fn commit_write<D: Device>(
         &mut self,
         store: &mut Store<D>,
         obj_ops: Vec<Op>,
-        mut entries: Vec<PgLogEntry>,
+        (first, last): (Option<PgLogEntry>, PgLogEntry),
         known: Option<(ferrostore::ObjectKey, bool)>,
     ) -> Result<(u64, Option<RepOp>), PgError> {
-        let Some(last) = entries.pop() else {
-            return Err(PgError::Transaction("a write without a log entry".into()));
-        };
         let op_object = self.op_object.take();
         let coll = denc::Coll::pg(self.spgid);
-        let ceph = txn::to_ceph_seeded(
-            &obj_ops,
-            vec![(self.cid.clone(), coll)],
-            op_object.iter().cloned().collect(),
+        // the store names of the PG's collection and of the op's object are known here: no parsing or rebuilding
+        // them (seeds as slices of at most one: no vectors per write)
+        let obj_seed = op_object.as_slice();
+        let txops = txn::to_txops_seeded(&obj_ops, &[(self.cid.clone(), coll)], obj_seed)?;
+        drop(obj_ops);
+        // the Ceph encoding only for replicas: the primary applies the ops as they are
+        let ceph = (!self.replicas.is_empty()).then(|| Transaction::from_ops(&txops));
+        let known = known.map(|(k, e)| (self.cid.clone(), k, e));
+        let key_seed = op_object.map(|(name, g)| {
+            let k = ferrostore::ObjectKey::new(g.hobj.hash, name);
+            (g, k)
+        });
+        let mut t = txn::translate_ops(
+            store,
+            txops,
+            known.as_slice(),
+            &[(coll, self.cid.clone())],
+            key_seed.as_slice(),
         )?;
-        let known: Vec<_> = known.into_iter().map(|(k, e)| (self.cid.clone(), k, e)).collect();
-        // the store names of the PG's collection and of the op's object are known here: no rebuilding them
-        let seed_keys = op_object
-            .map(|(name, g)| {
-                let k = ferrostore::ObjectKey::new(g.hobj.hash, name);
-                (g, k)
-            })
-            .into_iter()
-            .collect();
-        let mut t = txn::translate_seeded(store, &ceph, &known, vec![(coll, self.cid.clone())], seed_keys)?;
-        let meta = keys::pgmeta_key(&self.spgid);
-        let mut all = Vec::with_capacity(entries.len() + 1);
-        for e in entries {
+        let meta = self.meta_key.clone();
+        let mut all = Vec::with_capacity(if self.replicas.is_empty() { 0 } else { 2 });
+        if let Some(e) = first {
             self.log.write_ops(&e, &self.cid, &meta, &mut t, Trim::Policy);
             all.push(e.clone());
             self.log.record(e, u64::MAX, Trim::Policy);
@@ -311,15 +312,11 @@ impl Pg {
                     self.log.fix_pending(u64::MAX, seq);
                 }
                 let (soid, reqid, version) = (last.soid.clone(), last.reqid, last.version);
-                if self.replicas.is_empty() {
-                    self.log.record(last, seq, Trim::Policy);
-                } else {
+                if ceph.is_some() {
                     all.push(last.clone());
-                    self.log.record(last, seq, Trim::Policy);
                 }
-                let rep = if self.replicas.is_empty() {
-                    None
-                } else {
+                self.log.record(last, seq, Trim::Policy);
+                let rep = if let Some(ceph) = ceph {
                     // The seeded bug (`PgConfig::fault_ack_before_replicas`) skips the wait for replicas.
                     if !self.cfg.fault_ack_before_replicas {
                         self.waiting
@@ -339,6 +336,8 @@ impl Pg {
                         replicas: self.replicas.clone(),
                         seq,
                     })
+                } else {
+                    None
                 };
                 Ok((seq, rep))
             }
@@ -386,10 +385,10 @@ impl Pg {
             store,
             txn,
             &[],
-            vec![(denc::Coll::pg(self.spgid), self.cid.clone())],
-            Vec::new(),
+            &[(denc::Coll::pg(self.spgid), self.cid.clone())],
+            &[],
         )?;
-        let meta = keys::pgmeta_key(&self.spgid);
+        let meta = self.meta_key.clone();
         let objs: BTreeSet<HObject> = match primary_stats {
             Some(_) => BTreeSet::new(),
             None => log_entries.iter().map(|e| e.soid.clone()).collect(),

@@ -41,59 +41,91 @@ fn ghobject_of(k: &ObjectKey) -> Result<GHObject, PgError> {
 
 /// The Ceph transaction with the effects of ferrostore ops the op engine built (one Ceph op per store op).
 pub fn to_ceph(ops: &[Op]) -> Result<Transaction, PgError> {
-    to_ceph_seeded(ops, Vec::new(), Vec::new())
+    Ok(Transaction::from_ops(&to_txops_seeded(ops, &[], &[])?))
 }
 
-/// [`to_ceph`] with names the caller has parsed already (the PG's collection, the op's object): no parsing of
-/// their store keys back.
-pub(crate) fn to_ceph_seeded(
+/// The Ceph transaction ops (as [`Transaction::ops`] reads them back from [`to_ceph`]'s encoding) of ferrostore
+/// ops the op engine built, with names the caller has parsed already (the PG's collection, the op's object): no
+/// parsing of their store keys back. The primary translates these for its own store and encodes them
+/// ([`Transaction::from_ops`]) only for replicas: no encode-and-decode round trip for its own apply.
+pub(crate) fn to_txops_seeded(
     ops: &[Op],
-    mut colls: Vec<(CollectionId, Coll)>,
-    mut objs: Vec<(Bytes, GHObject)>,
-) -> Result<Transaction, PgError> {
-    let mut t = Transaction::new();
-    // an op engine transaction names one or two objects many times: parse each name once
+    colls: &[(CollectionId, Coll)],
+    objs: &[(Bytes, GHObject)],
+) -> Result<Vec<TxOp>, PgError> {
+    let mut t = Vec::with_capacity(ops.len());
+    // an op engine transaction names one or two objects many times: parse each name once (the seeds first,
+    // then those parsed here)
+    let (mut more_colls, mut more_objs) = (Vec::new(), Vec::new());
     let mut coll_of = |c: &CollectionId| -> Result<Coll, PgError> {
-        if let Some((_, x)) = colls.iter().find(|(k, _)| k == c) {
+        if let Some((_, x)) = colls.iter().chain(more_colls.iter()).find(|(k, _)| k == c) {
             return Ok(*x);
         }
         let x = coll_of(c)?;
-        colls.push((c.clone(), x));
+        more_colls.push((c.clone(), x));
         Ok(x)
     };
     let mut ghobject_of = |k: &ObjectKey| -> Result<GHObject, PgError> {
-        if let Some((_, g)) = objs.iter().find(|(n, _)| *n == k.name) {
+        if let Some((_, g)) = objs.iter().chain(more_objs.iter()).find(|(n, _)| *n == k.name) {
             return Ok(g.clone());
         }
         let g = ghobject_of(k)?;
-        objs.push((k.name.clone(), g.clone()));
+        more_objs.push((k.name.clone(), g.clone()));
         Ok(g)
     };
     for op in ops {
-        match op {
-            Op::CreateCollection { cid, bits } => t.create_collection(coll_of(cid)?, *bits),
-            Op::RemoveCollection { cid } => t.remove_collection(coll_of(cid)?),
-            Op::SplitCollection { src, dst, bits, rem } => {
-                t.split_collection(coll_of(src)?, *bits, *rem, coll_of(dst)?)
-            }
-            Op::Touch { cid, oid } => t.touch(coll_of(cid)?, &ghobject_of(oid)?),
+        t.push(match op {
+            Op::CreateCollection { cid, bits } => TxOp::MkColl {
+                cid: coll_of(cid)?,
+                bits: *bits,
+            },
+            Op::RemoveCollection { cid } => TxOp::RmColl { cid: coll_of(cid)? },
+            Op::SplitCollection { src, dst, bits, rem } => TxOp::SplitCollection {
+                cid: coll_of(src)?,
+                bits: *bits,
+                rem: *rem,
+                dest: coll_of(dst)?,
+            },
+            Op::Touch { cid, oid } => TxOp::Touch {
+                cid: coll_of(cid)?,
+                oid: ghobject_of(oid)?,
+            },
             Op::Write {
                 cid,
                 oid,
                 offset,
                 data,
-            } => t.write(coll_of(cid)?, &ghobject_of(oid)?, *offset, data, 0),
+            } => TxOp::Write {
+                cid: coll_of(cid)?,
+                oid: ghobject_of(oid)?,
+                off: *offset,
+                data: data.clone(),
+            },
             Op::Zero {
                 cid,
                 oid,
                 offset,
                 len,
-            } => t.zero(coll_of(cid)?, &ghobject_of(oid)?, *offset, *len),
-            Op::Truncate { cid, oid, size } => t.truncate(coll_of(cid)?, &ghobject_of(oid)?, *size),
-            Op::Remove { cid, oid } => t.remove(coll_of(cid)?, &ghobject_of(oid)?),
-            Op::Clone { cid, src, dst } => {
-                t.clone_object(coll_of(cid)?, &ghobject_of(src)?, &ghobject_of(dst)?)
-            }
+            } => TxOp::Zero {
+                cid: coll_of(cid)?,
+                oid: ghobject_of(oid)?,
+                off: *offset,
+                len: *len,
+            },
+            Op::Truncate { cid, oid, size } => TxOp::Truncate {
+                cid: coll_of(cid)?,
+                oid: ghobject_of(oid)?,
+                size: *size,
+            },
+            Op::Remove { cid, oid } => TxOp::Remove {
+                cid: coll_of(cid)?,
+                oid: ghobject_of(oid)?,
+            },
+            Op::Clone { cid, src, dst } => TxOp::Clone {
+                cid: coll_of(cid)?,
+                oid: ghobject_of(src)?,
+                dest: ghobject_of(dst)?,
+            },
             Op::CloneRange {
                 cid,
                 src,
@@ -101,47 +133,70 @@ pub(crate) fn to_ceph_seeded(
                 src_offset,
                 len,
                 dst_offset,
-            } => t.clone_range(
-                coll_of(cid)?,
-                &ghobject_of(src)?,
-                &ghobject_of(dst)?,
-                *src_offset,
-                *len,
-                *dst_offset,
-            ),
+            } => TxOp::CloneRange {
+                cid: coll_of(cid)?,
+                oid: ghobject_of(src)?,
+                dest: ghobject_of(dst)?,
+                src_off: *src_offset,
+                len: *len,
+                dest_off: *dst_offset,
+            },
             Op::Rename {
                 cid,
                 oid,
                 new_cid,
                 new_oid,
-            } => t.collection_move_rename(
-                coll_of(cid)?,
-                &ghobject_of(oid)?,
-                coll_of(new_cid)?,
-                &ghobject_of(new_oid)?,
-            ),
-            Op::SetAttrs { cid, oid, attrs } => {
-                let m = attrs.iter().cloned().collect();
-                t.setattrs(coll_of(cid)?, &ghobject_of(oid)?, &m)
-            }
-            Op::RmAttr { cid, oid, name } => t.rmattr(coll_of(cid)?, &ghobject_of(oid)?, name),
-            Op::RmAttrs { cid, oid } => t.rmattrs(coll_of(cid)?, &ghobject_of(oid)?),
-            Op::OmapSetKeys { cid, oid, kvs } => {
-                let m = kvs.iter().cloned().collect();
-                t.omap_setkeys(coll_of(cid)?, &ghobject_of(oid)?, &m)
-            }
-            Op::OmapRmKeys { cid, oid, keys } => t.omap_rmkeys(coll_of(cid)?, &ghobject_of(oid)?, keys),
+            } => TxOp::CollMoveRename {
+                old_cid: coll_of(cid)?,
+                old_oid: ghobject_of(oid)?,
+                new_cid: coll_of(new_cid)?,
+                new_oid: ghobject_of(new_oid)?,
+            },
+            Op::SetAttrs { cid, oid, attrs } => TxOp::SetAttrs {
+                cid: coll_of(cid)?,
+                oid: ghobject_of(oid)?,
+                attrs: attrs.iter().cloned().collect(),
+            },
+            Op::RmAttr { cid, oid, name } => TxOp::RmAttr {
+                cid: coll_of(cid)?,
+                oid: ghobject_of(oid)?,
+                name: name.clone(),
+            },
+            Op::RmAttrs { cid, oid } => TxOp::RmAttrs {
+                cid: coll_of(cid)?,
+                oid: ghobject_of(oid)?,
+            },
+            Op::OmapSetKeys { cid, oid, kvs } => TxOp::OmapSetKeys {
+                cid: coll_of(cid)?,
+                oid: ghobject_of(oid)?,
+                keys: kvs.iter().cloned().collect(),
+            },
+            Op::OmapRmKeys { cid, oid, keys } => TxOp::OmapRmKeys {
+                cid: coll_of(cid)?,
+                oid: ghobject_of(oid)?,
+                keys: keys.clone(),
+            },
             Op::OmapRmKeyRange {
                 cid,
                 oid,
                 first,
                 last,
-            } => t.omap_rmkeyrange(coll_of(cid)?, &ghobject_of(oid)?, first, last),
-            Op::OmapClear { cid, oid } => t.omap_clear(coll_of(cid)?, &ghobject_of(oid)?),
-            Op::OmapSetHeader { cid, oid, header } => {
-                t.omap_setheader(coll_of(cid)?, &ghobject_of(oid)?, header)
-            }
-        }
+            } => TxOp::OmapRmKeyRange {
+                cid: coll_of(cid)?,
+                oid: ghobject_of(oid)?,
+                first: first.clone(),
+                last: last.clone(),
+            },
+            Op::OmapClear { cid, oid } => TxOp::OmapClear {
+                cid: coll_of(cid)?,
+                oid: ghobject_of(oid)?,
+            },
+            Op::OmapSetHeader { cid, oid, header } => TxOp::OmapSetHeader {
+                cid: coll_of(cid)?,
+                oid: ghobject_of(oid)?,
+                header: header.clone(),
+            },
+        });
     }
     Ok(t)
 }
@@ -297,7 +352,7 @@ pub fn translate_known<D: Device>(
     t: &Transaction,
     known: &[(CollectionId, ObjectKey, bool)],
 ) -> Result<ferrostore::Transaction, PgError> {
-    translate_seeded(store, t, known, Vec::new(), Vec::new())
+    translate_seeded(store, t, known, &[], &[])
 }
 
 /// [`translate_known`] with store names the caller has already (the PG's collection, the op's object): a
@@ -306,13 +361,26 @@ pub(crate) fn translate_seeded<D: Device>(
     store: &mut Store<D>,
     t: &Transaction,
     known: &[(CollectionId, ObjectKey, bool)],
-    mut colls: Vec<(Coll, CollectionId)>,
-    mut keys: Vec<(GHObject, ObjectKey)>,
+    colls: &[(Coll, CollectionId)],
+    keys: &[(GHObject, ObjectKey)],
 ) -> Result<ferrostore::Transaction, PgError> {
     let ops = t
         .ops()
         .map_err(|e| PgError::Transaction(format!("undecodable transaction: {e}")))?;
+    translate_ops(store, ops, known, colls, keys)
+}
+
+/// [`translate_seeded`] of the transaction's interpreted ops.
+pub(crate) fn translate_ops<D: Device>(
+    store: &mut Store<D>,
+    ops: Vec<TxOp>,
+    known: &[(CollectionId, ObjectKey, bool)],
+    colls: &[(Coll, CollectionId)],
+    keys: &[(GHObject, ObjectKey)],
+) -> Result<ferrostore::Transaction, PgError> {
     let mut out = ferrostore::Transaction::new();
+    // (+2: the PG appends its log entry and `_fastinfo` keys, and maybe a trim)
+    out.ops.reserve(ops.len() + 2);
     let mut tr = Tracker {
         store,
         objs: Vec::with_capacity(4),
@@ -328,21 +396,22 @@ pub(crate) fn translate_seeded<D: Device>(
             },
         ));
     }
-    // names repeat across ops: build each store name once
+    // names repeat across ops: build each store name once (the seeds first, then those built here)
+    let (mut more_colls, mut more_keys) = (Vec::new(), Vec::new());
     let mut coll_id = |c: &Coll| -> CollectionId {
-        if let Some((_, x)) = colls.iter().find(|(k, _)| k == c) {
+        if let Some((_, x)) = colls.iter().chain(more_colls.iter()).find(|(k, _)| k == c) {
             return x.clone();
         }
         let x = coll_id(c);
-        colls.push((*c, x.clone()));
+        more_colls.push((*c, x.clone()));
         x
     };
     let mut object_key = |g: &GHObject| -> ObjectKey {
-        if let Some((_, x)) = keys.iter().find(|(k, _)| k == g) {
+        if let Some((_, x)) = keys.iter().chain(more_keys.iter()).find(|(k, _)| k == g) {
             return x.clone();
         }
         let x = object_key(g);
-        keys.push((g.clone(), x.clone()));
+        more_keys.push((g.clone(), x.clone()));
         x
     };
     for op in ops {
