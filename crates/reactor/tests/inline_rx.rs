@@ -206,3 +206,18 @@ fn small_messages_and_odd_sizes_arrive_intact() {
         );
     }
 }
+
+#[test]
+fn a_spent_budget_falls_back_to_ring_receives() {
+    // Two inline receives per turn: the rest of the queue goes through ring receives (a turn or two each),
+    // nothing is lost or reordered, every data segment still lands in its sink.
+    let len = 65536;
+    let (s, st) = run(false, 2, len);
+    check_all_intact(&s, Some(len));
+    assert!(st.inline_recvs > 0, "{st:?}");
+    assert!(st.direct_recv_bytes + len as u64 >= N * len as u64, "{st:?}");
+    eprintln!(
+        "crc 64K x {N}, budget 2: turns with messages {}; {st:?}",
+        turns_with_messages(&s)
+    );
+}
