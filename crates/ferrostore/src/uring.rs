@@ -66,6 +66,9 @@ pub trait SharedRing {
 /// ([`UringOptions::with_env`]): `dsync` (RWF_DSYNC writes, no flushes) or `flush` (fdatasync per group commit).
 pub const DURABILITY_ENV: &str = "FERROSTORE_DURABILITY";
 
+/// The environment variable that overrides [`UringOptions::unsynced_writes`] (`0`: off, `1`: on), for A/B runs.
+pub const UNSYNCED_ENV: &str = "FERROSTORE_UNSYNCED_WRITES";
+
 #[derive(Debug, Clone, Copy)]
 pub struct UringOptions {
     pub queue_depth: u32,
@@ -73,14 +76,23 @@ pub struct UringOptions {
     pub dsync_writes: bool,
     /// Bytes of idle read buffers kept for reuse (part of the shard's memory budget).
     pub read_pool_bytes: usize,
+    /// Honour [`Device::submit_write_unsynced`] (a plain write even with `dsync_writes`; default). `false` makes
+    /// those writes RWF_DSYNC like all others (the behaviour before session 7; for A/B runs).
+    pub unsynced_writes: bool,
 }
 
 impl UringOptions {
-    /// Apply [`DURABILITY_ENV`] if set (`dsync` or `flush`; anything else leaves the options as they are).
+    /// Apply [`DURABILITY_ENV`] (`dsync` or `flush`) and [`UNSYNCED_ENV`] (`0` or `1`) if set; anything else
+    /// leaves the options as they are.
     pub fn with_env(mut self) -> Self {
         match std::env::var(DURABILITY_ENV).as_deref() {
             Ok("dsync") => self.dsync_writes = true,
             Ok("flush") => self.dsync_writes = false,
+            _ => {}
+        }
+        match std::env::var(UNSYNCED_ENV).as_deref() {
+            Ok("0") => self.unsynced_writes = false,
+            Ok("1") => self.unsynced_writes = true,
             _ => {}
         }
         self
@@ -93,6 +105,7 @@ impl Default for UringOptions {
             queue_depth: 512,
             dsync_writes: false,
             read_pool_bytes: DEFAULT_READ_POOL_BYTES,
+            unsynced_writes: true,
         }
     }
 }
@@ -445,7 +458,8 @@ impl Device for UringDevice {
     }
 
     fn submit_write_unsynced(&mut self, tag: Tag, offset: u64, bufs: Vec<Bytes>) {
-        self.write(tag, offset, bufs, false);
+        let dsync = self.opts.dsync_writes && !self.opts.unsynced_writes;
+        self.write(tag, offset, bufs, dsync);
     }
 
     fn submit_flush(&mut self, tag: Tag) {
