@@ -256,8 +256,9 @@ pub struct CoreConfig {
     pub inline_recv_bytes: usize,
     /// Send a connection's queued output with a plain non-blocking `sendmsg` from the turn when no ring send is
     /// in flight on it; only what the socket does not take (its buffer full) goes to a ring send. A reply then
-    /// needs no completion and no extra loop turn (and `io_uring_enter`) to reap it. Default true; the
-    /// environment variable `REACTOR_DIRECT_SENDS=0` turns it off (A/B measurements).
+    /// needs no completion and no extra loop turn (and `io_uring_enter`) to reap it. Default **false**:
+    /// with it on, 4 MiB read replies stalled for seconds in bench compare's 4M sequential read (session 7 runs
+    /// 15–16, not yet understood; docs/benchmarks.md). `REACTOR_DIRECT_SENDS=1` turns it on (A/B measurements).
     pub direct_sends: bool,
     /// Wake for the earliest timer through one standing absolute `IORING_OP_TIMEOUT`, re-armed only when that
     /// deadline moves, instead of a timeout on every sleeping `io_uring_enter` (each of which starts and
@@ -283,7 +284,7 @@ impl Default for CoreConfig {
                 .and_then(|v| v.parse().ok())
                 .unwrap_or(32),
             inline_recv_bytes: 4 << 20,
-            direct_sends: std::env::var("REACTOR_DIRECT_SENDS").map_or(true, |v| v != "0"),
+            direct_sends: std::env::var("REACTOR_DIRECT_SENDS").is_ok_and(|v| v == "1"),
             standing_timer: std::env::var_os("REACTOR_WAIT_TIMEOUT").is_none(),
         }
     }
