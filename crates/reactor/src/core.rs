@@ -400,6 +400,9 @@ struct Conn {
     out_bytes: usize,
     /// A raw send was refused: tell the service when the queue drains below half.
     want_writable: bool,
+    /// The last drive stopped taking msgr2 output at `max_out_bytes`: more is held in the connection, so a send
+    /// that frees room must drive it again (a ring send's completion always does; a direct send checks this).
+    out_capped: bool,
     timer: Option<TimerId>,
     dirty: bool,
     reported: bool,
@@ -1071,6 +1074,7 @@ impl<M: Send + 'static> CoreCtx<M> {
             out: VecDeque::new(),
             out_bytes: 0,
             want_writable: false,
+            out_capped: false,
             timer: None,
             dirty: false,
             reported: false,
@@ -1539,7 +1543,11 @@ impl<M: Send + 'static> CoreCtx<M> {
         }
         let done = c.out.is_empty();
         // What a send completion would have triggered: a waiting writer or a close after the flush.
-        let revisit = (c.want_writable && c.out_bytes < max_out / 2) || (done && c.close_when_flushed);
+        // A msgr2 connection capped at max_out_bytes holds more output (a 4 MiB reply): drive it again now that the
+        // socket took some, else the rest waits for the connection's next event (seconds; runs 15–16).
+        let revisit = (c.want_writable && c.out_bytes < max_out / 2)
+            || (done && c.close_when_flushed)
+            || std::mem::take(&mut c.out_capped);
         self.stats.sent_bytes += r as u64;
         if !done {
             self.stats.direct_sends_partial += 1;
@@ -1913,11 +1921,13 @@ impl<M: Send + 'static> CoreCtx<M> {
             return;
         }
         if let Proto::Msgr2(m) = &mut c.proto {
+            c.out_capped = false;
             while c.out_bytes < max_out {
                 let Some(b) = m.poll_output() else { break };
                 c.out_bytes += b.len();
                 c.out.push_back(b);
             }
+            c.out_capped = c.out_bytes >= max_out;
         }
         let notify = c.want_writable && c.out_bytes < max_out / 2;
         if notify {
