@@ -157,6 +157,27 @@ proptest! {
 
 /// Feed `wire` the way the reactor does: into a sink when the connection offers one, else as a stream receive
 /// of at most `stream` bytes (and at most the connection's stream limit). Returns the sinks' buffer addresses.
+/// A crc-mode pair whose server receives into sinks from `min` bytes, and the wire bytes of `msgs` (front, middle
+/// and data lengths; patterned contents) sent by the client.
+fn patterned_to_sinks(msgs: &[(usize, usize, usize)], min: usize, now: Instant) -> (Connection, Bytes) {
+    let (mut c, mut s) = ready_pair(CON_MODE_CRC, now);
+    s.set_direct_rx(Some(min));
+    for (i, &(f, mid, d)) in msgs.iter().enumerate() {
+        let mut m = Message::new(
+            60,
+            1,
+            1,
+            (0..f).map(|j| (j + i) as u8).collect::<Vec<u8>>().into(),
+        );
+        m.middle = (0..mid).map(|j| (j * 3 + i) as u8).collect::<Vec<u8>>().into();
+        m.data = (0..d).map(|j| (j * 5 + i) as u8).collect::<Vec<u8>>().into();
+        m.tid = i as u64;
+        c.send(m).unwrap();
+    }
+    let wire = wire_of(&mut c);
+    (s, wire)
+}
+
 fn feed_like_reactor(s: &mut Connection, now: Instant, wire: &Bytes, stream: usize) -> Vec<usize> {
     let mut at = 0;
     let mut sink_bufs = Vec::new();
@@ -325,16 +346,7 @@ proptest! {
     ) {
         let now = Instant::now();
         let reference = run(CON_MODE_CRC, &msgs, &[], false);
-        let (mut c, mut s) = ready_pair(CON_MODE_CRC, now);
-        s.set_direct_rx(Some(min));
-        for (i, &(f, mid, d)) in msgs.iter().enumerate() {
-            let mut m = Message::new(60, 1, 1, (0..f).map(|j| (j + i) as u8).collect::<Vec<u8>>().into());
-            m.middle = (0..mid).map(|j| (j * 3 + i) as u8).collect::<Vec<u8>>().into();
-            m.data = (0..d).map(|j| (j * 5 + i) as u8).collect::<Vec<u8>>().into();
-            m.tid = i as u64;
-            c.send(m).unwrap();
-        }
-        let wire = wire_of(&mut c);
+        let (mut s, wire) = patterned_to_sinks(&msgs, min, now);
         feed_like_reactor(&mut s, now, &wire, stream);
         let got = received(&mut s);
         prop_assert_eq!(got, reference);
@@ -472,16 +484,7 @@ proptest! {
     ) {
         let now = Instant::now();
         let reference = run(CON_MODE_CRC, &msgs, &[], false);
-        let (mut c, mut s) = ready_pair(CON_MODE_CRC, now);
-        s.set_direct_rx(Some(min));
-        for (i, &(f, mid, d)) in msgs.iter().enumerate() {
-            let mut m = Message::new(60, 1, 1, (0..f).map(|j| (j + i) as u8).collect::<Vec<u8>>().into());
-            m.middle = (0..mid).map(|j| (j * 3 + i) as u8).collect::<Vec<u8>>().into();
-            m.data = (0..d).map(|j| (j * 5 + i) as u8).collect::<Vec<u8>>().into();
-            m.tid = i as u64;
-            c.send(m).unwrap();
-        }
-        let wire = wire_of(&mut c);
+        let (mut s, wire) = patterned_to_sinks(&msgs, min, now);
         feed_like_inline(&mut s, now, &wire, stream, |k| avail[k % avail.len()]);
         let got = received(&mut s);
         prop_assert_eq!(got, reference);
