@@ -106,10 +106,10 @@ fn chunks(wire: &Bytes, cuts: &[usize]) -> Vec<Bytes> {
     pts.windows(2).map(|w| wire.slice(w[0]..w[1])).collect()
 }
 
-/// Send `msgs` over a fresh session; feed the receiver the stream cut at `cuts`, through either API.
-fn run(mode: u32, msgs: &[(usize, usize, usize)], cuts: &[usize], zero_copy: bool) -> Vec<Message> {
-    let now = Instant::now();
-    let (mut c, mut s) = ready_pair(mode, now);
+/// A fresh session in `mode`: the server side, and the wire bytes of `msgs` (front, middle and data lengths;
+/// patterned contents, tid = index) sent by the client.
+fn patterned_pair(mode: u32, msgs: &[(usize, usize, usize)], now: Instant) -> (Connection, Bytes) {
+    let (mut c, s) = ready_pair(mode, now);
     for (i, &(f, mid, d)) in msgs.iter().enumerate() {
         let mut m = Message::new(
             60,
@@ -123,6 +123,13 @@ fn run(mode: u32, msgs: &[(usize, usize, usize)], cuts: &[usize], zero_copy: boo
         c.send(m).unwrap();
     }
     let wire = wire_of(&mut c);
+    (s, wire)
+}
+
+/// Send `msgs` over a fresh session; feed the receiver the stream cut at `cuts`, through either API.
+fn run(mode: u32, msgs: &[(usize, usize, usize)], cuts: &[usize], zero_copy: bool) -> Vec<Message> {
+    let now = Instant::now();
+    let (mut s, wire) = patterned_pair(mode, msgs, now);
     for ch in chunks(&wire, cuts) {
         if zero_copy {
             s.handle_input_bytes(now, ch).unwrap();
@@ -155,29 +162,16 @@ proptest! {
 // `CoreConfig::direct_rx_min`). The test plays the IO layer; its `extend_from_slice` into a sink or a stream
 // buffer stands for the kernel's copy out of the socket — the one copy a payload byte may take.
 
-/// Feed `wire` the way the reactor does: into a sink when the connection offers one, else as a stream receive
-/// of at most `stream` bytes (and at most the connection's stream limit). Returns the sinks' buffer addresses.
-/// A crc-mode pair whose server receives into sinks from `min` bytes, and the wire bytes of `msgs` (front, middle
-/// and data lengths; patterned contents) sent by the client.
+/// A crc-mode pair whose server receives into sinks from `min` bytes, and the wire bytes of `msgs` sent by the
+/// client.
 fn patterned_to_sinks(msgs: &[(usize, usize, usize)], min: usize, now: Instant) -> (Connection, Bytes) {
-    let (mut c, mut s) = ready_pair(CON_MODE_CRC, now);
+    let (mut s, wire) = patterned_pair(CON_MODE_CRC, msgs, now);
     s.set_direct_rx(Some(min));
-    for (i, &(f, mid, d)) in msgs.iter().enumerate() {
-        let mut m = Message::new(
-            60,
-            1,
-            1,
-            (0..f).map(|j| (j + i) as u8).collect::<Vec<u8>>().into(),
-        );
-        m.middle = (0..mid).map(|j| (j * 3 + i) as u8).collect::<Vec<u8>>().into();
-        m.data = (0..d).map(|j| (j * 5 + i) as u8).collect::<Vec<u8>>().into();
-        m.tid = i as u64;
-        c.send(m).unwrap();
-    }
-    let wire = wire_of(&mut c);
     (s, wire)
 }
 
+/// Feed `wire` the way the reactor does: into a sink when the connection offers one, else as a stream receive
+/// of at most `stream` bytes (and at most the connection's stream limit). Returns the sinks' buffer addresses.
 fn feed_like_reactor(s: &mut Connection, now: Instant, wire: &Bytes, stream: usize) -> Vec<usize> {
     let mut at = 0;
     let mut sink_bufs = Vec::new();
