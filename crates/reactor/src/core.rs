@@ -256,9 +256,9 @@ pub struct CoreConfig {
     pub inline_recv_bytes: usize,
     /// Send a connection's queued output with a plain non-blocking `sendmsg` from the turn when no ring send is
     /// in flight on it; only what the socket does not take (its buffer full) goes to a ring send. A reply then
-    /// needs no completion and no extra loop turn (and `io_uring_enter`) to reap it. Default **false**:
-    /// with it on, 4 MiB read replies stalled for seconds in bench compare's 4M sequential read (session 7 runs
-    /// 15–16, not yet understood; docs/benchmarks.md). `REACTOR_DIRECT_SENDS=1` turns it on (A/B measurements).
+    /// needs no completion and no extra loop turn (and `io_uring_enter`) to reap it. Default **false** until a full
+    /// compare run measures it again: it once stalled 4 MiB read replies (runs 15–16, fixed by `Conn::out_capped`;
+    /// docs/reactor.md). `REACTOR_DIRECT_SENDS=1` turns it on.
     pub direct_sends: bool,
     /// Wake for the earliest timer through one standing absolute `IORING_OP_TIMEOUT`, re-armed only when that
     /// deadline moves, instead of a timeout on every sleeping `io_uring_enter` (each of which starts and
