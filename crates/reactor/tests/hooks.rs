@@ -3,11 +3,13 @@
 //! polled from a core's loop, a sibling ring watched by fd, and raw entries on the core's own ring.
 #![allow(clippy::unwrap_used)]
 
+mod common;
+
 use bytes::Bytes;
 use ferrostore::Device;
 use ferrostore::uring::{UringDevice, UringOptions};
 use io_uring::{IoUring, opcode, types};
-use msgr2::auth::{AuthNone, AuthNoneServer, ServerAuth};
+use msgr2::auth::AuthNone;
 use msgr2::blocking::BlockingConnection;
 use msgr2::types::{ENTITY_TYPE_CLIENT, ENTITY_TYPE_OSD, EntityName};
 use msgr2::{Config, Message};
@@ -15,7 +17,7 @@ use reactor::{ConnId, CoreCtx, CoreId, ListenProto, ListenerId, Runtime, Runtime
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::os::fd::AsRawFd;
-use std::sync::{Arc, mpsc};
+use std::sync::mpsc;
 use std::time::Duration;
 
 struct Mover {
@@ -30,17 +32,7 @@ impl Service for Mover {
             let (_, raw) = ctx
                 .listen("127.0.0.1:0".parse().unwrap(), ListenProto::Raw)
                 .unwrap();
-            let auth: reactor::ServerAuthFactory =
-                Arc::new(|| Box::new(AuthNoneServer::default()) as Box<dyn ServerAuth + Send>);
-            let (_, m) = ctx
-                .listen(
-                    "127.0.0.1:0".parse().unwrap(),
-                    ListenProto::Msgr2 {
-                        cfg: Config::new(ENTITY_TYPE_OSD, 0),
-                        auth,
-                    },
-                )
-                .unwrap();
+            let m = common::listen_msgr2(ctx, common::auth_none());
             self.addr_tx.send((raw, m)).unwrap();
         }
     }

@@ -7,15 +7,15 @@
 //! on and off.
 #![allow(clippy::unwrap_used)] // test code: a panic is the failure report
 
+mod common;
+
 use bytes::Bytes;
-use msgr2::auth::{AuthNone, AuthNoneServer, CON_MODE_SECURE, ClientAuth, ServerAuth};
+use msgr2::auth::{AuthNone, CON_MODE_SECURE, ClientAuth, ServerAuth};
 use msgr2::blocking::BlockingConnection;
 use msgr2::testing::{TestClientAuth, TestServerAuth};
 use msgr2::types::{ENTITY_TYPE_CLIENT, ENTITY_TYPE_OSD, EntityName};
 use msgr2::{Config, Message, PeerInfo};
-use reactor::{
-    ConnId, CoreConfig, CoreCtx, CoreStats, ListenProto, Runtime, RuntimeConfig, Service, TimerId,
-};
+use reactor::{ConnId, CoreConfig, CoreCtx, CoreStats, Runtime, RuntimeConfig, Service, TimerId};
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, mpsc};
@@ -57,17 +57,9 @@ impl Service for Server {
                     as Box<dyn ServerAuth + Send>
             })
         } else {
-            Arc::new(|| Box::new(AuthNoneServer::default()) as Box<dyn ServerAuth + Send>)
+            common::auth_none()
         };
-        let (_, a) = ctx
-            .listen(
-                "127.0.0.1:0".parse().unwrap(),
-                ListenProto::Msgr2 {
-                    cfg: Config::new(ENTITY_TYPE_OSD, 0),
-                    auth,
-                },
-            )
-            .unwrap();
+        let a = common::listen_msgr2(ctx, auth);
         self.addr_tx.send(a).unwrap();
     }
     fn on_connected(&mut self, ctx: &mut CoreCtx<()>, conn: ConnId, _peer: Option<&PeerInfo>) {
