@@ -260,6 +260,14 @@ pub struct CoreConfig {
     /// compare run measures it again: it once stalled 4 MiB read replies (runs 15–16, fixed by `Conn::out_capped`;
     /// docs/reactor.md). `REACTOR_DIRECT_SENDS=1` turns it on.
     pub direct_sends: bool,
+    /// With `direct_sends`: instead of a `sendmsg` syscall, the end-of-turn send is a ring `sendmsg` entry
+    /// (`MSG_DONTWAIT|MSG_WAITALL`, `IOSQE_CQE_SKIP_SUCCESS`) submitted with the turn's own `io_uring_enter` —
+    /// also the sleeping one. `MSG_DONTWAIT` makes the kernel issue it inline, during the enter's submission,
+    /// and never park it (no poll arming); a send that wrote everything posts no completion, so it does not end
+    /// the wait; one that did not (socket full, error) posts one with the bytes written, which ends the wait and
+    /// hands the rest to an ordinary ring send. Saves the `sendmsg` syscall per QD1 op. Default false;
+    /// `REACTOR_FOLD_SENDS=1` turns it on (docs/reactor.md, "Sends").
+    pub fold_sends: bool,
     /// Wake for the earliest timer through one standing absolute `IORING_OP_TIMEOUT`, re-armed only when that
     /// deadline moves, instead of a timeout on every sleeping `io_uring_enter` (each of which starts and
     /// cancels a kernel hrtimer — a clock-event reprogramming, expensive in a VM — per sleep). Default true;
@@ -285,6 +293,7 @@ impl Default for CoreConfig {
                 .unwrap_or(32),
             inline_recv_bytes: 4 << 20,
             direct_sends: std::env::var("REACTOR_DIRECT_SENDS").is_ok_and(|v| v == "1"),
+            fold_sends: std::env::var("REACTOR_FOLD_SENDS").is_ok_and(|v| v == "1"),
             standing_timer: std::env::var_os("REACTOR_WAIT_TIMEOUT").is_none(),
         }
     }
@@ -323,6 +332,10 @@ pub struct CoreStats {
     /// bytes behind for a ring send (socket buffer full).
     pub direct_sends: u64,
     pub direct_sends_partial: u64,
+    /// End-of-turn sends folded into the turn's `io_uring_enter` ([`CoreConfig::fold_sends`]), and how many of
+    /// them came back with a completion (socket full or an error) instead of writing everything.
+    pub folded_sends: u64,
+    pub folded_sends_partial: u64,
     /// Standing wake-up timeouts armed for the earliest timer ([`CoreConfig::standing_timer`]).
     pub wait_timers_armed: u64,
     /// Connections open now.
@@ -456,6 +469,8 @@ enum Op {
     Send {
         conn: ConnId,
         slot: SendSlot,
+        /// A folded send ([`CoreConfig::fold_sends`]): no completion when it wrote everything.
+        folded: bool,
     },
     Watch {
         id: u32,
@@ -558,6 +573,9 @@ pub struct CoreCtx<M: Send + 'static> {
     direct_iov: Vec<libc::iovec>,
     /// Connections whose output goes out with a direct send at the end of the turn ([`CoreConfig::direct_sends`]).
     send_ready: Vec<ConnId>,
+    /// Ops of folded sends not yet known to be done: each either completes (a CQE: it did not write
+    /// everything) or, once the kernel has consumed its entry, is done without one (`resolve_folded`).
+    folded: Vec<usize>,
     /// Reused for the messages drained from one mesh ring per turn.
     mesh_scratch: Vec<Envelope<M>>,
 }
@@ -616,6 +634,78 @@ fn build_ring(entries: u32) -> io::Result<(IoUring, &'static str)> {
     Err(last)
 }
 
+/// Whether this kernel gives folded sends ([`CoreConfig::fold_sends`]) what they rely on, checked on a fresh
+/// ring and a socket pair with a small buffer: a send that writes everything is done when the enter that
+/// submits it returns and posts no completion; a short one has posted its completion by then, with the bytes it
+/// wrote. (A kernel that parked the send instead would still hold our buffers: they are leaked then.)
+fn fold_sends_work(ring: &mut IoUring) -> bool {
+    let Ok((a, b)) = sys::stream_pair(4096) else {
+        return false;
+    };
+    let mut ok = true;
+    let mut in_flight = Vec::new();
+    for len in [1usize, 256 << 10] {
+        let buf = vec![7u8; len].into_boxed_slice();
+        let mut iov = Box::new(libc::iovec {
+            iov_base: buf.as_ptr() as *mut libc::c_void,
+            iov_len: len,
+        });
+        // SAFETY: msghdr is plain data; zero is "no name, no control".
+        let mut msg: Box<libc::msghdr> = Box::new(unsafe { std::mem::zeroed() });
+        msg.msg_iov = &mut *iov;
+        msg.msg_iovlen = 1;
+        let e = opcode::SendMsg::new(types::Fd(a), &*msg as *const libc::msghdr)
+            .flags((libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT | libc::MSG_WAITALL) as u32)
+            .build()
+            .flags(squeue::Flags::SKIP_SUCCESS)
+            .user_data(1);
+        let queued = sys::queued_in(b).unwrap_or(0);
+        // SAFETY: the entry points into `buf`, `iov` and `msg`, kept (or leaked) below until the kernel is done.
+        let pushed = unsafe { ring.submission().push(&e) }.is_ok();
+        // SAFETY: no argument struct; valid flags.
+        let r = unsafe {
+            ring.submitter()
+                .enter::<libc::sigset_t>(1, 0, IORING_ENTER_GETEVENTS, None)
+        };
+        let cqes: Vec<i32> = ring.completion().map(|c| c.result()).collect();
+        let written = sys::queued_in(b).unwrap_or(0).saturating_sub(queued);
+        let sq_empty = ring.submission().is_empty();
+        ok = ok
+            && pushed
+            && matches!(r, Ok(1))
+            && sq_empty
+            && match cqes[..] {
+                // Everything written: no completion.
+                [] => written == len,
+                // Short: the completion says how much.
+                [n] => n > 0 && (n as usize) < len && written == n as usize,
+                _ => false,
+            };
+        in_flight.push((buf, iov, msg));
+        if !ok {
+            break;
+        }
+    }
+    sys::close(a);
+    sys::close(b);
+    if !ok {
+        std::mem::forget(in_flight);
+    }
+    ok
+}
+
+impl Conn {
+    /// After a send that needs no completion (direct or folded) wrote some output: whether the connection must be
+    /// driven again for what a ring send's completion would have triggered — a waiting writer, a close after the
+    /// flush, or msgr2 output held back at `max_out_bytes` (a 4 MiB reply: else the rest waits for the
+    /// connection's next event, seconds; runs 15–16, tests/direct_send_stall.rs).
+    fn revisit_after_send(&mut self, max_out: usize) -> bool {
+        (self.want_writable && self.out_bytes < max_out / 2)
+            || (self.out.is_empty() && self.close_when_flushed)
+            || std::mem::take(&mut self.out_capped)
+    }
+}
+
 impl<M: Send + 'static> CoreCtx<M> {
     pub(crate) fn new(
         id: CoreId,
@@ -625,7 +715,11 @@ impl<M: Send + 'static> CoreCtx<M> {
         rx: Vec<Option<Consumer<Envelope<M>>>>,
         shared: Arc<Shared<M>>,
     ) -> io::Result<Self> {
-        let (ring, ring_setup) = build_ring(cfg.ring_entries)?;
+        let mut cfg = cfg;
+        let (mut ring, ring_setup) = build_ring(cfg.ring_entries)?;
+        if cfg.direct_sends && cfg.fold_sends && !fold_sends_work(&mut ring) {
+            cfg.fold_sends = false;
+        }
         let ext_arg = ring.params().is_feature_ext_arg();
         let pool = RecvPool {
             size: cfg.recv_buf_bytes.max(4096),
@@ -666,6 +760,7 @@ impl<M: Send + 'static> CoreCtx<M> {
             send_free: Vec::new(),
             direct_iov: Vec::new(),
             send_ready: Vec::new(),
+            folded: Vec::new(),
             mesh_scratch: Vec::new(),
         };
         c.arm_doorbell();
@@ -1444,7 +1539,7 @@ impl<M: Send + 'static> CoreCtx<M> {
             }
             return;
         }
-        self.arm_ring_send(id);
+        self.arm_ring_send(id, false);
     }
 
     /// The end of the turn: direct sends for the connections that queued output; what a socket does not take
@@ -1457,8 +1552,15 @@ impl<M: Send + 'static> CoreCtx<M> {
             if c.send_armed || c.state != ConnState::Open || c.out.is_empty() {
                 continue;
             }
-            if !self.send_direct(id) {
-                self.arm_ring_send(id);
+            // A folded send that writes everything is done without a completion, i.e. without waking this core:
+            // only when nothing has to follow it (else, e.g. with msgr2 output held back at max_out_bytes, the
+            // rest would wait for the core's next event, as in tests/direct_send_stall.rs).
+            let nothing_follows =
+                !(c.want_writable || c.close_when_flushed || c.out_capped || c.out.len() > MAX_IOV);
+            if self.cfg.fold_sends && nothing_follows {
+                self.arm_ring_send(id, true);
+            } else if !self.send_direct(id) {
+                self.arm_ring_send(id, false);
             }
         }
         ready.clear();
@@ -1467,8 +1569,10 @@ impl<M: Send + 'static> CoreCtx<M> {
         }
     }
 
-    /// A `sendmsg` of `id`'s queued output on the ring (its completion re-drives the connection).
-    fn arm_ring_send(&mut self, id: ConnId) {
+    /// A `sendmsg` of `id`'s queued output on the ring (its completion re-drives the connection), or a folded
+    /// one ([`CoreConfig::fold_sends`]): issued inline by the enter that submits it, completing only if it did
+    /// not write everything.
+    fn arm_ring_send(&mut self, id: ConnId, folded: bool) {
         let Some(c) = self.conn_mut(id) else { return };
         if c.send_armed || c.state != ConnState::Open || c.out.is_empty() {
             return;
@@ -1482,6 +1586,11 @@ impl<M: Send + 'static> CoreCtx<M> {
         let Some(c) = self.conn_mut(id) else { return };
         let n = c.out.len().min(MAX_IOV);
         slot.bufs.extend(c.out.drain(..n));
+        let queued: usize = if folded {
+            slot.bufs.iter().map(Bytes::len).sum()
+        } else {
+            0
+        };
         c.send_armed = true;
         c.ops += 1;
         let fd = c.fd;
@@ -1493,10 +1602,36 @@ impl<M: Send + 'static> CoreCtx<M> {
         *slot.msg = unsafe { std::mem::zeroed() };
         slot.msg.msg_iov = slot.iov.as_mut_ptr();
         slot.msg.msg_iovlen = slot.iov.len() as _;
-        let e = opcode::SendMsg::new(types::Fd(fd), &*slot.msg as *const libc::msghdr)
-            .flags(libc::MSG_NOSIGNAL as u32)
+        let flags = if folded {
+            // DONTWAIT: the kernel never parks it (an EAGAIN completes it), so it is done when its entry has
+            // been consumed; WAITALL: a short write is a failure, so SKIP_SUCCESS skips only complete writes
+            // (the completion of a short one carries the bytes written).
+            libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT | libc::MSG_WAITALL
+        } else {
+            libc::MSG_NOSIGNAL
+        };
+        let mut e = opcode::SendMsg::new(types::Fd(fd), &*slot.msg as *const libc::msghdr)
+            .flags(flags as u32)
             .build();
-        self.push_op(e, Op::Send { conn: id, slot });
+        if folded {
+            e = e.flags(squeue::Flags::SKIP_SUCCESS);
+        }
+        let op = self.push_op(
+            e,
+            Op::Send {
+                conn: id,
+                slot,
+                folded,
+            },
+        );
+        if folded {
+            self.stats.folded_sends += 1;
+            self.stats.sent_bytes += queued as u64;
+            // An entry for this op index left from an earlier folded send (completed by a CQE while its
+            // resolution waited) must not complete this one too.
+            self.folded.retain(|&j| j != op);
+            self.folded.push(op);
+        }
     }
 
     /// Write `id`'s queued output with one non-blocking `sendmsg` right now (no ring send in flight on it, so
@@ -1542,12 +1677,7 @@ impl<M: Send + 'static> CoreCtx<M> {
             c.out.pop_front();
         }
         let done = c.out.is_empty();
-        // What a send completion would have triggered: a waiting writer or a close after the flush.
-        // A msgr2 connection capped at max_out_bytes holds more output (a 4 MiB reply): drive it again now that the
-        // socket took some, else the rest waits for the connection's next event (seconds; runs 15–16).
-        let revisit = (c.want_writable && c.out_bytes < max_out / 2)
-            || (done && c.close_when_flushed)
-            || std::mem::take(&mut c.out_capped);
+        let revisit = c.revisit_after_send(max_out);
         self.stats.sent_bytes += r as u64;
         if !done {
             self.stats.direct_sends_partial += 1;
@@ -1579,11 +1709,44 @@ impl<M: Send + 'static> CoreCtx<M> {
         }
     }
 
+    /// Folded sends ([`CoreConfig::fold_sends`]) whose entries the kernel has consumed were issued inline by
+    /// that `io_uring_enter`, and the completion of one that did not write everything was posted before the
+    /// enter returned: it is in the scratch list now. The others wrote everything; they get a completion of
+    /// their full length here. Nothing is decided while an entry is still queued or a completion may still be
+    /// in the kernel's overflow list.
+    fn resolve_folded(&mut self) {
+        {
+            let mut ring = self.share.ring.borrow_mut();
+            let sq = ring.submission();
+            if !sq.is_empty() || sq.cq_overflow() {
+                return;
+            }
+        }
+        for i in std::mem::take(&mut self.folded) {
+            let ud = i as u64;
+            if self.cqe_scratch.iter().any(|c| c.0 == ud) {
+                continue;
+            }
+            if let Some(Some(Op::Send {
+                slot, folded: true, ..
+            })) = self.ops.get(i)
+            {
+                let len: usize = slot.bufs.iter().map(Bytes::len).sum();
+                // At most max_out_bytes plus one msgr2 buffer: far below i32::MAX.
+                self.cqe_scratch.push((ud, len.min(i32::MAX as usize) as i32, 0));
+            }
+        }
+    }
+
     fn dispatch_cqes<S: Service<Msg = M>>(&mut self, svc: &mut S) -> usize {
         self.reap_into_scratch();
+        let real = self.cqe_scratch.len();
+        if !self.folded.is_empty() {
+            self.resolve_folded();
+        }
         let cqes = std::mem::take(&mut self.cqe_scratch);
         let n = cqes.len();
-        self.stats.cqes += n as u64;
+        self.stats.cqes += real as u64;
         for &(ud, res, flags) in &cqes {
             if ud == UD_IGNORE {
                 continue;
@@ -1747,9 +1910,28 @@ impl<M: Send + 'static> CoreCtx<M> {
                 self.stats.direct_recv_bytes += n as u64;
                 self.mark_dirty(conn);
             }
-            Op::Send { conn, mut slot } => {
+            Op::Send {
+                conn,
+                mut slot,
+                folded,
+            } => {
                 // The kernel is done with the slot: forget the pointers, keep the capacity.
                 slot.iov.clear();
+                // A folded send that found the socket full wrote nothing; its rest goes to a ring send below.
+                let res = if folded && res == -libc::EAGAIN { 0 } else { res };
+                // Folded sends count as sent when queued (a complete one may be resolved only at shutdown); a
+                // short one takes back what it did not write.
+                let unsent = if folded && res >= 0 {
+                    slot.bufs
+                        .iter()
+                        .map(Bytes::len)
+                        .sum::<usize>()
+                        .saturating_sub(res as usize)
+                } else {
+                    0
+                };
+                self.stats.sent_bytes = self.stats.sent_bytes.saturating_sub(unsent as u64);
+                let max_out = self.cfg.max_out_bytes;
                 let Some(c) = self.conn_mut(conn) else {
                     self.recycle_send_slot(slot);
                     return;
@@ -1786,10 +1968,24 @@ impl<M: Send + 'static> CoreCtx<M> {
                         c.out.push_front(if k == 0 && n > 0 { b.slice(n..) } else { b });
                     }
                 }
-                self.stats.sent_bytes += res as u64;
-                self.stats.partial_sends += u64::from(partial);
-                self.recycle_send_slot(slot);
-                self.mark_dirty(conn);
+                let revisit = folded && !partial && c.revisit_after_send(max_out);
+                if !folded {
+                    self.stats.sent_bytes += res as u64;
+                    self.stats.partial_sends += u64::from(partial);
+                    self.recycle_send_slot(slot);
+                    self.mark_dirty(conn);
+                } else if partial {
+                    // The socket is full: an ordinary ring send waits for room (another folded one would come
+                    // straight back, every turn).
+                    self.stats.folded_sends_partial += 1;
+                    self.recycle_send_slot(slot);
+                    self.arm_ring_send(conn, false);
+                } else {
+                    self.recycle_send_slot(slot);
+                    if revisit {
+                        self.mark_dirty(conn);
+                    }
+                }
             }
         }
     }
@@ -2242,7 +2438,8 @@ impl<M: Send + 'static> CoreCtx<M> {
             timers: timers as u32,
             conns_driven: driven as u32,
             recv_bytes: self.stats.recv_bytes - recv0,
-            sent_bytes: self.stats.sent_bytes - sent0,
+            // A short folded send takes back bytes counted when it was queued (in an earlier turn).
+            sent_bytes: self.stats.sent_bytes.saturating_sub(sent0),
         };
         svc.on_turn_end(self, &info);
         let polling = std::mem::take(&mut self.keep_polling);

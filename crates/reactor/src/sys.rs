@@ -207,6 +207,46 @@ pub fn tcp_listen(addr: &SocketAddr, backlog: i32) -> io::Result<RawFd> {
     }
 }
 
+/// A connected `AF_UNIX` stream socket pair, the first one's send buffer set to `sndbuf` bytes (the kernel
+/// rounds it up).
+pub fn stream_pair(sndbuf: i32) -> io::Result<(RawFd, RawFd)> {
+    let mut fds = [0; 2];
+    // SAFETY: socketpair writes two fds into the array we own.
+    cvt(unsafe {
+        libc::socketpair(
+            libc::AF_UNIX,
+            libc::SOCK_STREAM | libc::SOCK_CLOEXEC,
+            0,
+            fds.as_mut_ptr(),
+        )
+    })?;
+    // SAFETY: a plain int option.
+    let r = unsafe {
+        libc::setsockopt(
+            fds[0],
+            libc::SOL_SOCKET,
+            libc::SO_SNDBUF,
+            &sndbuf as *const i32 as *const libc::c_void,
+            std::mem::size_of::<i32>() as libc::socklen_t,
+        )
+    };
+    if r < 0 {
+        let e = io::Error::last_os_error();
+        close(fds[0]);
+        close(fds[1]);
+        return Err(e);
+    }
+    Ok((fds[0], fds[1]))
+}
+
+/// Bytes waiting to be read on a socket (`FIONREAD`).
+pub fn queued_in(fd: RawFd) -> io::Result<usize> {
+    let mut n: libc::c_int = 0;
+    // SAFETY: FIONREAD writes one int we own.
+    cvt(unsafe { libc::ioctl(fd, libc::FIONREAD, &mut n) })?;
+    Ok(n as usize)
+}
+
 pub fn shutdown(fd: RawFd) {
     // SAFETY: plain syscall; errors (ENOTCONN) are irrelevant here.
     unsafe { libc::shutdown(fd, libc::SHUT_RDWR) };

@@ -78,6 +78,16 @@ fn run(
     standing_timer: bool,
     requests: usize,
 ) -> (CoreStats, Vec<(u64, Duration, Duration)>) {
+    run_with(direct_sends, false, standing_timer, requests)
+}
+
+/// As [`run`], with `fold_sends` as given too.
+fn run_with(
+    direct_sends: bool,
+    fold_sends: bool,
+    standing_timer: bool,
+    requests: usize,
+) -> (CoreStats, Vec<(u64, Duration, Duration)>) {
     let (addr_tx, addr_rx) = mpsc::channel();
     let (fired_tx, fired_rx) = mpsc::channel();
     let mut cfg = RuntimeConfig {
@@ -86,6 +96,7 @@ fn run(
         ..Default::default()
     };
     cfg.core.direct_sends = direct_sends;
+    cfg.core.fold_sends = fold_sends;
     cfg.core.standing_timer = standing_timer;
     let rt = Runtime::start(cfg, move |_| Server {
         addr_tx: addr_tx.clone(),
@@ -136,16 +147,9 @@ fn replies_go_out_directly_and_sleeps_arm_no_timer() {
     // Every reply went out directly; the big one needed the ring for the rest.
     assert!(st.direct_sends as usize > N, "{st:?}");
     assert!(st.direct_sends_partial >= 1, "{st:?}");
-    // One turn per request (the receive), not two (receive, then the send's completion).
-    let requests = st.recv_bytes / REQ as u64;
-    assert!(
-        st.turns < requests + requests / 5 + 20,
-        "{} turns for {requests} requests",
-        st.turns
-    );
+    one_turn_per_request(&st, N);
     // The core slept hundreds of times, yet armed a timeout only per timer deadline (two starts, ten chained
     // timers, the far one, a few spurious re-arms), not per sleep.
-    assert!(st.waits as usize > N, "{st:?}");
     assert!(
         st.wait_timers_armed < 40,
         "{} standing timeouts for {} sleeps",
@@ -185,4 +189,32 @@ fn check_timers(fired: &[(u64, Duration, Duration)]) {
             "timer {token} late: {took:?}"
         );
     }
+}
+
+#[test]
+fn folded_sends_take_no_syscall_and_no_turn() {
+    const N: usize = 300;
+    let (st, fired) = run_with(true, true, true, N);
+    eprintln!("folded: {st:?}");
+    // Every reply rode the turn's io_uring_enter; none needed a sendmsg of its own.
+    assert_eq!(st.direct_sends, 0, "{st:?}");
+    assert!(st.folded_sends as usize > N, "{st:?}");
+    // The big reply did not fit: its folded send came back with what it wrote and a ring send did the rest
+    // (the bytes were checked in order by `run`).
+    assert!(st.folded_sends_partial >= 1, "{st:?}");
+    // A folded send that wrote everything posts no completion: it neither ended the sleep it was submitted with
+    // nor made a turn of its own.
+    one_turn_per_request(&st, N);
+    check_timers(&fired);
+}
+
+/// One turn per request (the receive), not two (receive, then the send's completion), and a sleep after most.
+fn one_turn_per_request(st: &CoreStats, n: usize) {
+    let requests = st.recv_bytes / REQ as u64;
+    assert!(
+        st.turns < requests + requests / 5 + 20,
+        "{} turns for {requests} requests",
+        st.turns
+    );
+    assert!(st.waits as usize > n, "{st:?}");
 }
