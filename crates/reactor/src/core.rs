@@ -273,6 +273,13 @@ pub struct CoreConfig {
     /// cancels a kernel hrtimer — a clock-event reprogramming, expensive in a VM — per sleep). Default true;
     /// `REACTOR_WAIT_TIMEOUT=1` restores the per-wait timeout (A/B measurements).
     pub standing_timer: bool,
+    /// Submit the device entries that the turn's messages queued (e.g. the device reads of newly arrived read
+    /// ops) before `on_poll`, with one non-blocking `io_uring_enter`, when the device has completions waiting for
+    /// `on_poll`: that processing (verifying a completed 4 MiB read, running its op, building the reply) can take
+    /// a large part of a millisecond, during which the new IO would otherwise wait in the submission queue and the
+    /// device could idle. Costs one enter (and virtio kick) in such turns only. Default true;
+    /// `REACTOR_EARLY_DEVICE_SUBMIT=0` turns it off (A/B measurements).
+    pub early_device_submit: bool,
 }
 
 impl Default for CoreConfig {
@@ -295,6 +302,7 @@ impl Default for CoreConfig {
             direct_sends: std::env::var("REACTOR_DIRECT_SENDS").is_ok_and(|v| v == "1"),
             fold_sends: std::env::var("REACTOR_FOLD_SENDS").is_ok_and(|v| v == "1"),
             standing_timer: std::env::var_os("REACTOR_WAIT_TIMEOUT").is_none(),
+            early_device_submit: std::env::var("REACTOR_EARLY_DEVICE_SUBMIT").map_or(true, |v| v != "0"),
         }
     }
 }
@@ -350,6 +358,9 @@ pub struct CoreStats {
     pub device_sqes: u64,
     pub device_cqes: u64,
     pub device_waits: u64,
+    /// Non-blocking enters that handed the turn's new device entries to the kernel before `on_poll`
+    /// ([`CoreConfig::early_device_submit`]).
+    pub early_device_submits: u64,
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -540,6 +551,9 @@ pub struct CoreCtx<M: Send + 'static> {
     ext_arg: bool,
     /// The standing wake-up for the earliest timer ([`CoreConfig::standing_timer`]): its deadline and op index.
     wait_timer: Option<(Instant, usize)>,
+    /// `RingShare`'s count of device entries pushed, as of this core's last `io_uring_enter` from the loop:
+    /// a larger count means the turn queued device IO not yet handed to the kernel.
+    dev_sqes_entered: u64,
     /// An `Instant` and CLOCK_MONOTONIC read together: turns deadlines into the absolute timespecs io_uring
     /// takes (std's `Instant` is CLOCK_MONOTONIC on Linux but does not expose its value).
     clock_base: (Instant, Duration),
@@ -734,6 +748,7 @@ impl<M: Send + 'static> CoreCtx<M> {
             ring_setup,
             ext_arg,
             wait_timer: None,
+            dev_sqes_entered: 0,
             clock_base: monotonic_base(),
             ops: Vec::new(),
             free_ops: Vec::new(),
@@ -2299,6 +2314,7 @@ impl<M: Send + 'static> CoreCtx<M> {
 
     fn wait(&mut self, block: bool) {
         self.stats.submits += 1;
+        self.dev_sqes_entered = self.share.counts().0;
         if !block {
             // Submit and collect without sleeping. GETEVENTS with min_complete 0 runs deferred task work
             // (DEFER_TASKRUN) and returns at once; a zero timeout instead would go through schedule() and, on a
@@ -2395,6 +2411,28 @@ impl<M: Send + 'static> CoreCtx<M> {
         n
     }
 
+    /// Hand the device entries queued since the last enter to the kernel now, if `on_poll` has device
+    /// completions to process first ([`CoreConfig::early_device_submit`]). Whatever else is queued (receives,
+    /// sends) goes with them; nothing is waited for.
+    fn submit_device_early(&mut self) {
+        if !self.cfg.early_device_submit
+            || !self.share.device_pending()
+            || self.share.counts().0 == self.dev_sqes_entered
+        {
+            return;
+        }
+        self.dev_sqes_entered = self.share.counts().0;
+        let mut ring = self.share.ring.borrow_mut();
+        if ring.submission().is_empty() {
+            return;
+        }
+        // No GETEVENTS: completions are not reaped here (the turn's wait does that), so nothing is dispatched
+        // out of order.
+        if ring.submit().is_ok() {
+            self.stats.early_device_submits += 1;
+        }
+    }
+
     /// One loop turn.
     fn turn<S: Service<Msg = M>>(&mut self, svc: &mut S) {
         self.stats.turns += 1;
@@ -2415,6 +2453,7 @@ impl<M: Send + 'static> CoreCtx<M> {
             // Rounds are bounded: whatever is still dirty makes the wait below non-blocking.
             for _ in 0..4 {
                 driven += self.drive_dirty(svc);
+                self.submit_device_early();
                 svc.on_poll(self);
                 if self.dirty.is_empty() {
                     break;
