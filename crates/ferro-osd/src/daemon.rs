@@ -2682,6 +2682,12 @@ impl Daemon {
                 .cache_bytes
                 .unwrap_or_else(|| crate::args::default_cache_bytes(shards))
                 as usize,
+            // FERROSTORE_CKPT_WALK_SLICE=0 places a checkpoint's whole snapshot in the turn that starts it (the
+            // behaviour before session 8), for A/B runs of one binary.
+            checkpoint_walk_slice: std::env::var(ferrostore::store::CKPT_WALK_SLICE_ENV)
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(ferrostore::store::DEFAULT_CKPT_WALK_SLICE),
             ..StoreConfig::default()
         };
         let uring_opts = UringOptions {

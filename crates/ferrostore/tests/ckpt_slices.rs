@@ -13,11 +13,23 @@ use ferrostore::{Device, SimConfig, SimDevice, Store, StoreConfig};
 
 #[test]
 fn checkpoint_node_writes_go_out_in_slices() {
+    checkpoint_in_slices(ferrostore::store::DEFAULT_CKPT_WALK_SLICE);
+}
+
+/// One node placed per poll: the placement outlasts the IO submitted before the snapshot, and the superblock
+/// must still wait for it (it names the snapshot's root).
+#[test]
+fn superblock_waits_for_a_slow_placement() {
+    checkpoint_in_slices(1);
+}
+
+fn checkpoint_in_slices(walk_slice: usize) {
     let cfg = StoreConfig {
-        max_dirty_nodes: 150,
+        max_dirty_nodes: 300,
+        checkpoint_walk_slice: walk_slice,
         ..Default::default()
     };
-    let mut s = sim_store(7, 64 << 20, 16 << 20, cfg.clone());
+    let mut s = sim_store(7, 160 << 20, 16 << 20, cfg.clone());
     let mut rng = Rng::new(7);
     let mut model = Model::default();
     let mut ev = Vec::new();
@@ -55,11 +67,26 @@ fn checkpoint_node_writes_go_out_in_slices() {
             break;
         }
     }
-    assert!(nodes > 64, "no large checkpoint started ({nodes} nodes)");
+    assert!(
+        nodes >= walk_slice.min(64) as u64,
+        "no large checkpoint started ({nodes} nodes)"
+    );
+    let first_poll_nodes = nodes;
     while s.stats.background_checkpoints == 0 {
         ev.clear();
         s.wait(&mut ev).unwrap();
     }
+    // The snapshot's nodes got their blocks over several polls too (session 8): the poll that started the
+    // checkpoint placed one slice of them, not the whole dirty tree.
+    let total_nodes = s.stats.node_bytes / 4096;
+    assert!(
+        total_nodes > walk_slice as u64 + 10,
+        "checkpoint too small to tell ({total_nodes} nodes)"
+    );
+    assert!(
+        first_poll_nodes <= walk_slice as u64,
+        "{first_poll_nodes} of {total_nodes} nodes placed in the poll that started the checkpoint"
+    );
     let dev = s.umount().unwrap();
     let img = dev.durable_image().to_vec();
     let dev = SimDevice::from_image(
