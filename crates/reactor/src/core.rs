@@ -256,9 +256,10 @@ pub struct CoreConfig {
     pub inline_recv_bytes: usize,
     /// Send a connection's queued output with a plain non-blocking `sendmsg` from the turn when no ring send is
     /// in flight on it; only what the socket does not take (its buffer full) goes to a ring send. A reply then
-    /// needs no completion and no extra loop turn (and `io_uring_enter`) to reap it. Default **false** until a full
-    /// compare run measures it again: it once stalled 4 MiB read replies (runs 15–16, fixed by `Conn::out_capped`;
-    /// docs/reactor.md). `REACTOR_DIRECT_SENDS=1` turns it on.
+    /// needs no completion and no extra loop turn (and `io_uring_enter`) to reap it. Default **false**: it once
+    /// stalled 4 MiB read replies (runs 15–16, fixed by `Conn::out_capped`, tests/direct_send_stall.rs), and the
+    /// session-8 A/B (seven pairs, docs/benchmarks.md) found no QD1 row better with it. `REACTOR_DIRECT_SENDS=1`
+    /// turns it on.
     pub direct_sends: bool,
     /// With `direct_sends`: instead of a `sendmsg` syscall, the end-of-turn send is a ring `sendmsg` entry
     /// (`MSG_DONTWAIT|MSG_WAITALL`, `IOSQE_CQE_SKIP_SUCCESS`) submitted with the turn's own `io_uring_enter` —
