@@ -30,6 +30,7 @@ use ceph_msgs::{CephMessage, MAuth, MAuthReply, PaxosHeader};
 use cephx::msgr2_auth::{CephxAuthorizerClientAuth, CephxMonClientAuth, CephxServerAuth};
 use cephx::{AwsLcProvider, CryptoKey, CryptoProvider, MonAuthClient, PeerAuth, ServiceKeys};
 use denc::{Encode, Encoder, EntityAddr, EntityAddrvec, EntityNameT, PgId, SpgId, Utime, Uuid};
+use ferrostore::hash::FastMap;
 use ferrostore::uring::{UringDevice, UringOptions};
 use ferrostore::{Store, StoreConfig};
 use monclient::{Event as MonEvent, MonClient, MonTarget, Output as MonOutput};
@@ -323,8 +324,8 @@ pub struct Core {
     control: Option<Box<Control>>,
     /// Core 0: the listeners to accept on (taken in `on_start`).
     listeners: Option<Vec<RawFd>>,
-    conns: HashMap<RConn, Slot>,
-    by_gid: HashMap<ConnId, RConn>,
+    conns: FastMap<RConn, Slot>,
+    by_gid: FastMap<ConnId, RConn>,
     next_gid: u64,
     next_handoff: usize,
     /// The acceptor `msgr2_acceptor` just built: its listener kind and cephx peer handle.
@@ -337,11 +338,11 @@ pub struct Core {
     /// The ferrostore device ring's fd, watched on this core's ring: the core sleeps until it has completions.
     device_watch: Option<reactor::WatchId>,
     /// Core 0: op dumps being gathered from the cores, by id.
-    ops_gathers: HashMap<u64, OpsGather>,
+    ops_gathers: FastMap<u64, OpsGather>,
     next_gather: u64,
     /// Our cluster connections to other OSDs owned by this core ([`osd_conn_core`]).
     osds: HashMap<i32, OsdConn>,
-    osd_by_conn: HashMap<RConn, i32>,
+    osd_by_conn: FastMap<RConn, i32>,
     /// The PG → core table as of the newest map this core got from core 0 ([`Msg::Map`]).
     routes: Arc<PgRouter>,
     /// Ops and peer messages about a PG that table does not know, from a newer epoch: routed again with the
@@ -454,8 +455,8 @@ impl Core {
         if self.out.is_empty() {
             return;
         }
-        let out = std::mem::take(&mut self.out);
-        for (gid, r) in out.replies {
+        let mut out = std::mem::take(&mut self.out);
+        for (gid, r) in out.replies.drain(..) {
             let home = worker::home_core(gid);
             if home == self.id {
                 self.send_to_gid(ctx, gid, |f| r.encode_message(f));
@@ -463,6 +464,8 @@ impl Core {
                 let _ = ctx.post(home, Msg::Reply(gid, Box::new(r)));
             }
         }
+        // The reply vector comes back empty with its capacity: no allocation and growth per op.
+        let replies = std::mem::take(&mut out.replies);
         for (gid, n) in out.notifies {
             let home = worker::home_core(gid);
             if home == self.id {
@@ -476,6 +479,9 @@ impl Core {
         }
         if !out.mon.is_empty() {
             let _ = ctx.post(0, Msg::Mon(out.mon));
+        }
+        if self.out.replies.is_empty() {
+            self.out.replies = replies;
         }
     }
 
@@ -2765,8 +2771,8 @@ impl Daemon {
                 shard,
                 control,
                 listeners,
-                conns: HashMap::new(),
-                by_gid: HashMap::new(),
+                conns: FastMap::default(),
+                by_gid: FastMap::default(),
                 next_gid: 0,
                 next_handoff: 0,
                 fresh: None,
@@ -2776,9 +2782,9 @@ impl Daemon {
                 messages_received: 0,
                 out: Delivery::default(),
                 osds: HashMap::new(),
-                osd_by_conn: HashMap::new(),
+                osd_by_conn: FastMap::default(),
                 device_watch: None,
-                ops_gathers: HashMap::new(),
+                ops_gathers: FastMap::default(),
                 next_gather: 0,
                 routes: Arc::new(PgRouter::new(whoami, shards)),
                 unrouted: VecDeque::new(),

@@ -13,6 +13,7 @@ use ceph_msgs::CephMessage;
 use ceph_msgs::osd_op::{MOSDOpReply, MWatchNotify};
 use ceph_msgs::osd_rep::{MOSDRepOpReply, TraceInfo, rep_msg};
 use denc::{EntityAddr, OsdReqId, PgId, SpgId, Utime};
+use ferrostore::hash::SeededMap;
 use ferrostore::uring::UringDevice;
 use ferrostore::{CollectionId, Device, ObjectKey, Store};
 use osd_core::{Input, OsdShard, Output, PgReport, PgRouter, ShardConfig, ShardStatus};
@@ -277,7 +278,7 @@ pub struct Shard {
     start: Instant,
     evs: Vec<ferrostore::Event>,
     /// Client ops in flight (by connection and tid).
-    started: HashMap<(ConnId, u64), TrackedOp>,
+    started: SeededMap<(ConnId, u64), TrackedOp>,
     /// The last completed ops (`dump_historic_ops`), oldest first.
     history: VecDeque<TrackedOp>,
     /// Replicated writes received and not yet answered, by (primary, reqid): when they arrived.
@@ -305,7 +306,7 @@ impl Shard {
             core,
             start,
             evs: Vec::new(),
-            started: HashMap::new(),
+            started: SeededMap::default(),
             history: VecDeque::new(),
             subops_started: HashMap::new(),
             commit_since: None,

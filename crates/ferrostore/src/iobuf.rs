@@ -3,8 +3,8 @@
 //! io_uring backend, the engine's log records). Plain memory: no IO here, so the sans-IO engine may use it too;
 //! with `uring.rs` the only module with `unsafe` (the aligned allocation).
 
+use crate::hash::FastMap;
 use std::alloc::Layout;
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 const ALIGN: usize = 4096;
@@ -56,7 +56,7 @@ impl Drop for AlignedBuf {
 /// Recycles read buffers: a 4 MiB read would otherwise pay for a fresh mmap, its zeroing and its page faults.
 /// Bounded (`POOL_MAX_BYTES`); `Mutex` only because `Bytes` owners must be `Send` (never contended: one shard).
 #[derive(Clone)]
-pub(crate) struct BufPool(Arc<Mutex<HashMap<usize, Vec<AlignedBuf>>>>, usize);
+pub(crate) struct BufPool(Arc<Mutex<FastMap<usize, Vec<AlignedBuf>>>>, usize);
 
 impl BufPool {
     pub(crate) fn new(max_bytes: usize) -> Self {

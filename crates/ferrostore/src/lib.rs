@@ -7,6 +7,7 @@ pub mod device;
 pub mod error;
 mod extcache;
 pub mod format;
+pub mod hash;
 pub mod iobuf;
 pub mod keys;
 pub mod rng;

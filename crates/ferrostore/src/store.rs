@@ -12,6 +12,7 @@ use crate::device::{Completion, Device, DeviceStats, Tag};
 use crate::error::{Result, StoreError};
 use crate::extcache::{CHUNK_BLOCKS, Chunk, ExtentCache, MAX_CHUNK_EXTENTS, chunk_span};
 use crate::format::{BLOCK, BLOCK_SIZE, DeviceHeader, FORMAT_VERSION, MAX_EXTENT_BLOCKS, ShardSuper, crc};
+use crate::hash::{FastMap, SeededMap};
 use crate::keys::{self, CollectionId, Extent, ObjectKey, Onode, Value};
 use crate::txn::{Op, Transaction};
 use crate::wal::{self, Delta, LogRecord};
@@ -321,8 +322,8 @@ impl Run {
 /// replay, so an entry always equals the tree's. Bounded (`StoreConfig::meta_cache_entries` per kind): when a map
 /// is full, an arbitrary eighth of it goes (cheap, and enough to keep a working set of hot objects).
 struct MetaCache {
-    onodes: HashMap<Vec<u8>, Onode>,
-    colls: HashMap<Vec<u8>, u32>,
+    onodes: SeededMap<Vec<u8>, Onode>,
+    colls: SeededMap<Vec<u8>, u32>,
     key_bytes: usize,
     cap: usize,
 }
@@ -330,8 +331,8 @@ struct MetaCache {
 impl MetaCache {
     fn new(cap: usize) -> Self {
         MetaCache {
-            onodes: HashMap::new(),
-            colls: HashMap::new(),
+            onodes: SeededMap::default(),
+            colls: SeededMap::default(),
             key_bytes: 0,
             cap: cap.max(1),
         }
@@ -471,12 +472,11 @@ enum Src {
 }
 
 /// A device read whose every block was just verified, carrying those blocks' crcs (`ceph_crc::blocks`) when it
-/// is page-aligned and large enough: a read reply's segment crc is then combined from them, not a second pass.
+/// is page-aligned: a read reply's segment crc is then combined from them, not a second pass. Also a single
+/// block (below `ATTACH_MIN`, which is about received segments): attaching one page (two allocations, two
+/// registry updates) costs about half the instructions of the 4 KiB crc pass it saves the reply.
 fn attach_verified(d: &Bytes, blocks: &[Src]) -> Bytes {
-    if d.len() < ceph_crc::blocks::ATTACH_MIN
-        || d.len() != blocks.len() * BLOCK
-        || !(d.as_ptr() as usize).is_multiple_of(BLOCK)
-    {
+    if d.len() < BLOCK || d.len() != blocks.len() * BLOCK || !(d.as_ptr() as usize).is_multiple_of(BLOCK) {
         return d.clone();
     }
     let crcs: Option<Vec<u32>> = blocks
@@ -666,10 +666,10 @@ pub struct Store<D: Device> {
     durable_lsn: u64,
     flush_inflight: bool,
     inflight_data: BTreeMap<u64, Run>,
-    tags: HashMap<Tag, Purpose>,
+    tags: FastMap<Tag, Purpose>,
     pending_free: Vec<(u64, u64)>,
     pending_free_blocks: u64,
-    reads: HashMap<u64, ReadState>,
+    reads: FastMap<u64, ReadState>,
     bg: Option<BgCkpt>,
     /// Some refcount entry may exist (found at mount, or a clone shared blocks since).
     refs_possible: bool,
@@ -677,7 +677,7 @@ pub struct Store<D: Device> {
     /// Prefetches by token (tokens share the read id space, so they grow in start order), the internal reads
     /// that fill them, completed tokens not yet taken (`take_prefetched`), and the data bytes they hold.
     prefetches: BTreeMap<u64, Prefetch>,
-    prefetch_reads: HashMap<u64, u64>,
+    prefetch_reads: FastMap<u64, u64>,
     prefetch_done: Vec<(u64, CollectionId)>,
     prefetch_bytes: usize,
     /// Decoded onodes and collection bits by tree key, kept exact at commit (see `MetaCache`).
@@ -758,15 +758,15 @@ impl<D: Device> Store<D> {
             durable_lsn: sb.next_lsn - 1,
             flush_inflight: false,
             inflight_data: BTreeMap::new(),
-            tags: HashMap::new(),
+            tags: FastMap::default(),
             pending_free: Vec::new(),
             pending_free_blocks: 0,
-            reads: HashMap::new(),
+            reads: FastMap::default(),
             bg: None,
             refs_possible: true,
             next_read: 0,
             prefetches: BTreeMap::new(),
-            prefetch_reads: HashMap::new(),
+            prefetch_reads: FastMap::default(),
             prefetch_done: Vec::new(),
             prefetch_bytes: 0,
             meta: MetaCache::new(cfg.meta_cache_entries),

@@ -324,6 +324,9 @@ pub struct OsdShard<D: Device> {
     /// The newest map processed.
     map: Option<Arc<OsdMap>>,
     pgs: BTreeMap<SpgId, PgState>,
+    /// The PG of each store collection a prefetch completed for (parsing `1.7_head` cost ~1,200 instructions
+    /// per read); a pure function of the name, so never stale. Cleared when it reaches `COLL_PGS_MAX`.
+    coll_pgs: ferrostore::hash::SeededMap<ferrostore::CollectionId, Option<SpgId>>,
     /// PG collections found on the store at start that no map has placed yet (loaded when one does).
     on_disk: BTreeSet<SpgId>,
     /// Which shard holds each PG ([`Input::Routes`], or kept here when the driver gives none); `own_routes`:
@@ -404,6 +407,7 @@ impl<D: Device> OsdShard<D> {
         };
         OsdShard {
             store,
+            coll_pgs: Default::default(),
             map: None,
             superblock_created: stored_epoch > 0,
             stored_epoch,

@@ -18,10 +18,11 @@
 //! read cannot run before it, but recovery or a replicated write can) makes the store drop the prefetched data,
 //! so an op never sees stale bytes: its read then simply goes to the device.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 
 use ceph_msgs::osd_op::{MOSDOp, op};
 use denc::{HObject, SnapId, SpgId};
+use ferrostore::hash::{FastMap, SeededMap};
 use ferrostore::{Device, Store};
 
 use crate::pgstate::Cx;
@@ -64,6 +65,9 @@ pub(crate) fn plan(m: &MOSDOp) -> Option<Vec<(u64, u64)>> {
     (!ranges.is_empty()).then_some(ranges)
 }
 
+/// Bound of `OsdShard::coll_pgs` (collections: a shard's PGs, far fewer).
+const COLL_PGS_MAX: usize = 4096;
+
 /// A parked object: the prefetch in flight (or done) for its first op, and the ops queued behind it.
 #[derive(Debug)]
 struct Obj {
@@ -74,9 +78,9 @@ struct Obj {
 /// A PG's parked ops, by object.
 #[derive(Debug, Default)]
 pub(crate) struct Parked {
-    objs: HashMap<HObject, Obj>,
+    objs: SeededMap<HObject, Obj>,
     /// token → object; tokens whose reads completed, in completion order.
-    tokens: HashMap<u64, HObject>,
+    tokens: FastMap<u64, HObject>,
     ready: VecDeque<u64>,
 }
 
@@ -179,7 +183,17 @@ impl<D: Device> OsdShard<D> {
     /// the parked op. Tokens nobody owns any more (the PG went away) are released.
     pub(crate) fn handle_prefetched(&mut self) {
         for (token, cid) in self.store.take_prefetched() {
-            let spgid = glue::parse_collection(&cid);
+            let spgid = match self.coll_pgs.get(&cid) {
+                Some(s) => *s,
+                None => {
+                    if self.coll_pgs.len() >= COLL_PGS_MAX {
+                        self.coll_pgs.clear();
+                    }
+                    let s = glue::parse_collection(&cid);
+                    self.coll_pgs.insert(cid, s);
+                    s
+                }
+            };
             let epoch = self.map.as_ref().map_or(0, |m| m.epoch);
             let mut cx = Cx {
                 cfg: &self.cfg,

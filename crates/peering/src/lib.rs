@@ -411,7 +411,20 @@ impl Pg {
         self.map.as_ref().is_some_and(|m| m.acting_primary == self.whoami)
     }
     pub fn is_active(&self) -> bool {
-        self.flags() & pg_state::ACTIVE != 0
+        // `flags() & ACTIVE` without the rest of `flags` (degraded walks every peer's missing set): asked
+        // several times per client op.
+        let active = self.map.as_ref().is_some_and(|m| {
+            matches!(
+                self.phase,
+                Phase::Recovered
+                    | Phase::Recovering
+                    | Phase::Backfilling
+                    | Phase::Clean
+                    | Phase::ReplicaActive
+            ) && (m.acting.len() as u32) >= m.pool.min_size
+        });
+        debug_assert_eq!(active, self.flags() & pg_state::ACTIVE != 0);
+        active
     }
     pub fn is_clean(&self) -> bool {
         self.phase == Phase::Clean

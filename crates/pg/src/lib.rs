@@ -265,7 +265,7 @@ pub struct Pg {
     /// Replies held until their store transaction is durable, in seq order.
     held: std::collections::VecDeque<Held>,
     /// Per object (sort key): the newest write not committed yet (store seq, version).
-    dirty: HashMap<Bytes, (u64, Eversion), obc::SeededKeys>,
+    dirty: HashMap<Bytes, (u64, Eversion), ferrostore::hash::SeededKeys>,
     watch: watch::WatchState,
     /// Highest store sequence number known durable.
     durable_seq: u64,

@@ -49,7 +49,7 @@ pub(crate) struct PgLog {
     entries: VecDeque<PgLogEntry>,
     dups: VecDeque<PgLogDup>,
     /// reqid → version of its entry or dup (found there by binary search: the outcome is stored once).
-    index: HashMap<OsdReqId, Eversion, crate::obc::SeededKeys>,
+    index: HashMap<OsdReqId, Eversion, ferrostore::hash::SeededKeys>,
     /// (store seq, version) of entries not yet durable.
     pending: VecDeque<(u64, Eversion)>,
     min_entries: usize,
