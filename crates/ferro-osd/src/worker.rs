@@ -40,6 +40,13 @@ impl ferrostore::uring::SharedRing for CoreRing {
     fn wait(&mut self) {
         self.0.wait()
     }
+    fn register_buffer_slots(&mut self, n: u32) -> bool {
+        self.0.register_buffer_slots(n).is_ok()
+    }
+    unsafe fn set_buffer(&mut self, index: u32, ptr: *mut u8, len: usize) -> bool {
+        // SAFETY: forwarded to the caller (the device keeps registered buffers allocated).
+        unsafe { self.0.set_buffer(index, ptr, len) }.is_ok()
+    }
 }
 
 /// A shard's statistics (sent to core 0 every second).

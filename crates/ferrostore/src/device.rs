@@ -26,6 +26,8 @@ pub struct DeviceStats {
     /// backend; a caller that hands in 512-byte-aligned `Bytes`, e.g. page-aligned receive buffers, gets none).
     pub write_copies: u64,
     pub bytes_copied: u64,
+    /// Reads into registered buffers (io_uring `READ_FIXED`: no page pinning per read).
+    pub reads_fixed: u64,
 }
 
 /// A block device driven by submissions and completions. Offsets and lengths of reads and writes are multiples of

@@ -13,6 +13,9 @@ const ALIGN: usize = 4096;
 pub struct AlignedBuf {
     ptr: std::ptr::NonNull<u8>,
     len: usize,
+    /// The io_uring fixed-buffer table (a process-unique id) and slot this memory is registered in (`uring.rs`):
+    /// such a buffer is never freed while the device lives (the pool keeps it), so no slot points at freed memory.
+    pub(crate) fixed: Option<(u32, u16)>,
 }
 
 // SAFETY: AlignedBuf uniquely owns its allocation; nothing else aliases it.
@@ -24,7 +27,11 @@ impl AlignedBuf {
         // SAFETY: the layout has a non-zero size.
         let p = unsafe { std::alloc::alloc_zeroed(layout) };
         let ptr = std::ptr::NonNull::new(p).unwrap_or_else(|| std::alloc::handle_alloc_error(layout));
-        AlignedBuf { ptr, len }
+        AlignedBuf {
+            ptr,
+            len,
+            fixed: None,
+        }
     }
     pub(crate) fn as_mut_ptr(&mut self) -> *mut u8 {
         self.ptr.as_ptr()
@@ -73,9 +80,13 @@ impl BufPool {
     pub(crate) fn put(&self, b: AlignedBuf) {
         if let Ok(mut m) = self.0.lock() {
             let held: usize = m.iter().map(|(l, v)| l * v.len()).sum();
-            if held + b.len <= self.1 {
+            // A registered buffer always stays (bounded by the device's fixed-buffer budget, on top of this one).
+            if held + b.len <= self.1 || b.fixed.is_some() {
                 m.entry(b.len).or_default().push(b);
             }
+        } else if b.fixed.is_some() {
+            // (poisoned: only after a panic) never free registered memory
+            std::mem::forget(b);
         }
     }
 }

@@ -60,6 +60,18 @@ pub trait SharedRing {
     fn take(&mut self, out: &mut Vec<(u64, i32)>);
     /// Block until [`SharedRing::take`] has something (called only with entries in flight).
     fn wait(&mut self);
+    /// Register an empty table of `n` fixed-buffer slots for this device (`IORING_REGISTER_BUFFERS2`, sparse);
+    /// false if the ring does not offer one (the default) or the kernel refuses.
+    fn register_buffer_slots(&mut self, _n: u32) -> bool {
+        false
+    }
+    /// Point fixed-buffer slot `index` at `len` bytes at `ptr` (null: clear it); false on failure.
+    ///
+    /// # Safety
+    /// The memory must stay allocated while the slot points at it.
+    unsafe fn set_buffer(&mut self, _index: u32, _ptr: *mut u8, _len: usize) -> bool {
+        false
+    }
 }
 
 /// The environment variable that overrides [`UringOptions::dsync_writes`] for A/B runs
@@ -68,6 +80,12 @@ pub const DURABILITY_ENV: &str = "FERROSTORE_DURABILITY";
 
 /// The environment variable that overrides [`UringOptions::unsynced_writes`] (`0`: off, `1`: on), for A/B runs.
 pub const UNSYNCED_ENV: &str = "FERROSTORE_UNSYNCED_WRITES";
+
+/// The environment variable that overrides [`UringOptions::fixed_buffers`] (`0`: off, `1`: on), for A/B runs.
+pub const FIXED_BUFFERS_ENV: &str = "FERROSTORE_FIXED_BUFFERS";
+
+/// Fixed-buffer slots registered per device (one per read buffer; buffers are never unregistered).
+const FIXED_SLOTS: u32 = 1024;
 
 #[derive(Debug, Clone, Copy)]
 pub struct UringOptions {
@@ -79,6 +97,14 @@ pub struct UringOptions {
     /// Honour [`Device::submit_write_unsynced`] (a plain write even with `dsync_writes`; default). `false` makes
     /// those writes RWF_DSYNC like all others (the behaviour before session 7; for A/B runs).
     pub unsynced_writes: bool,
+    /// Read into registered (fixed) buffers with `READ_FIXED`: the kernel pins a buffer's pages once, when it is
+    /// registered, instead of for every O_DIRECT read (`FIXED_BUFFERS_ENV`). Read buffers are registered as the
+    /// pool creates them, up to [`UringOptions::fixed_buffer_bytes`]; reads beyond it, or on a kernel or
+    /// RLIMIT_MEMLOCK that refuses, use plain reads.
+    pub fixed_buffers: bool,
+    /// Most bytes of registered read buffers (kept by the read pool for the device's lifetime, on top of
+    /// `read_pool_bytes`).
+    pub fixed_buffer_bytes: usize,
 }
 
 impl UringOptions {
@@ -95,6 +121,11 @@ impl UringOptions {
             Ok("1") => self.unsynced_writes = true,
             _ => {}
         }
+        match std::env::var(FIXED_BUFFERS_ENV).as_deref() {
+            Ok("0") => self.fixed_buffers = false,
+            Ok("1") => self.fixed_buffers = true,
+            _ => {}
+        }
         self
     }
 }
@@ -106,6 +137,8 @@ impl Default for UringOptions {
             dsync_writes: false,
             read_pool_bytes: DEFAULT_READ_POOL_BYTES,
             unsynced_writes: true,
+            fixed_buffers: true,
+            fixed_buffer_bytes: 4 << 20,
         }
     }
 }
@@ -127,6 +160,27 @@ pub struct UringDevice {
     shared: Option<Box<dyn SharedRing>>,
     /// Completions being processed (reused).
     cqes: Vec<(u64, i32)>,
+    /// Registered read buffers, while the ring has a slot table (`UringOptions::fixed_buffers`).
+    fixed: Option<FixedSlots>,
+}
+
+/// The device's fixed-buffer table: slots `0..used` hold read buffers of the pool (`used_bytes` in all).
+/// `table` tells this table's buffers from those of a table the device had before [`UringDevice::attach`].
+struct FixedSlots {
+    table: u32,
+    used: u32,
+    used_bytes: usize,
+}
+
+impl FixedSlots {
+    fn new() -> Self {
+        static TABLES: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        FixedSlots {
+            table: TABLES.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            used: 0,
+            used_bytes: 0,
+        }
+    }
 }
 
 impl UringDevice {
@@ -159,6 +213,8 @@ impl UringDevice {
             .setup_single_issuer()
             .setup_coop_taskrun()
             .build(opts.queue_depth)?;
+        let fixed = (opts.fixed_buffers && ring.submitter().register_buffers_sparse(FIXED_SLOTS).is_ok())
+            .then(FixedSlots::new);
         Ok(UringDevice {
             ring,
             file,
@@ -174,6 +230,7 @@ impl UringDevice {
             pool: BufPool::new(opts.read_pool_bytes),
             shared: None,
             cqes: Vec::new(),
+            fixed,
         })
     }
 
@@ -198,7 +255,47 @@ impl UringDevice {
             let _ = self.ring.submit_and_wait(1);
             self.reap();
         }
+        // Registered buffers belong to the own ring's table: start over on the shared ring's (the buffers that
+        // were registered stay in the pool, unused by fixed reads).
+        let mut ring = ring;
+        self.fixed =
+            (self.opts.fixed_buffers && ring.register_buffer_slots(FIXED_SLOTS)).then(FixedSlots::new);
         self.shared = Some(ring);
+    }
+
+    /// Register `buf` in the next free fixed-buffer slot if the budget allows: its reads then skip page pinning.
+    fn fix(&mut self, buf: &mut AlignedBuf) {
+        let Some(f) = self.fixed.as_mut() else { return };
+        let len = buf.as_ref().len();
+        if f.used >= FIXED_SLOTS || f.used_bytes + len > self.opts.fixed_buffer_bytes {
+            return;
+        }
+        let (i, ptr) = (f.used, buf.as_mut_ptr());
+        // SAFETY: a registered buffer is never freed while the device lives (the pool keeps it: `BufPool::put`),
+        // and `Drop` clears the slots before the device goes.
+        let ok = unsafe {
+            match self.shared.as_mut() {
+                Some(s) => s.set_buffer(i, ptr, len),
+                None => {
+                    let iov = libc::iovec {
+                        iov_base: ptr.cast(),
+                        iov_len: len,
+                    };
+                    self.ring
+                        .submitter()
+                        .register_buffers_update(i, &[iov], None)
+                        .is_ok()
+                }
+            }
+        };
+        if !ok {
+            // RLIMIT_MEMLOCK or the kernel refuses: plain reads from now on (the slots used so far stay valid)
+            f.used = FIXED_SLOTS;
+            return;
+        }
+        f.used += 1;
+        f.used_bytes += len;
+        buf.fixed = Some((f.table, i as u16));
     }
 
     /// Whether the device submits on a shared ring ([`UringDevice::attach`]).
@@ -432,6 +529,13 @@ impl Drop for UringDevice {
             if self.inflight > 0 {
                 std::mem::forget(std::mem::take(&mut self.slots));
             }
+            // The core's ring outlives the device: no slot may keep pointing at the pool's memory.
+            if let (Some(f), Some(s)) = (self.fixed.take(), self.shared.as_mut()) {
+                for i in 0..f.used.min(FIXED_SLOTS) {
+                    // SAFETY: clearing a slot (null pointer) points it at nothing.
+                    unsafe { s.set_buffer(i, std::ptr::null_mut(), 0) };
+                }
+            }
         }
     }
 }
@@ -445,11 +549,26 @@ impl Device for UringDevice {
         self.stats.reads += 1;
         self.stats.bytes_read += len as u64;
         let mut buf = self.pool.get(len);
+        if buf.fixed.is_none() {
+            self.fix(&mut buf);
+        }
         let ptr = buf.as_mut_ptr();
+        let fixed = match (buf.fixed, &self.fixed) {
+            (Some((table, index)), Some(f)) if table == f.table => Some(index),
+            _ => None,
+        };
         let i = self.slot(Slot::Read { tag, buf, len });
-        let e = opcode::Read::new(self.fd(), ptr, len as u32)
-            .offset(offset)
-            .build();
+        let e = match fixed {
+            Some(index) => {
+                self.stats.reads_fixed += 1;
+                opcode::ReadFixed::new(self.fd(), ptr, len as u32, index)
+                    .offset(offset)
+                    .build()
+            }
+            None => opcode::Read::new(self.fd(), ptr, len as u32)
+                .offset(offset)
+                .build(),
+        };
         self.push(e, i);
     }
 

@@ -126,6 +126,36 @@ impl DeviceRing {
         }
     }
 
+    /// Give the device a table of `n` fixed-buffer slots on the core's ring (`IORING_REGISTER_BUFFERS2`, sparse),
+    /// filled one slot at a time with [`DeviceRing::set_buffer`]; entries then name a slot (`ReadFixed`,
+    /// `WriteFixed`) and the kernel skips pinning the buffer's pages for each IO. The table is the device's alone
+    /// (the loop registers no buffers of its own). Fails if the kernel refuses it (old kernel, a table already
+    /// registered).
+    pub fn register_buffer_slots(&self, n: u32) -> std::io::Result<()> {
+        self.0.ring.borrow().submitter().register_buffers_sparse(n)
+    }
+
+    /// Point slot `index` of the table ([`DeviceRing::register_buffer_slots`]) at `len` bytes at `ptr` (the
+    /// kernel pins those pages now, once; `ENOMEM` when RLIMIT_MEMLOCK refuses it), or clear it with a null
+    /// `ptr`.
+    ///
+    /// # Safety
+    /// The memory must stay allocated while the slot points at it and an entry naming the slot is in flight.
+    pub unsafe fn set_buffer(&self, index: u32, ptr: *mut u8, len: usize) -> std::io::Result<()> {
+        let iov = libc::iovec {
+            iov_base: ptr.cast(),
+            iov_len: if ptr.is_null() { 0 } else { len },
+        };
+        // SAFETY: forwarded to the caller.
+        unsafe {
+            self.0
+                .ring
+                .borrow()
+                .submitter()
+                .register_buffers_update(index, &[iov], None)
+        }
+    }
+
     /// Hand the queued entries to the kernel now (without waiting).
     pub fn submit(&self) {
         let _ = self.0.ring.borrow_mut().submit();

@@ -30,6 +30,13 @@ impl SharedRing for CoreRing {
     fn wait(&mut self) {
         self.0.wait()
     }
+    fn register_buffer_slots(&mut self, n: u32) -> bool {
+        self.0.register_buffer_slots(n).is_ok()
+    }
+    unsafe fn set_buffer(&mut self, index: u32, ptr: *mut u8, len: usize) -> bool {
+        // SAFETY: forwarded to the caller (the device keeps registered buffers allocated).
+        unsafe { self.0.set_buffer(index, ptr, len) }.is_ok()
+    }
 }
 
 const OBJECTS: u64 = 48;
@@ -138,6 +145,8 @@ impl Service for Node {
                 let got = s.read(&cid(), &oid(i), 0, 4096).unwrap();
                 assert_eq!(got, block(i), "object {i}");
             }
+            // The reads went to registered buffers on the core's ring (its fixed-buffer table is the device's).
+            assert!(s.device_stats().reads_fixed > 0, "{:?}", s.device_stats());
             if let Some(c) = self.conn {
                 ctx.send_bytes(c, vec![Bytes::from_static(b"ok")]).unwrap();
             }
