@@ -1,10 +1,11 @@
 // SPDX-License-Identifier: LGPL-3.0-or-later
 #![allow(clippy::unwrap_used)] // test harness: a panic is the failure report
-//! Heap allocations per 4 KiB overwrite, counted by this test binary's own global allocator (per thread, so
-//! the harness's other threads do not count): the client op decoded from its wire form, run through one PG on
-//! the simulated store (the engine's own allocations included), the store's events fed back, the reply
-//! encoded. A bound, so the write path's allocation count cannot creep back up unnoticed; the count itself is
-//! printed (`cargo test -p pg --test allocs -- --nocapture`; docs/benchmarks.md, session 7 alloc).
+//! Heap allocations per 4 KiB overwrite and per 4 KiB read, counted by this test binary's own global allocator
+//! (per thread, so the harness's other threads do not count): the client op decoded from its wire form, run
+//! through one PG on the simulated store (the engine's own allocations included), the store's events fed back,
+//! the reply encoded. A bound, so the write and read paths' allocation counts cannot creep back up unnoticed;
+//! the counts are printed (`cargo test -p pg --test allocs -- --nocapture`; docs/benchmarks.md, session 7
+//! alloc, session 8 rdcpu).
 
 mod common;
 
@@ -111,31 +112,41 @@ fn drive(store: &mut Store<SimDevice>, pg: &mut Pg, caps: &OsdCap, m: &ceph_msgs
         .count()
 }
 
-#[test]
-fn a_4k_overwrite_allocates_a_bounded_number_of_times() {
+/// A store and PG whose `OBJECTS` objects have 16 blocks each written (they are in the object context cache and
+/// the log is at its steady length); the next tid.
+fn prefilled() -> (Store<SimDevice>, Pg, OsdCap, u64) {
     let mut store = sim_store(64 << 20, 8 << 20, 1, sim(1, false, 1024, true));
     let mut pg = created_pg(&mut store, pool(1, "allocs", 1), PgConfig::default(), 1);
     let caps = OsdCap::allow_all();
     let data = Bytes::from(vec![0x5a; 4096]);
-    let features = denc::CEPH_FEATURES_ALL;
-    // the objects exist and are in the object context cache; the log is at its steady length
     let mut tid = 0;
     for i in 0..OBJECTS * 16 {
         tid += 1;
-        let m = write_op(tid, i % OBJECTS, (i / OBJECTS) * 4096, &data).encode_message(features);
+        let m =
+            write_op(tid, i % OBJECTS, (i / OBJECTS) * 4096, &data).encode_message(denc::CEPH_FEATURES_ALL);
         assert_eq!(drive(&mut store, &mut pg, &caps, &m), 1);
     }
+    (store, pg, caps, tid + 1)
+}
+
+/// This thread's allocations per op while `ops` (400 of them, from the first tid) are driven one by one.
+fn allocs_per_op(op: impl Fn(u64, u64) -> MOSDOp) -> f64 {
+    let (mut store, mut pg, caps, tid) = prefilled();
     let n = 400u64;
     let msgs: Vec<_> = (0..n)
-        .map(|i| {
-            write_op(tid + 1 + i, (i * 7) % OBJECTS, ((i * 13) % 256) * 4096, &data).encode_message(features)
-        })
+        .map(|i| op(tid + i, i).encode_message(denc::CEPH_FEATURES_ALL))
         .collect();
     let before = allocs();
     for m in &msgs {
         assert_eq!(drive(&mut store, &mut pg, &caps, m), 1);
     }
-    let per_op = (allocs() - before) as f64 / n as f64;
+    (allocs() - before) as f64 / n as f64
+}
+
+#[test]
+fn a_4k_overwrite_allocates_a_bounded_number_of_times() {
+    let data = Bytes::from(vec![0x5a; 4096]);
+    let per_op = allocs_per_op(|tid, i| write_op(tid, (i * 7) % OBJECTS, ((i * 13) % 256) * 4096, &data));
     eprintln!(
         "4 KiB overwrite, size 1 (decode, PG, simulated store, reply encode): {per_op:.1} allocations per op"
     );
@@ -143,4 +154,24 @@ fn a_4k_overwrite_allocates_a_bounded_number_of_times() {
     // session's pg changes and 82.4 after. The bound leaves room for the engine's batching, not for a new
     // per-op vector or copy in the op path.
     assert!(per_op < 90.0, "{per_op:.1} allocations per 4 KiB write");
+}
+
+fn read_op(tid: u64, obj: u64, off: u64) -> MOSDOp {
+    let mut m = write_op(tid, obj, off, &Bytes::new());
+    m.flags = flag::READ;
+    m.ops = vec![OSDOp::new(op::READ).with_extent(off, 4096)];
+    m
+}
+
+/// The same for a 4 KiB read of an existing object (decode, PG, the simulated store's device read and verify,
+/// reply encode): the read op path's allocations, bounded like the write's.
+#[test]
+fn a_4k_read_allocates_a_bounded_number_of_times() {
+    let per_op = allocs_per_op(|tid, i| read_op(tid, (i * 7) % OBJECTS, ((i * 13) % 16) * 4096));
+    eprintln!(
+        "4 KiB read, size 1 (decode, PG, simulated store, reply encode): {per_op:.1} allocations per op"
+    );
+    // 16.9 when written (session 8, dev build). Room for the store's read batching, not for a new per-op
+    // vector or copy in the read path.
+    assert!(per_op < 22.0, "{per_op:.1} allocations per 4 KiB read");
 }
