@@ -191,6 +191,7 @@ impl TurnLog {
             enters: st.submits,
             cqes: st.cqes,
             direct_sends: st.direct_sends,
+            folded_sends: st.folded_sends,
             wait_timers_armed: st.wait_timers_armed,
         }
     }
@@ -206,11 +207,13 @@ pub struct TurnReport {
     pub long_count: u64,
     pub long: Vec<LongTurn>,
     /// Per-op fixed costs (divide by ops): loop waits (`io_uring_enter` at the end of a turn, sleeping or
-    /// not), every `io_uring_enter`, completions reaped, direct `sendmsg` calls, standing wake-up timeouts armed.
+    /// not), every `io_uring_enter`, completions reaped, direct `sendmsg` calls, sends folded into an enter
+    /// (`REACTOR_FOLD_SENDS`), standing wake-up timeouts armed.
     pub waits: u64,
     pub enters: u64,
     pub cqes: u64,
     pub direct_sends: u64,
+    pub folded_sends: u64,
     pub wait_timers_armed: u64,
 }
 
@@ -266,6 +269,7 @@ impl TurnBoard {
             t.enters += r.enters;
             t.cqes += r.cqes;
             t.direct_sends += r.direct_sends;
+            t.folded_sends += r.folded_sends;
             t.wait_timers_armed += r.wait_timers_armed;
             for (a, b) in t.hist.iter_mut().zip(r.hist) {
                 *a += b;
@@ -297,6 +301,7 @@ impl TurnBoard {
             "uring_enters": t.enters,
             "cqes": t.cqes,
             "direct_sends": t.direct_sends,
+            "folded_sends": t.folded_sends,
             "wait_timers_armed": t.wait_timers_armed,
         })
     }
@@ -350,6 +355,7 @@ mod tests {
             waits: 3,
             submits: 4,
             direct_sends: 2,
+            folded_sends: 5,
             ..Default::default()
         };
         let r = log.report(&st);
@@ -372,8 +378,12 @@ mod tests {
         assert_eq!(b.perf()["long_turns"], 1);
         assert_eq!(b.perf()["turns"], 3);
         assert_eq!(
-            (b.perf()["uring_enters"].clone(), b.perf()["direct_sends"].clone()),
-            (4.into(), 2.into())
+            (
+                b.perf()["uring_enters"].clone(),
+                b.perf()["direct_sends"].clone(),
+                b.perf()["folded_sends"].clone()
+            ),
+            (4.into(), 2.into(), 5.into())
         );
     }
 
