@@ -582,6 +582,26 @@ impl Service for Streamer {
     }
 }
 
+/// Returns once the receive queue of `s` has held the same non-zero byte count for 200 ms (at most 10 s).
+fn wait_until_queue_settles(s: &TcpStream) {
+    use std::os::fd::AsRawFd;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let (mut last, mut since) = (-1, Instant::now());
+    while Instant::now() < deadline {
+        let mut queued: libc::c_int = 0;
+        // SAFETY: FIONREAD writes one c_int through the pointer, which points at a live local.
+        if unsafe { libc::ioctl(s.as_raw_fd(), libc::FIONREAD, &mut queued) } != 0 {
+            return;
+        }
+        if queued != last {
+            (last, since) = (queued, Instant::now());
+        } else if queued > 0 && since.elapsed() >= Duration::from_millis(200) {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 #[test]
 fn partial_sends_keep_the_byte_order() {
     let (tx, rx) = mpsc::channel();
@@ -595,8 +615,9 @@ fn partial_sends_keep_the_byte_order() {
     let mut s = TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
     s.write_all(b"go").unwrap();
-    // Let the socket buffers fill so sends complete partially.
-    std::thread::sleep(Duration::from_millis(300));
+    // Let the socket buffers fill so sends complete partially: wait until the bytes queued here stop growing (the
+    // sender is then held by a full window), not a fixed time, which a loaded machine can outlast.
+    wait_until_queue_settles(&s);
     let mut got = vec![0u8; STREAM_TOTAL];
     s.read_exact(&mut got).unwrap();
     if let Some(i) = (0..STREAM_TOTAL).find(|&i| got[i] != stream_byte(i)) {
