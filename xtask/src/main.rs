@@ -4,7 +4,8 @@
 //! - `cluster up|down|status`: a throwaway real Ceph 16.2 cluster (crate `testcluster`) for manual work,
 //!   demos and benchmarks.
 //! - `bench store`: ferrostore against raw fio on the same file (binary `ferrostore-bench`).
-//! - `bench compare`: BlueStore against ferro-osd in one throwaway cluster (crate `bench-compare`).
+//! - `bench compare`: BlueStore against ferro-osd in one throwaway cluster, with raw fio on an equal-size file as
+//!   the device ceiling (crate `bench-compare`).
 //! - `sim`: the deterministic multi-OSD simulator (crate `sim`, docs/simulation.md).
 
 use std::io::Write as _;

@@ -39,9 +39,10 @@ pub struct CompareArgs {
     /// so no write pays for block allocation in the file system; quick mode always leaves them sparse).
     #[arg(long)]
     pub sparse_devices: bool,
-    /// The two kinds to compare, baseline first: `bluestore`, `ferro` (e.g. `bluestore,bluestore` checks
-    /// the pipeline with two classic groups).
-    #[arg(long, value_delimiter = ',', default_value = "bluestore,ferro")]
+    /// The kinds to run: one or two OSD kinds, baseline first (`bluestore`, `ferro`; e.g. `bluestore,bluestore`
+    /// checks the pipeline with two classic groups), and `raw`: the same fio tests straight on files of the
+    /// device size, the device's ceiling for each row (docs/benchmarks.md).
+    #[arg(long, value_delimiter = ',', default_value = "bluestore,ferro,raw")]
     pub kinds: Vec<String>,
     /// The ferro-osd binary (default: `cargo build --release -p ferro-osd`).
     #[arg(long)]
@@ -97,19 +98,27 @@ pub fn auto_shards(cpus: u32, osds: u32) -> u32 {
     (cpus / (osds.max(1) + 1)).max(1)
 }
 
-/// Turns the kinds list into groups (labels get a numeric suffix when a kind repeats).
-fn groups(a: &CompareArgs, ws: &Path) -> Result<Vec<GroupSpec>> {
-    if a.kinds.is_empty() || a.kinds.len() > 2 {
+/// The OSD kinds of `--kinds` (in order) and whether `raw` is among them (at most once).
+fn split_kinds(kinds: &[String]) -> Result<(Vec<String>, bool)> {
+    let raws = kinds.iter().filter(|k| *k == "raw").count();
+    let osd: Vec<String> = kinds.iter().filter(|k| *k != "raw").cloned().collect();
+    if osd.is_empty() || osd.len() > 2 || raws > 1 {
         return Err(BenchError::Usage(
-            "--kinds takes one or two of bluestore, ferro".into(),
+            "--kinds takes one or two of bluestore, ferro, and optionally raw".into(),
         ));
     }
+    Ok((osd, raws == 1))
+}
+
+/// Turns the kinds list into groups (labels get a numeric suffix when a kind repeats).
+fn groups(a: &CompareArgs, ws: &Path) -> Result<Vec<GroupSpec>> {
+    let (kinds, _) = split_kinds(&a.kinds)?;
     let mut out: Vec<GroupSpec> = Vec::new();
     let shards = ferro_shards(a);
     let conf = ferro_conf(&a.ferro_conf)?;
     let mut ferro_bin: Option<std::result::Result<PathBuf, String>> = None;
-    for (i, k) in a.kinds.iter().enumerate() {
-        let label = if a.kinds[..i].contains(k) {
+    for (i, k) in kinds.iter().enumerate() {
+        let label = if kinds[..i].contains(k) {
             format!("{k}{}", i + 1)
         } else {
             k.clone()
@@ -145,7 +154,7 @@ fn groups(a: &CompareArgs, ws: &Path) -> Result<Vec<GroupSpec>> {
             }
             other => {
                 return Err(BenchError::Usage(format!(
-                    "unknown kind {other:?} (bluestore, ferro)"
+                    "unknown kind {other:?} (bluestore, ferro, raw)"
                 )));
             }
         };
@@ -195,6 +204,7 @@ pub fn options(a: &CompareArgs) -> Result<RunOptions> {
         tests: select_tests(&a.tests)?,
         quick: a.quick,
         workspace: ws,
+        raw: split_kinds(&a.kinds)?.1,
     })
 }
 
@@ -353,6 +363,33 @@ mod tests {
         assert!(matches!(&o.groups[1].kind, OsdKind::Ferro { shards: 4, .. }));
         let t = T::parse_from(["x", "--size", "3", "--no-build"]);
         assert_eq!(ferro_shards(&t.a), auto_shards(cpus(), 3));
+    }
+
+    #[test]
+    fn raw_is_a_kind_beside_the_osd_kinds() {
+        // Default: BlueStore, ferro-osd and the raw reference.
+        let t = T::parse_from(["x", "--no-build"]);
+        let o = options(&t.a).unwrap();
+        assert!(o.raw);
+        let labels: Vec<&str> = o.groups.iter().map(|g| g.label.as_str()).collect();
+        assert_eq!(labels, ["bluestore", "ferro"]);
+        // Anywhere in the list; never a group.
+        let t = T::parse_from(["x", "--kinds", "raw,bluestore"]);
+        let o = options(&t.a).unwrap();
+        assert!(o.raw);
+        assert_eq!(o.groups.len(), 1);
+        assert_eq!(o.groups[0].label, "bluestore");
+        let t = T::parse_from(["x", "--no-build", "--kinds", "bluestore,ferro"]);
+        assert!(!options(&t.a).unwrap().raw);
+        for bad in [
+            "raw",
+            "raw,raw,bluestore",
+            "bluestore,ferro,bluestore,raw",
+            "bluestore,disk",
+        ] {
+            let t = T::parse_from(["x", "--no-build", "--kinds", bad]);
+            assert!(options(&t.a).is_err(), "{bad}");
+        }
     }
 
     fn cpus() -> u32 {

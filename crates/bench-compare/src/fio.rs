@@ -54,25 +54,48 @@ pub fn job_file(job: &FioJob) -> String {
     let _ = writeln!(s, "filesize={OBJECT_SIZE_BYTES}");
     let _ = writeln!(s, "size={}", u64::from(job.objects) * OBJECT_SIZE_BYTES);
     let _ = writeln!(s, "openfiles={}", job.objects.clamp(1, 1024));
-    let _ = writeln!(s, "bs={}", job.bs_bytes);
-    let _ = writeln!(s, "iodepth={}", job.iodepth);
-    let _ = writeln!(s, "rw={}", job.rw);
-    if let Some(mix) = job.rwmixread {
-        let _ = writeln!(s, "rwmixread={mix}");
-        // One set of numbers for the mixed test: latency percentiles over reads and writes together.
-        let _ = writeln!(s, "unified_rw_reporting=mixed");
-    }
+    pattern_lines(
+        &mut s,
+        &job.rw,
+        job.bs_bytes,
+        job.iodepth,
+        job.rwmixread,
+        job.runtime_s,
+    );
     let random = job.rw.starts_with("rand");
     let _ = writeln!(
         s,
         "file_service_type={}",
         if random { "random" } else { "roundrobin" }
     );
-    if random {
+    let _ = writeln!(s, "[bench]");
+    s
+}
+
+/// The `[global]` lines that give a job its IO pattern, shared by the rados jobs and the raw reference's so that
+/// both run the same test: request size, depth, direction (and mix), random offsets drawn afresh, run time,
+/// latency percentiles.
+pub(crate) fn pattern_lines(
+    s: &mut String,
+    rw: &str,
+    bs_bytes: u64,
+    iodepth: u32,
+    rwmixread: Option<u32>,
+    runtime_s: Option<u32>,
+) {
+    let _ = writeln!(s, "bs={bs_bytes}");
+    let _ = writeln!(s, "iodepth={iodepth}");
+    let _ = writeln!(s, "rw={rw}");
+    if let Some(mix) = rwmixread {
+        let _ = writeln!(s, "rwmixread={mix}");
+        // One set of numbers for the mixed test: latency percentiles over reads and writes together.
+        let _ = writeln!(s, "unified_rw_reporting=mixed");
+    }
+    if rw.starts_with("rand") {
         let _ = writeln!(s, "norandommap=1");
         let _ = writeln!(s, "randrepeat=0");
     }
-    if let Some(rt) = job.runtime_s {
+    if let Some(rt) = runtime_s {
         let _ = writeln!(s, "time_based=1");
         let _ = writeln!(s, "runtime={rt}");
     }
@@ -80,21 +103,44 @@ pub fn job_file(job: &FioJob) -> String {
     // totals fio reports.
     let _ = writeln!(s, "lat_percentiles=1");
     let _ = writeln!(s, "percentile_list=50:99");
-    let _ = writeln!(s, "[bench]");
-    s
 }
 
 /// Parses fio's `--output-format=json` output (anything before the first `{`, such as warnings, is
 /// skipped) into one measurement summed over reads and writes.
 pub fn parse_fio_json(text: &str) -> Result<Measurement> {
+    let jobs = fio_jobs(text)?;
+    let job = jobs.first().ok_or_else(|| bad("fio", "no jobs in output"))?;
+    parse_job(job)
+}
+
+/// The `jobs` array of fio's `--output-format=json` output (anything before the first `{` is skipped); never
+/// empty.
+pub(crate) fn fio_jobs(text: &str) -> Result<Vec<Value>> {
     let start = text
         .find('{')
         .ok_or_else(|| bad("fio", "no JSON object in output"))?;
-    let v: Value = serde_json::from_str(&text[start..]).map_err(|e| bad("fio", e.to_string()))?;
-    let job = v["jobs"]
-        .as_array()
-        .and_then(|j| j.first())
-        .ok_or_else(|| bad("fio", "no jobs in output"))?;
+    let mut v: Value = serde_json::from_str(&text[start..]).map_err(|e| bad("fio", e.to_string()))?;
+    match v["jobs"].take() {
+        Value::Array(jobs) if !jobs.is_empty() => Ok(jobs),
+        _ => Err(bad("fio", "no jobs in output")),
+    }
+}
+
+/// CPU time (user + system) of one fio job, µs: fio reports it as percentages of the job's run time
+/// (`usr_cpu`, `sys_cpu`, `job_runtime` in ms). It is the submitting thread's own time: the syscalls that
+/// submit and reap the IO, and whatever completion work the kernel charges to that thread.
+pub(crate) fn job_cpu_us(job: &Value) -> Result<f64> {
+    let f = |k: &str| {
+        job[k]
+            .as_f64()
+            .filter(|x| x.is_finite() && *x >= 0.0)
+            .ok_or_else(|| bad("fio", format!("no {k} in job")))
+    };
+    Ok((f("usr_cpu")? + f("sys_cpu")?) / 100.0 * f("job_runtime")? * 1000.0)
+}
+
+/// One job of fio's JSON output as a measurement summed over reads and writes.
+pub(crate) fn parse_job(job: &Value) -> Result<Measurement> {
     if let Some(err) = job["error"].as_i64().filter(|e| *e != 0) {
         return Err(bad("fio", format!("job error {err}")));
     }

@@ -9,6 +9,9 @@
 //! The pure parts (job files, fio/omap output parsing, `/proc` parsing, ratios, rendering) live in their own
 //! modules and are unit-tested without a cluster; [`run`] is the thin driver that starts processes.
 //!
+//! A third kind, `raw`, is no OSD: the same fio tests straight on files beside the OSDs' device files (module
+//! `raw`), the device's ceiling for each row, reported beside the groups and never as a group.
+//!
 //! OSD kinds are parameters ([`GroupSpec`]): CI's smoke test and pipeline checks can run two classic groups,
 //! and when `ferro-osd` is missing or fails to boot its group is reported as skipped, with the reason, and
 //! the rest still runs. Numbers are never invented for a group that did not run.
@@ -20,6 +23,7 @@ mod matrix;
 mod omap;
 mod osdperf;
 mod procstat;
+mod raw;
 mod render;
 mod report;
 mod runner;
@@ -31,6 +35,10 @@ pub use fio::{FioJob, job_file, parse_fio_json};
 pub use matrix::{MATRIX, OmapOp, TestDef, Workload, select_tests};
 pub use omap::{OMAP_SCRIPT, parse_omap_json};
 pub use procstat::{ProcSample, parse_stat_cpu_ticks, parse_status_rss_kib};
+pub use raw::{RAW_ENGINE, RawJob, RawRow, parse_raw_fio, raw_job_file, raw_jobs};
 pub use render::{markdown_table, svg_chart};
-pub use report::{GroupReport, GroupStatus, Measurement, Meta, Ratios, Report, Row, TestReport, geomean};
+pub use report::{
+    Attainable, GroupReport, GroupStatus, IOPS_TARGET, Measurement, Meta, P99_TARGET, Ratios, RawCell,
+    RawSetup, RawShare, Report, Row, TestReport, geomean,
+};
 pub use runner::{GroupSpec, OsdKind, RunOptions, run};

@@ -4,7 +4,7 @@
 
 use std::fmt::Write as _;
 
-use crate::report::{GroupStatus, Report};
+use crate::report::{GroupStatus, RawCell, Report, geomean};
 
 fn num(x: f64) -> String {
     if !x.is_finite() {
@@ -174,10 +174,122 @@ pub fn markdown_table(r: &Report) -> String {
             ratio(g.osd_cpu_per_op)
         );
     }
+    raw_table(r, &mut s);
     osd_latency_table(r, &mut s);
     ctxt_table(r, &mut s);
     runq_table(r, &mut s);
     s
+}
+
+/// The raw reference per test: its numbers, each group's share of it, and (with two groups) the best ratio of
+/// the second to the first that the device leaves attainable, with a note where a target is out of reach.
+fn raw_table(r: &Report, s: &mut String) {
+    let Some(setup) = &r.meta.raw else {
+        return;
+    };
+    let two = r.groups.len() >= 2;
+    let _ = write!(
+        s,
+        "\nDevice ceiling — raw fio on {} {} file(s) of {} GiB beside the OSDs' device files (`ioengine={}`, \
+         O_DIRECT, O_DSYNC writes), over the first {} MiB (the pool's data set); at pool size N the write-only \
+         tests run N jobs in parallel, one per file, and a client op is N device writes. Shares are kind / raw{}:\n\n\
+         | test | raw IOPS | raw MB/s | raw p50 µs | raw p99 µs | raw fio CPU µs/op |",
+        setup.files,
+        setup.prepared,
+        setup.file_size_bytes >> 30,
+        setup.engine,
+        setup.region_bytes >> 20,
+        if two {
+            format!(
+                "; attainable = the best {0}/{1} ratio the device allows if an OSD cannot beat the raw files \
+                 (IOPS ≤ raw / {1}, p99 ≥ raw / {1})",
+                r.groups[1].label, r.groups[0].label
+            )
+        } else {
+            String::new()
+        }
+    );
+    let mut align = String::from("|---|---:|---:|---:|---:|---:|");
+    for g in &r.groups {
+        let _ = write!(s, " {}/raw IOPS | {}/raw p99 |", g.label, g.label);
+        align.push_str("---:|---:|");
+    }
+    if two {
+        let lab = format!("{}/{}", r.groups[1].label, r.groups[0].label);
+        let _ = write!(s, " attainable {lab} IOPS ≤ | attainable {lab} p99 ≥ | note |");
+        align.push_str("---:|---:|---|");
+    }
+    let _ = writeln!(s, "\n{align}");
+    for (i, t) in r.tests.iter().enumerate() {
+        let _ = write!(s, "| {} |", t.title);
+        let na = matches!(t.raw, Some(RawCell::NotApplicable(_)));
+        let dash = if na { " n/a |" } else { " – |" };
+        match r.raw_row(i) {
+            Some(x) => {
+                let _ = write!(
+                    s,
+                    " {} | {} | {} | {} | {} |",
+                    num(x.m.iops),
+                    num(x.m.mb_per_s),
+                    num(x.m.lat_p50_us),
+                    num(x.m.lat_p99_us),
+                    num(x.fio_cpu_us_per_op)
+                );
+            }
+            None => s.push_str(&dash.repeat(5)),
+        }
+        for gi in 0..r.groups.len() {
+            match r.raw_share(i, gi) {
+                Some(sh) => {
+                    let _ = write!(s, " {} | {} |", ratio(sh.iops), ratio(sh.lat_p99));
+                }
+                None => s.push_str(&dash.repeat(2)),
+            }
+        }
+        if two {
+            let note = match (&t.raw, r.attainable(i)) {
+                (Some(RawCell::NotApplicable(why)), _) => format!("not applicable: {why}"),
+                (Some(RawCell::Failed(why)), _) => {
+                    format!("raw failed: {}", why.lines().next().unwrap_or(""))
+                }
+                (_, Some(a)) => a.note(),
+                _ => String::new(),
+            };
+            match r.attainable(i) {
+                Some(a) => {
+                    let _ = write!(s, " {} | {} | {note} |", ratio(a.iops_max), ratio(a.lat_p99_min));
+                }
+                None => {
+                    let _ = write!(s, "{dash}{dash} {note} |");
+                }
+            }
+        }
+        s.push('\n');
+    }
+    let have: Vec<usize> = (0..r.tests.len()).filter(|i| r.raw_row(*i).is_some()).collect();
+    if have.is_empty() {
+        return;
+    }
+    let _ = write!(s, "| **geometric mean** (tests with a raw row) | | | | | |");
+    for gi in 0..r.groups.len() {
+        let sh: Vec<_> = have.iter().filter_map(|i| r.raw_share(*i, gi)).collect();
+        let _ = write!(
+            s,
+            " **{}** | **{}** |",
+            ratio(geomean(sh.iter().map(|x| x.iops))),
+            ratio(geomean(sh.iter().map(|x| x.lat_p99)))
+        );
+    }
+    if two && let Some(a) = r.geomean_attainable() {
+        let _ = write!(
+            s,
+            " **{}** | **{}** | {} |",
+            ratio(a.iops_max),
+            ratio(a.lat_p99_min),
+            a.note()
+        );
+    }
+    s.push('\n');
 }
 
 /// Run-queue waits of each group's OSD threads (`schedstat`): per client op, per timeslice (each time a thread
@@ -341,12 +453,16 @@ fn esc(t: &str) -> String {
 }
 
 const COLORS: [&str; 4] = ["#4e79a7", "#e15759", "#59a14f", "#f28e2b"];
+/// The raw reference's bars.
+const RAW_COLOR: &str = "#9c9c9c";
 
 /// The SVG chart (a complete document).
 pub fn svg_chart(r: &Report) -> String {
+    let with_raw = r.meta.raw.is_some();
     let groups = r.groups.len().max(1);
+    let bars = groups + usize::from(with_raw);
     let bar_h = 12.0;
-    let row_h = bar_h * groups as f64 + 10.0;
+    let row_h = bar_h * bars as f64 + 10.0;
     let (left, plot_w, right) = (250.0, 520.0, 130.0);
     let top = 50.0;
     let height = top + row_h * r.tests.len() as f64 + 40.0;
@@ -356,6 +472,7 @@ pub fn svg_chart(r: &Report) -> String {
         .tests
         .iter()
         .flat_map(|t| t.results.iter().filter_map(|x| x.as_ref().ok()).map(|x| x.m.iops))
+        .chain((0..r.tests.len()).filter_map(|i| r.raw_row(i)).map(|x| x.m.iops))
         .filter(|v| *v > 0.0 && v.is_finite())
         .collect();
     let lo = vals.iter().copied().fold(f64::INFINITY, f64::min);
@@ -394,6 +511,14 @@ pub fn svg_chart(r: &Report) -> String {
             lx + 14.0,
             esc(&g.label),
             note
+        );
+    }
+    if with_raw {
+        let lx = 10.0 + 160.0 * r.groups.len() as f64;
+        let _ = writeln!(
+            s,
+            r#"<rect x="{lx}" y="28" width="10" height="10" fill="{RAW_COLOR}"/><text x="{}" y="37">raw (device ceiling)</text>"#,
+            lx + 14.0
         );
     }
     if groups >= 2 {
@@ -451,6 +576,40 @@ pub fn svg_chart(r: &Report) -> String {
                     let _ = writeln!(
                         s,
                         r#"<text x="{}" y="{:.1}" fill="gray">no result</text>"#,
+                        left + 4.0,
+                        by + bar_h - 3.0
+                    );
+                }
+            }
+        }
+        if with_raw {
+            let by = y0 + 5.0 + bar_h * r.groups.len() as f64;
+            match (r.raw_row(i), &t.raw) {
+                (Some(row), _) if row.m.iops > 0.0 => {
+                    let w = (x(row.m.iops) - left).max(1.0);
+                    let _ = writeln!(
+                        s,
+                        r#"<rect x="{left}" y="{by:.1}" width="{w:.1}" height="{:.1}" fill="{RAW_COLOR}"><title>raw: {} IOPS</title></rect>"#,
+                        bar_h - 2.0,
+                        num(row.m.iops)
+                    );
+                    let _ = writeln!(
+                        s,
+                        r#"<text x="{:.1}" y="{:.1}" font-size="9">{}</text>"#,
+                        left + w + 3.0,
+                        by + bar_h - 3.0,
+                        num(row.m.iops)
+                    );
+                }
+                (_, cell) => {
+                    let what = if matches!(cell, Some(RawCell::NotApplicable(_))) {
+                        "raw: not applicable"
+                    } else {
+                        "raw: no result"
+                    };
+                    let _ = writeln!(
+                        s,
+                        r#"<text x="{}" y="{:.1}" fill="gray" font-size="9">{what}</text>"#,
                         left + 4.0,
                         by + bar_h - 3.0
                     );
@@ -554,6 +713,54 @@ mod tests {
         let svg = svg_chart(&r);
         assert!(svg.contains("ferro (skipped)"));
         assert!(svg.contains("no result"));
+    }
+
+    #[test]
+    fn device_ceiling_table_and_bars() {
+        let r = crate::report::tests::sample_report_with_raw();
+        let t = markdown_table(&r);
+        let (_, dev) = t.split_once("Device ceiling").expect("the raw table");
+        let dev = dev.split("OSD-side write latency").next().unwrap();
+        assert!(dev.contains("1 zero-filled file(s) of 4 GiB"), "{dev}");
+        assert!(
+            dev.contains("`ioengine=io_uring`") && dev.contains("first 1024 MiB"),
+            "{dev}"
+        );
+        assert!(
+            dev.contains("| test | raw IOPS | raw MB/s | raw p50 µs | raw p99 µs | raw fio CPU µs/op | bluestore/raw IOPS | bluestore/raw p99 | ferro/raw IOPS | ferro/raw p99 | attainable ferro/bluestore IOPS ≤ | attainable ferro/bluestore p99 ≥ | note |"),
+            "{dev}"
+        );
+        // Test 0: raw 1500 IOPS, p99 3000 µs; bluestore 1000 / 4000 µs; ferro 2000 / 2000 µs.
+        assert!(
+            dev.contains("| 4k-randread-qd16 | 1500 | 6.14 | 750 | 3000 | 12.5 | 0.67 | 1.33 | 1.33 | 0.67 | 1.50 | 0.75 | 2× IOPS out of reach (≤ 1.50×); 0.4× p99 out of reach (≥ 0.75×) |"),
+            "{dev}"
+        );
+        assert!(dev.contains("| 4k-randwrite-qd1 | 4000 |"), "{dev}");
+        assert!(
+            dev.contains(" 10.00 | 0.10 |  |"),
+            "no note when both targets are in reach: {dev}"
+        );
+        assert!(
+            dev.contains("| omap-set-qd1 | n/a | n/a | n/a | n/a | n/a | n/a | n/a | n/a | n/a | n/a | n/a | not applicable: no raw analogue |"),
+            "{dev}"
+        );
+        assert!(
+            dev.contains("| **geometric mean** (tests with a raw row) |"),
+            "{dev}"
+        );
+        assert!(dev.contains("**3.87** | **0.27** |"), "{dev}");
+        assert_eq!(
+            dev.lines().filter(|l| l.starts_with("| ")).count(),
+            1 + 3 + 1,
+            "{dev}"
+        );
+        // Without the raw kind there is no such table.
+        assert!(!markdown_table(&sample_report(Ok(()))).contains("Device ceiling"));
+
+        let svg = svg_chart(&r);
+        assert_eq!(svg.matches("<title>raw: ").count(), 2, "{svg}");
+        assert!(svg.contains("raw: not applicable") && svg.contains("raw (device ceiling)"));
+        assert!(!svg.contains("NaN"));
     }
 
     #[test]

@@ -4,6 +4,8 @@
 
 use serde_json::{Value, json};
 
+use crate::raw::RawRow;
+
 /// What the client saw in one test.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Measurement {
@@ -117,6 +119,84 @@ pub struct TestReport {
     pub title: String,
     /// One entry per group, in group order: the row, or why there is none.
     pub results: Vec<Result<Row, String>>,
+    /// The raw reference (`None` when the run has no `raw` kind).
+    pub raw: Option<RawCell>,
+}
+
+/// The raw reference of one test.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RawCell {
+    /// It ran.
+    Row(RawRow),
+    /// The test has no raw analogue (OMAP): why. Never a zero.
+    NotApplicable(String),
+    /// It failed: why.
+    Failed(String),
+}
+
+/// How the raw reference was set up (see the `raw` module).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct RawSetup {
+    /// fio engine.
+    pub engine: String,
+    /// Files (one per replica: the write tests run one job on each).
+    pub files: u32,
+    /// Size of each file (that of one OSD's device file).
+    pub file_size_bytes: u64,
+    /// Bytes each job addresses (a pool's data set).
+    pub region_bytes: u64,
+    /// `zero-filled`, or `data set zero-filled` (quick mode: the rest of the file sparse).
+    pub prepared: String,
+}
+
+/// Issue #7's targets for the second group against the first: IOPS at least this many times...
+pub const IOPS_TARGET: f64 = 2.0;
+/// ... and p99 at most this fraction.
+pub const P99_TARGET: f64 = 0.4;
+
+/// The best ratio of the second group to the first that the device leaves possible on one test, if the OSD
+/// cannot beat the raw files (it can in principle: a cache hit skips the device, one flush can cover several
+/// writes): IOPS at most `raw / first`, p99 at least `raw / first`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Attainable {
+    /// Largest attainable IOPS ratio.
+    pub iops_max: f64,
+    /// Smallest attainable p99 ratio.
+    pub lat_p99_min: f64,
+}
+
+impl Attainable {
+    /// A short note when the device puts a target out of reach; empty otherwise.
+    pub fn note(&self) -> String {
+        let mut n = Vec::new();
+        if self.iops_max < IOPS_TARGET {
+            n.push(format!(
+                "{IOPS_TARGET}× IOPS out of reach (≤ {:.2}×)",
+                self.iops_max
+            ));
+        }
+        if self.lat_p99_min > P99_TARGET {
+            n.push(format!(
+                "{P99_TARGET}× p99 out of reach (≥ {:.2}×)",
+                self.lat_p99_min
+            ));
+        }
+        n.join("; ")
+    }
+
+    fn to_json(self) -> Value {
+        let f = |x: f64| if x.is_finite() { json!(x) } else { Value::Null };
+        json!({ "iops_max": f(self.iops_max), "lat_p99_min": f(self.lat_p99_min) })
+    }
+}
+
+/// A group's row as a share of the raw reference's: IOPS (≤ 1 unless the OSD beats the device) and p99.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RawShare {
+    /// Group IOPS / raw IOPS.
+    pub iops: f64,
+    /// Group p99 / raw p99.
+    pub lat_p99: f64,
 }
 
 /// Second group divided by the first, per metric (>1 means "more": good for IOPS, bad for latency/CPU).
@@ -211,6 +291,8 @@ pub struct Meta {
     pub ferro_shards: Option<u32>,
     /// Configuration options given to every ferro-osd (`--ferro-conf key=value`), as `key=value`.
     pub ferro_conf: Vec<String>,
+    /// The raw reference, if the run has one.
+    pub raw: Option<RawSetup>,
 }
 
 /// A whole run.
@@ -248,6 +330,53 @@ impl Report {
             lat_p99: g(|r| r.lat_p99),
             osd_cpu_per_op: g(|r| r.osd_cpu_per_op),
             osd_rss: g(|r| r.osd_rss),
+        })
+    }
+
+    /// The raw reference's row for test `i`, if it ran.
+    pub fn raw_row(&self, i: usize) -> Option<&RawRow> {
+        match self.tests.get(i)?.raw.as_ref()? {
+            RawCell::Row(r) => Some(r),
+            _ => None,
+        }
+    }
+
+    /// Group `g`'s row of test `i` as a share of the raw reference's.
+    pub fn raw_share(&self, i: usize, g: usize) -> Option<RawShare> {
+        let raw = self.raw_row(i)?;
+        let row = self.tests.get(i)?.results.get(g)?.as_ref().ok()?;
+        let r = |x: f64, y: f64| if y > 0.0 { x / y } else { f64::NAN };
+        Some(RawShare {
+            iops: r(row.m.iops, raw.m.iops),
+            lat_p99: r(row.m.lat_p99_us, raw.m.lat_p99_us),
+        })
+    }
+
+    /// What the device leaves attainable for the second group against the first on test `i` (needs two
+    /// groups, the raw reference and the first group's row).
+    pub fn attainable(&self, i: usize) -> Option<Attainable> {
+        if self.groups.len() < 2 {
+            return None;
+        }
+        let raw = self.raw_row(i)?;
+        let base = self.tests.get(i)?.results.first()?.as_ref().ok()?;
+        let r = |x: f64, y: f64| if y > 0.0 { x / y } else { f64::NAN };
+        Some(Attainable {
+            iops_max: r(raw.m.iops, base.m.iops),
+            lat_p99_min: r(raw.m.lat_p99_us, base.m.lat_p99_us),
+        })
+    }
+
+    /// Geometric means of [`Report::attainable`] over the tests that have it (not over tests without a raw
+    /// analogue: the device does not bound those).
+    pub fn geomean_attainable(&self) -> Option<Attainable> {
+        let all: Vec<Attainable> = (0..self.tests.len()).filter_map(|i| self.attainable(i)).collect();
+        if all.is_empty() {
+            return None;
+        }
+        Some(Attainable {
+            iops_max: geomean(all.iter().map(|a| a.iops_max)),
+            lat_p99_min: geomean(all.iter().map(|a| a.lat_p99_min)),
         })
     }
 
@@ -305,11 +434,36 @@ impl Report {
                     };
                     results.insert(g.label.clone(), v);
                 }
+                let raw = match &t.raw {
+                    None => Value::Null,
+                    Some(RawCell::Row(r)) => json!({
+                        "ops": r.m.ops,
+                        "runtime_s": r.m.runtime_s,
+                        "iops": r.m.iops,
+                        "mb_per_s": r.m.mb_per_s,
+                        "lat_p50_us": r.m.lat_p50_us,
+                        "lat_p99_us": r.m.lat_p99_us,
+                        "jobs": r.jobs,
+                        "fio_cpu_us_per_op": r.fio_cpu_us_per_op,
+                        "machine_cpu_us_per_op": r.machine_cpu_us_per_op,
+                    }),
+                    Some(RawCell::NotApplicable(why)) => json!({ "not_applicable": why }),
+                    Some(RawCell::Failed(why)) => json!({ "error": why }),
+                };
+                let mut of_raw = serde_json::Map::new();
+                for (gi, g) in self.groups.iter().enumerate() {
+                    if let Some(sh) = self.raw_share(i, gi) {
+                        of_raw.insert(g.label.clone(), json!({ "iops": fin(sh.iops), "lat_p99": fin(sh.lat_p99) }));
+                    }
+                }
                 json!({
                     "id": t.id,
                     "title": t.title,
                     "results": results,
                     "ratio": self.ratios(i).map_or(Value::Null, Ratios::to_json),
+                    "raw": raw,
+                    "of_raw": if of_raw.is_empty() { Value::Null } else { Value::Object(of_raw) },
+                    "attainable_ratio": self.attainable(i).map_or(Value::Null, Attainable::to_json),
                 })
             })
             .collect();
@@ -326,11 +480,16 @@ impl Report {
                 "device_files": m.device_files, "objects": m.objects, "object_size_bytes": crate::fio::OBJECT_SIZE_BYTES,
                 "runtime_s": m.runtime_s, "quick": m.quick, "ferro_shards": m.ferro_shards, "ferro_conf": m.ferro_conf,
                 "load_average_start": m.load_start, "load_average_end": m.load_end,
+                "raw": m.raw.as_ref().map_or(Value::Null, |r| json!({
+                    "engine": r.engine, "direct": true, "sync": "dsync", "files": r.files,
+                    "file_size_bytes": r.file_size_bytes, "region_bytes": r.region_bytes, "prepared": r.prepared,
+                })),
             },
             "groups": groups,
             "ratio_of": ratio_of,
             "tests": tests,
             "geomean_ratio": self.geomean_ratios().map_or(Value::Null, Ratios::to_json),
+            "geomean_attainable_ratio": self.geomean_attainable().map_or(Value::Null, Attainable::to_json),
         })
     }
 }
@@ -339,16 +498,21 @@ impl Report {
 pub(crate) mod tests {
     use super::*;
 
+    /// 2 s of 4 KiB ops at `iops`.
+    fn measured(iops: f64, lat_p50_us: f64, lat_p99_us: f64) -> Measurement {
+        Measurement {
+            ops: (iops * 2.0) as u64,
+            runtime_s: 2.0,
+            iops,
+            mb_per_s: iops * 4096.0 / 1e6,
+            lat_p50_us,
+            lat_p99_us,
+        }
+    }
+
     pub(crate) fn row(iops: f64, cpu: f64) -> Row {
         Row {
-            m: Measurement {
-                ops: (iops * 2.0) as u64,
-                runtime_s: 2.0,
-                iops,
-                mb_per_s: iops * 4096.0 / 1e6,
-                lat_p50_us: 1e6 / iops,
-                lat_p99_us: 4e6 / iops,
-            },
+            m: measured(iops, 1e6 / iops, 4e6 / iops),
             osd_cpu_us_per_op: cpu,
             osd_rss_bytes: 100 << 20,
             osd_ctxt_vol_per_op: 2.0,
@@ -402,6 +566,7 @@ pub(crate) mod tests {
                     Some(why) => Err(why.clone()),
                 },
             ],
+            raw: None,
         };
         Report {
             meta: Meta {
@@ -417,6 +582,95 @@ pub(crate) mod tests {
                 t("4k-randwrite-qd1", 400.0, 200.0),
             ],
         }
+    }
+
+    pub(crate) fn raw_row(iops: f64, p99_us: f64) -> RawRow {
+        RawRow {
+            m: measured(iops, p99_us / 4.0, p99_us),
+            jobs: 1,
+            fio_cpu_us_per_op: 12.5,
+            machine_cpu_us_per_op: 20.0,
+        }
+    }
+
+    /// [`sample_report`] with the raw reference: test 0 device-bound (raw 1500 IOPS against BlueStore's 1000,
+    /// p99 3000 µs against 4000), test 1 far from it (raw 4000 IOPS, p99 1000 µs against 400 IOPS, 10 ms), and
+    /// an OMAP test that has no raw analogue.
+    pub(crate) fn sample_report_with_raw() -> Report {
+        let mut r = sample_report(Ok(()));
+        r.meta.raw = Some(RawSetup {
+            engine: "io_uring".into(),
+            files: 1,
+            file_size_bytes: 4 << 30,
+            region_bytes: 1 << 30,
+            prepared: "zero-filled".into(),
+        });
+        r.tests[0].raw = Some(RawCell::Row(raw_row(1500.0, 3000.0)));
+        r.tests[1].raw = Some(RawCell::Row(raw_row(4000.0, 1000.0)));
+        r.tests.push(TestReport {
+            id: "omap-set-qd1".into(),
+            title: "omap-set-qd1".into(),
+            results: vec![Ok(row(500.0, 50.0)), Ok(row(1000.0, 25.0))],
+            raw: Some(RawCell::NotApplicable("no raw analogue".into())),
+        });
+        r
+    }
+
+    #[test]
+    fn raw_shares_and_what_the_device_leaves_attainable() {
+        let r = sample_report_with_raw();
+        let a = r.attainable(0).unwrap();
+        assert!(
+            (a.iops_max - 1.5).abs() < 1e-12 && (a.lat_p99_min - 0.75).abs() < 1e-12,
+            "{a:?}"
+        );
+        assert_eq!(
+            a.note(),
+            "2× IOPS out of reach (≤ 1.50×); 0.4× p99 out of reach (≥ 0.75×)"
+        );
+        let b = r.attainable(1).unwrap();
+        assert!(
+            (b.iops_max - 10.0).abs() < 1e-12 && (b.lat_p99_min - 0.1).abs() < 1e-12,
+            "{b:?}"
+        );
+        assert_eq!(b.note(), "");
+        assert!(r.attainable(2).is_none(), "OMAP has no ceiling");
+        let g = r.geomean_attainable().unwrap();
+        assert!((g.iops_max - 15f64.sqrt()).abs() < 1e-12, "{g:?}");
+        assert!((g.lat_p99_min - 0.075f64.sqrt()).abs() < 1e-12, "{g:?}");
+        // ferro: 2000 IOPS, p99 2000 µs against raw 1500 IOPS, 3000 µs.
+        let f = r.raw_share(0, 1).unwrap();
+        assert!((f.iops - 2000.0 / 1500.0).abs() < 1e-12 && (f.lat_p99 - 2000.0 / 3000.0).abs() < 1e-12);
+        let bs = r.raw_share(1, 0).unwrap();
+        assert!(
+            (bs.iops - 0.1).abs() < 1e-12 && (bs.lat_p99 - 10.0).abs() < 1e-12,
+            "{bs:?}"
+        );
+        assert!(r.raw_share(2, 0).is_none());
+        // The existing ratios keep their meaning: the OMAP row counts in the geomean as before.
+        assert_eq!(r.geomean_ratios().unwrap().iops, geomean([2.0, 0.5, 2.0]));
+
+        let j = r.to_json();
+        assert_eq!(j["meta"]["raw"]["engine"], "io_uring");
+        assert_eq!(j["meta"]["raw"]["sync"], "dsync");
+        assert_eq!(j["meta"]["raw"]["region_bytes"], 1u64 << 30);
+        let t0 = &j["tests"][0];
+        assert_eq!(t0["raw"]["iops"], 1500.0);
+        assert_eq!(t0["raw"]["lat_p99_us"], 3000.0);
+        assert_eq!(t0["raw"]["fio_cpu_us_per_op"], 12.5);
+        assert_eq!(t0["of_raw"]["bluestore"]["iops"], 1000.0 / 1500.0);
+        assert_eq!(t0["attainable_ratio"]["iops_max"], 1.5);
+        assert_eq!(t0["results"]["ferro"]["iops"], 2000.0);
+        assert_eq!(t0["ratio"]["iops"], 2.0);
+        let omap = &j["tests"][2];
+        assert_eq!(omap["raw"]["not_applicable"], "no raw analogue");
+        assert!(omap["raw"].get("iops").is_none(), "never a zero: {omap}");
+        assert!(omap["of_raw"].is_null() && omap["attainable_ratio"].is_null());
+        assert!((j["geomean_attainable_ratio"]["iops_max"].as_f64().unwrap() - 15f64.sqrt()).abs() < 1e-12);
+        // A run without the raw kind says so with nulls.
+        let j = sample_report(Ok(())).to_json();
+        assert!(j["meta"]["raw"].is_null() && j["tests"][0]["raw"].is_null());
+        assert!(j["geomean_attainable_ratio"].is_null());
     }
 
     #[test]

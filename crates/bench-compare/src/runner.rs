@@ -14,7 +14,8 @@ use crate::fio::{FioJob, OBJECT_SIZE_BYTES, job_file, parse_fio_json};
 use crate::matrix::{TestDef, Workload};
 use crate::omap::{OMAP_SCRIPT, parse_omap_json};
 use crate::procstat::ProcSample;
-use crate::report::{GroupReport, GroupStatus, Meta, Report, Row, TestReport};
+use crate::raw::{RAW_ENGINE, RawJob, parse_raw_fio, raw_job_file, raw_jobs};
+use crate::report::{GroupReport, GroupStatus, Meta, RawCell, RawSetup, Report, Row, TestReport};
 use crate::util;
 
 /// The interpreter that has the distribution's `rados` module (a pyenv `python3` on PATH may not).
@@ -92,6 +93,9 @@ pub struct RunOptions {
     pub quick: bool,
     /// Workspace root (for the commit id).
     pub workspace: PathBuf,
+    /// Also run the raw reference (module `raw`): every fio test straight on files of the device size, in the
+    /// cluster directory, one per replica.
+    pub raw: bool,
 }
 
 struct LiveGroup {
@@ -190,6 +194,18 @@ pub fn run(o: &RunOptions) -> Result<Report> {
                 OsdKind::Classic => None,
             })
             .unwrap_or_default(),
+        raw: o.raw.then(|| RawSetup {
+            engine: RAW_ENGINE.into(),
+            files: o.pool_size,
+            file_size_bytes: o.device_size_bytes,
+            region_bytes: raw_region_bytes(o),
+            prepared: if o.zero_fill_devices {
+                "zero-filled"
+            } else {
+                "data-set-zero-filled"
+            }
+            .into(),
+        }),
     };
     let omap_unavailable = if o.tests.iter().any(|t| matches!(t.workload, Workload::Omap(_))) {
         python_rados()
@@ -270,16 +286,42 @@ pub fn run(o: &RunOptions) -> Result<Report> {
             eprintln!("bench compare: *** {} side SKIPPED: {why}", lg.report.label);
         }
     }
+    // The raw files, once the pools hold their data (so their zero-fill competes with nothing timed).
+    let raw_files: Option<std::result::Result<Vec<PathBuf>, String>> = o.raw.then(|| {
+        let t = Instant::now();
+        let r = prepare_raw_files(&c.dir().join("raw"), o);
+        match &r {
+            Ok(files) => eprintln!(
+                "bench compare: raw reference: {} file(s) of {} MiB ({}) in {:.1} s",
+                files.len(),
+                o.device_size_bytes >> 20,
+                if o.zero_fill_devices {
+                    "zero-filled"
+                } else {
+                    "data set zero-filled"
+                },
+                t.elapsed().as_secs_f64()
+            ),
+            Err(e) => eprintln!("bench compare: *** raw reference SKIPPED: {e}"),
+        }
+        r
+    });
 
     let mut tests = Vec::new();
     for (ti, t) in o.tests.iter().enumerate() {
         let mut results: Vec<std::result::Result<Row, String>> = vec![Err("not run".into()); groups.len()];
-        // Alternate which group goes first, so neither always runs on a machine warmed (or tired) by the other.
-        let mut order: Vec<usize> = (0..groups.len()).collect();
+        let mut raw = None;
+        // Alternate which group goes first, so neither always runs on a machine warmed (or tired) by the other;
+        // the raw reference takes its turn as one more entry.
+        let mut order: Vec<usize> = (0..groups.len() + usize::from(raw_files.is_some())).collect();
         if ti % 2 == 1 {
             order.reverse();
         }
         for gi in order {
+            if gi == groups.len() {
+                raw = raw_files.as_ref().map(|files| run_raw(&c, o, t, files));
+                continue;
+            }
             let lg = &groups[gi];
             results[gi] = match &lg.report.status {
                 GroupStatus::Skipped(why) => {
@@ -312,6 +354,7 @@ pub fn run(o: &RunOptions) -> Result<Report> {
             id: t.id.to_owned(),
             title: t.title.to_owned(),
             results,
+            raw,
         });
     }
     eprintln!("bench compare: done in {:.0} s", t0.elapsed().as_secs_f64());
@@ -464,6 +507,101 @@ fn start_group(c: &Cluster, o: &RunOptions, g: &GroupSpec) -> LiveGroup {
                 report,
                 pids: Vec::new(),
             }
+        }
+    }
+}
+
+/// Bytes each raw job addresses: a pool's data set (`objects` × 4 MiB), within the file.
+fn raw_region_bytes(o: &RunOptions) -> u64 {
+    (u64::from(o.objects) * OBJECT_SIZE_BYTES).min(o.device_size_bytes)
+}
+
+/// One file per replica (`raw.0` ..), each of the device size, written full of zeros like the OSDs' device files
+/// (without `zero_fill_devices`: only the data set, the rest left sparse; the tests touch nothing beyond it).
+fn prepare_raw_files(dir: &std::path::Path, o: &RunOptions) -> std::result::Result<Vec<PathBuf>, String> {
+    std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+    (0..o.pool_size.max(1))
+        .map(|i| {
+            let p = dir.join(format!("raw.{i}"));
+            let fill = if o.zero_fill_devices {
+                o.device_size_bytes
+            } else {
+                raw_region_bytes(o)
+            };
+            util::zero_fill(&p, fill)
+                .and_then(|()| {
+                    std::fs::OpenOptions::new()
+                        .write(true)
+                        .open(&p)?
+                        .set_len(o.device_size_bytes)
+                })
+                .map_err(|e| format!("zero-filling {}: {e}", p.display()))?;
+            Ok(p)
+        })
+        .collect()
+}
+
+/// Test `t` on the raw files (OMAP tests have no raw analogue).
+fn run_raw(
+    c: &Cluster,
+    o: &RunOptions,
+    t: &TestDef,
+    files: &std::result::Result<Vec<PathBuf>, String>,
+) -> RawCell {
+    let Workload::Fio {
+        rw,
+        bs_bytes,
+        iodepth,
+        rwmixread,
+    } = t.workload
+    else {
+        return RawCell::NotApplicable("OMAP operations have no raw-device analogue".into());
+    };
+    let files = match files {
+        Ok(f) => f,
+        Err(why) => return RawCell::Failed(why.clone()),
+    };
+    let jobs = raw_jobs(rw, o.pool_size) as usize;
+    let job = RawJob {
+        files: files.iter().take(jobs).cloned().collect(),
+        region_bytes: raw_region_bytes(o),
+        rw: rw.into(),
+        bs_bytes,
+        iodepth,
+        rwmixread,
+        runtime_s: o.runtime_s,
+    };
+    let res = (|| -> Result<crate::raw::RawRow> {
+        let path = c.dir().join("tmp").join(format!("{}-raw.fio", t.id));
+        std::fs::write(&path, raw_job_file(&job)).map_err(io_err(format!("writing {}", path.display())))?;
+        let machine_before = crate::procstat::machine_busy_us();
+        let out = util::run(
+            Command::new("fio").arg("--output-format=json").arg(&path),
+            Duration::from_secs(u64::from(o.runtime_s)) + CLIENT_SLACK,
+        )?;
+        let machine_us = (crate::procstat::machine_busy_us() - machine_before).max(0.0);
+        let mut row = parse_raw_fio(&out.stdout, job.files.len() as u32)?;
+        row.machine_cpu_us_per_op = machine_us / row.m.ops.max(1) as f64;
+        Ok(row)
+    })();
+    match res {
+        Ok(row) => {
+            eprintln!(
+                "bench compare: {:<20} {:<10} {:>9.0} IOPS {:>8.1} MB/s p50 {:>8.0} µs p99 {:>8.0} µs fio CPU {:>7.1} µs/op ({} job(s))",
+                t.id,
+                "raw",
+                row.m.iops,
+                row.m.mb_per_s,
+                row.m.lat_p50_us,
+                row.m.lat_p99_us,
+                row.fio_cpu_us_per_op,
+                row.jobs
+            );
+            RawCell::Row(row)
+        }
+        Err(e) => {
+            eprintln!("bench compare: {} on raw FAILED: {e}", t.id);
+            RawCell::Failed(first_lines(&e.to_string(), 12))
         }
     }
 }
@@ -712,6 +850,7 @@ mod tests {
             tests: MATRIX.to_vec(),
             quick: true,
             workspace: ".".into(),
+            raw: true,
         }
     }
 

@@ -4,7 +4,8 @@
 //! how fast anything is.
 //!
 //! To stay within the per-test time budget it runs the BlueStore side only, and asks for a ferro-osd binary
-//! that does not exist, which also exercises the "ferro side skipped, with the reason" path.
+//! that does not exist, which also exercises the "ferro side skipped, with the reason" path. It runs the raw
+//! reference too (1 s per fio test).
 
 use std::time::{Duration, Instant};
 
@@ -65,6 +66,7 @@ fn quick_mode_reports_every_test() {
         runtime_s: 1,
         tests: MATRIX.to_vec(),
         quick: true,
+        raw: true,
         workspace: concat!(env!("CARGO_MANIFEST_DIR"), "/../..").into(),
     };
     let report = run(&opts).expect("quick run");
@@ -103,6 +105,26 @@ fn quick_mode_reports_every_test() {
         assert!(t["results"]["ferro"].get("iops").is_none());
         assert!(t["results"]["ferro"]["error"].is_string());
         assert!(t["ratio"].is_null());
+    }
+    // The raw reference: a row for every fio test, "not applicable" (never a zero) for OMAP.
+    assert_eq!(j["meta"]["raw"]["engine"], "io_uring");
+    for t in tests {
+        let raw = &t["raw"];
+        if t["id"].as_str().is_some_and(|id| id.starts_with("omap")) {
+            assert!(raw["not_applicable"].is_string(), "{}: {raw}", t["id"]);
+            assert!(raw.get("iops").is_none());
+            continue;
+        }
+        let num = |k: &str| {
+            raw[k]
+                .as_f64()
+                .unwrap_or_else(|| panic!("{} raw {k}: {raw}", t["id"]))
+        };
+        assert!(num("iops") > 0.0 && num("mb_per_s") > 0.0, "{}: {raw}", t["id"]);
+        assert!(num("lat_p99_us") >= num("lat_p50_us") && num("lat_p50_us") > 0.0);
+        assert!(num("fio_cpu_us_per_op") > 0.0, "{}: {raw}", t["id"]);
+        assert_eq!(raw["jobs"], 1);
+        assert!(t["of_raw"]["bluestore"]["iops"].as_f64().is_some_and(|x| x > 0.0));
     }
     let svg = bench_compare::svg_chart(&report);
     assert!(svg.contains("ferro (skipped)"));
