@@ -248,6 +248,24 @@ mod tests {
         assert!((one.fio_cpu_us_per_op - 400.0).abs() < 1e-9, "{one:?}");
     }
 
+    /// fio 3.33's real output for three jobs (`raw_job_file` with three files, 4 KiB random writes at QD4, 1 s):
+    /// 19399, 7576 and 19352 writes in 1001 ms; the second job's p50/p99 are the largest.
+    const THREE_JOBS: &str = include_str!("../testdata/fio-raw-3jobs.json");
+
+    #[test]
+    fn parses_real_fio_output_of_three_jobs() {
+        let r = parse_raw_fio(THREE_JOBS, 3).unwrap();
+        assert_eq!(r.m.ops, (19399 + 7576 + 19352) / 3);
+        assert!((r.m.iops - 46327.0 / 1.001 / 3.0).abs() < 1e-6, "{r:?}");
+        assert!(
+            (r.m.lat_p50_us - 230.4).abs() < 1e-9 && (r.m.lat_p99_us - 4947.968).abs() < 1e-9,
+            "{r:?}"
+        );
+        // usr+sys 13.3 %, 12.4 %, 13.2 % of 1000 ms.
+        assert!((r.fio_cpu_us_per_op - 389_000.0 / 15442.0).abs() < 1e-6, "{r:?}");
+        assert!(parse_raw_fio(THREE_JOBS, 1).is_err());
+    }
+
     #[test]
     fn broken_raw_output_is_an_error() {
         let j = fio_job(100, 1000, 1, 2, 1.0, 1.0);
