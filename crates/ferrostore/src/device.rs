@@ -19,6 +19,8 @@ pub struct Completion {
 pub struct DeviceStats {
     pub reads: u64,
     pub writes: u64,
+    /// Writes durable on completion (RWF_DSYNC): on a device without FUA each is a write plus a cache flush.
+    pub synced_writes: u64,
     pub flushes: u64,
     pub bytes_read: u64,
     pub bytes_written: u64,
@@ -62,6 +64,14 @@ pub trait Device {
     /// Writes submitted with [`Device::submit_write`] are durable on completion (FUA / RWF_DSYNC): the engine
     /// then needs a flush only after [`Device::submit_write_unsynced`] writes.
     fn writes_are_durable(&self) -> bool {
+        false
+    }
+    /// A durable write ([`Device::submit_write`] while [`Device::writes_are_durable`]) also makes durable every
+    /// write that had completed when it was submitted: RWF_DSYNC on a device without FUA is the write plus a
+    /// cache flush after it. The engine then writes a group commit's data unsynced and its log record once they
+    /// completed (ordered commits: one device flush per group commit instead of one per write). Never true where
+    /// a durable write is a FUA write (which makes only itself durable).
+    fn durable_writes_flush(&self) -> bool {
         false
     }
 }

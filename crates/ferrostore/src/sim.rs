@@ -18,6 +18,9 @@ enum Req {
         data: Bytes,
         /// Stays volatile on completion even with `durable_writes` (`submit_write_unsynced`).
         unsynced: bool,
+        /// Ids of the volatile writes this durable write also makes durable on completion (a device whose
+        /// durable writes flush: `SimDevice::set_durable_writes_flush`); empty otherwise.
+        covers: Vec<u64>,
     },
     /// Ids of the writes that had completed when the flush was submitted.
     Flush {
@@ -78,6 +81,8 @@ pub struct SimDevice {
     crash_at: Option<u64>,
     crash_rng: Rng,
     snapshot: Option<(Vec<u8>, [u64; 3])>,
+    /// See `set_durable_writes_flush`.
+    durable_writes_flush: bool,
 }
 
 impl SimDevice {
@@ -100,7 +105,16 @@ impl SimDevice {
             crash_at: None,
             crash_rng: Rng::new(cfg.seed ^ 0xc4a5_4c4a_5400_0000),
             snapshot: None,
+            durable_writes_flush: false,
         }
+    }
+
+    /// Model a device without FUA (`SimConfig::durable_writes` must be on): a durable write is the write plus a
+    /// cache flush, so on completion it also makes durable every write that had completed when it was submitted
+    /// (the weakest form of that guarantee: a real flush after the write covers writes completed up to then).
+    /// [`Device::durable_writes_flush`] reports it.
+    pub fn set_durable_writes_flush(&mut self, on: bool) {
+        self.durable_writes_flush = on;
     }
 
     /// Number of completions delivered so far: the clock that crash points are expressed in.
@@ -218,8 +232,15 @@ impl SimDevice {
         self.events += 1;
         let result = match p.req {
             Req::Read { len } => Ok(Some(Bytes::from(self.read_now(p.offset, len)))),
-            Req::Write { data, unsynced } => {
+            Req::Write {
+                data,
+                unsynced,
+                covers,
+            } => {
                 if self.cfg.durable_writes && !unsynced {
+                    if !covers.is_empty() {
+                        self.make_durable(&covers);
+                    }
                     apply(&mut self.durable, p.offset, &data);
                 } else {
                     self.volatile.push(VolatileWrite {
@@ -231,15 +252,7 @@ impl SimDevice {
                 Ok(None)
             }
             Req::Flush { covers } => {
-                let mut keep = Vec::new();
-                for v in std::mem::take(&mut self.volatile) {
-                    if covers.binary_search(&v.id).is_ok() {
-                        apply(&mut self.durable, v.offset, &v.data);
-                    } else {
-                        keep.push(v);
-                    }
-                }
-                self.volatile = keep;
+                self.make_durable(&covers);
                 Ok(None)
             }
         };
@@ -249,6 +262,26 @@ impl SimDevice {
             self.snapshot = Some(self.crash_image_counted(&mut rng));
             self.crash_rng.next_u64();
         }
+    }
+
+    /// Apply the volatile writes with these (sorted) ids to the durable media.
+    fn make_durable(&mut self, covers: &[u64]) {
+        let mut keep = Vec::new();
+        for v in std::mem::take(&mut self.volatile) {
+            if covers.binary_search(&v.id).is_ok() {
+                apply(&mut self.durable, v.offset, &v.data);
+            } else {
+                keep.push(v);
+            }
+        }
+        self.volatile = keep;
+    }
+
+    /// Ids of the writes completed so far and not yet durable, sorted.
+    fn volatile_ids(&self) -> Vec<u64> {
+        let mut ids: Vec<u64> = self.volatile.iter().map(|v| v.id).collect();
+        ids.sort_unstable();
+        ids
     }
 
     fn volatile_err(&mut self, tag: Tag, e: String) {
@@ -290,7 +323,23 @@ impl SimDevice {
                 );
             }
         }
-        self.push(tag, offset, Req::Write { data, unsynced });
+        if self.cfg.durable_writes && !unsynced {
+            self.stats.synced_writes += 1;
+        }
+        let covers = if self.cfg.durable_writes && self.durable_writes_flush && !unsynced {
+            self.volatile_ids()
+        } else {
+            Vec::new()
+        };
+        self.push(
+            tag,
+            offset,
+            Req::Write {
+                data,
+                unsynced,
+                covers,
+            },
+        );
     }
 }
 
@@ -324,8 +373,7 @@ impl Device for SimDevice {
 
     fn submit_flush(&mut self, tag: Tag) {
         self.stats.flushes += 1;
-        let mut covers: Vec<u64> = self.volatile.iter().map(|v| v.id).collect();
-        covers.sort_unstable();
+        let covers = self.volatile_ids();
         self.push(tag, 0, Req::Flush { covers });
     }
 
@@ -359,5 +407,9 @@ impl Device for SimDevice {
 
     fn writes_are_durable(&self) -> bool {
         self.cfg.durable_writes
+    }
+
+    fn durable_writes_flush(&self) -> bool {
+        self.cfg.durable_writes && self.durable_writes_flush
     }
 }

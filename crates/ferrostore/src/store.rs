@@ -47,6 +47,10 @@ pub struct StoreConfig {
     /// WAL records of the replay window newest first instead of in lsn order, so an older record's deltas
     /// overwrite a newer one's. Default off.
     pub fault_replay_order: bool,
+    /// Fault injection for the crash tests (never set it otherwise): with ordered commits
+    /// ([`Device::durable_writes_flush`]) a group commit's log record is written without waiting for its data
+    /// writes, whose completion is then covered by no flush. Default off.
+    pub fault_unordered_log: bool,
     /// Decoded onodes (and, separately, collections) kept in memory, write-through (`MetaCache`); ~200 bytes each.
     pub meta_cache_entries: usize,
     /// Extents of recently read objects kept decoded, write-through (src/extcache.rs); ~130 bytes each. 0: off
@@ -73,6 +77,7 @@ impl Default for StoreConfig {
             checkpoint_free_percent: 20,
             background_checkpoints: true,
             fault_replay_order: false,
+            fault_unordered_log: false,
             meta_cache_entries: 2048,
             extent_cache_entries: 16384,
             checkpoint_walk_slice: DEFAULT_CKPT_WALK_SLICE,
@@ -1186,11 +1191,17 @@ impl<D: Device> Store<D> {
             self.pending_free_blocks += l;
         }
         let mut ios = 1;
+        let ordered = self.ordered_commits();
         for (start, run) in ctx.runs {
             let t = self.io.tag();
             self.tags.insert(t, Purpose::Data { seq, start });
             self.stats.data_bytes += run.blocks * B;
-            self.io.dev.submit_write(t, start * B, run.segs.clone());
+            if ordered {
+                // Made durable by the flush of the log record's durable write, which waits for this completion.
+                self.io.dev.submit_write_unsynced(t, start * B, run.segs.clone());
+            } else {
+                self.io.dev.submit_write(t, start * B, run.segs.clone());
+            }
             self.inflight_data.insert(start, run);
             ios += 1;
         }
@@ -1201,11 +1212,21 @@ impl<D: Device> Store<D> {
         Ok(seq)
     }
 
+    /// Ordered commits: a group commit's data writes are unsynced and its log record, a durable write that also
+    /// flushes what completed before it ([`Device::durable_writes_flush`]), is submitted once they completed.
+    fn ordered_commits(&self) -> bool {
+        self.io.dev.writes_are_durable() && self.io.dev.durable_writes_flush()
+    }
+
     /// Drive IO without blocking; durable transactions and finished reads are appended to `out`.
     pub fn poll(&mut self, out: &mut Vec<Event>) -> Result<()> {
         self.check_alive()?;
         self.write_pending_log()?;
         self.pump(false)?;
+        if self.ordered_commits() {
+            // Records whose data writes completed in this pump go out now, not at the next poll.
+            self.write_pending_log()?;
+        }
         self.maybe_checkpoint()?;
         out.append(&mut self.events);
         Ok(())
@@ -1217,6 +1238,9 @@ impl<D: Device> Store<D> {
         self.write_pending_log()?;
         if self.events.is_empty() {
             self.pump(true)?;
+            if self.ordered_commits() {
+                self.write_pending_log()?;
+            }
         }
         self.maybe_checkpoint()?;
         out.append(&mut self.events);
@@ -1235,17 +1259,26 @@ impl<D: Device> Store<D> {
         self.bg.is_some() || !self.reads.is_empty()
     }
 
+    /// Write log records for the queued transactions; with ordered commits only for those whose data writes
+    /// have all completed (a prefix: records stay in sequence order), the rest wait for a later call.
     fn write_pending_log(&mut self) -> Result<()> {
+        let ordered = self.ordered_commits() && !self.cfg.fault_unordered_log;
         while !self.pending_log.is_empty() {
             let max = self.max_record();
             let mut take = 0;
             let mut size = wal::HEADER_LEN;
-            for (_, _, s) in &self.pending_log {
+            for &(seq, _, s) in &self.pending_log {
                 if take > 0 && size + s > max {
+                    break;
+                }
+                if ordered && !self.data_written(seq) {
                     break;
                 }
                 size += s;
                 take += 1;
+            }
+            if take == 0 {
+                return Ok(());
             }
             let len = (size as u64).div_ceil(self.cfg.log_align) * self.cfg.log_align;
             let (pos, waste) = if self.log_head + len > self.sb.log_len {
@@ -1284,6 +1317,17 @@ impl<D: Device> Store<D> {
             self.io.dev.submit_write(t, self.sb.log_off + pos, vec![bytes]);
         }
         Ok(())
+    }
+
+    /// Every data write of transaction `seq` (queued, not acknowledged) has completed: only its log record is
+    /// left.
+    fn data_written(&self, seq: u64) -> bool {
+        let Some(front) = self.inflight.front().map(|t| t.seq) else {
+            return false;
+        };
+        let t = seq.checked_sub(front).and_then(|i| self.inflight.get(i as usize));
+        debug_assert!(t.is_some_and(|t| t.seq == seq));
+        t.is_some_and(|t| t.ios_left == 1)
     }
 
     fn pump(&mut self, block: bool) -> Result<()> {
@@ -1432,7 +1476,12 @@ impl<D: Device> Store<D> {
         debug_assert!(self.bg.is_none());
         let before = self.stats.checkpoints;
         self.write_pending_log()?;
-        if self.stats.checkpoints != before || !self.pending_log.is_empty() || self.bg.is_some() {
+        // With ordered commits, records of transactions whose data writes are still in flight stay queued: the
+        // snapshot holds those transactions and their data writes precede its barrier (so its flush covers
+        // them); their records follow in the new log (lsn >= the snapshot's next_lsn), and replaying their
+        // absolute puts and deletes over a tree that has them already yields the same tree.
+        let waiting = !self.pending_log.is_empty() && !self.ordered_commits();
+        if self.stats.checkpoints != before || waiting || self.bg.is_some() {
             // The log had no room: write_pending_log ran a blocking checkpoint already.
             return Ok(());
         }
@@ -3426,6 +3475,11 @@ impl<D: Device> Store<D> {
         self.finish_bg()?;
         self.write_pending_log()?;
         self.drain()?;
+        // Ordered commits: records whose data completed during the drain.
+        while !self.pending_log.is_empty() {
+            self.write_pending_log()?;
+            self.drain()?;
+        }
         let mut rep = FsckReport::default();
         let mut nodes = Vec::new();
         self.tree.walk(&mut self.io, &mut |b, _| {

@@ -74,8 +74,9 @@ pub trait SharedRing {
     }
 }
 
-/// The environment variable that overrides [`UringOptions::dsync_writes`] for A/B runs
-/// ([`UringOptions::with_env`]): `dsync` (RWF_DSYNC writes, no flushes) or `flush` (fdatasync per group commit).
+/// The environment variable that overrides the durability mode for A/B runs ([`UringOptions::with_env`]): `dsync`
+/// (RWF_DSYNC on every write, no flushes), `ordered` (RWF_DSYNC, ordered commits where the device has no FUA:
+/// [`UringOptions::ordered_commits`]) or `flush` (plain writes, fdatasync per group commit).
 pub const DURABILITY_ENV: &str = "FERROSTORE_DURABILITY";
 
 /// The environment variable that overrides [`UringOptions::unsynced_writes`] (`0`: off, `1`: on), for A/B runs.
@@ -92,6 +93,14 @@ pub struct UringOptions {
     pub queue_depth: u32,
     /// Write with RWF_DSYNC (FUA on NVMe) instead of issuing fdatasync flushes (the default).
     pub dsync_writes: bool,
+    /// With `dsync_writes`, on a device without FUA (`queue/fua` 0 in sysfs for the file's block device): a
+    /// group commit's data writes go plain and its log record, written with RWF_DSYNC once they completed, makes
+    /// them durable too — RWF_DSYNC there is the write plus a cache flush, which covers every write completed
+    /// before it ([`Device::durable_writes_flush`]). One flush per group commit instead of one per data write and
+    /// log record, at the price of the log write waiting for the data writes. On a device with FUA, or when its
+    /// FUA support cannot be read, it has no effect: RWF_DSYNC is then a FUA write of that write alone, so every
+    /// data write keeps its own RWF_DSYNC (in parallel with the log record).
+    pub ordered_commits: bool,
     /// Bytes of idle read buffers kept for reuse (part of the shard's memory budget).
     pub read_pool_bytes: usize,
     /// Honour [`Device::submit_write_unsynced`] (a plain write even with `dsync_writes`; default). `false` makes
@@ -108,11 +117,12 @@ pub struct UringOptions {
 }
 
 impl UringOptions {
-    /// Apply [`DURABILITY_ENV`] (`dsync` or `flush`) and [`UNSYNCED_ENV`] (`0` or `1`) if set; anything else
+    /// Apply [`DURABILITY_ENV`] (`dsync`, `ordered` or `flush`) and [`UNSYNCED_ENV`] (`0` or `1`) if set; anything else
     /// leaves the options as they are.
     pub fn with_env(mut self) -> Self {
         match std::env::var(DURABILITY_ENV).as_deref() {
-            Ok("dsync") => self.dsync_writes = true,
+            Ok("dsync") => (self.dsync_writes, self.ordered_commits) = (true, false),
+            Ok("ordered") => (self.dsync_writes, self.ordered_commits) = (true, true),
             Ok("flush") => self.dsync_writes = false,
             _ => {}
         }
@@ -135,6 +145,7 @@ impl Default for UringOptions {
         UringOptions {
             queue_depth: 512,
             dsync_writes: false,
+            ordered_commits: false,
             read_pool_bytes: DEFAULT_READ_POOL_BYTES,
             unsynced_writes: true,
             fixed_buffers: true,
@@ -162,6 +173,8 @@ pub struct UringDevice {
     cqes: Vec<(u64, i32)>,
     /// Registered read buffers, while the ring has a slot table (`UringOptions::fixed_buffers`).
     fixed: Option<FixedSlots>,
+    /// The device under the file reports no FUA (`queue/fua` = 0): RWF_DSYNC is a write plus a cache flush.
+    no_fua: bool,
 }
 
 /// The device's fixed-buffer table: slots `0..used` hold read buffers of the pool (`used_bytes` in all).
@@ -209,6 +222,7 @@ impl UringDevice {
                 lbs = v as u64;
             }
         }
+        let no_fua = device_fua(&file) == Some(false);
         let ring = IoUring::builder()
             .setup_single_issuer()
             .setup_coop_taskrun()
@@ -231,7 +245,13 @@ impl UringDevice {
             shared: None,
             cqes: Vec::new(),
             fixed,
+            no_fua,
         })
+    }
+
+    /// Whether the block device under the file reports FUA (None: unknown). See [`device_fua`].
+    pub fn has_fua(&self) -> Option<bool> {
+        device_fua(&self.file)
     }
 
     fn slot(&mut self, s: Slot) -> usize {
@@ -444,6 +464,9 @@ impl UringDevice {
         if len == 0 || len > u32::MAX as usize {
             return self.fail_now(tag, format!("bad write length {len}"));
         }
+        if dsync {
+            self.stats.synced_writes += 1;
+        }
         let flags = if dsync { libc::RWF_DSYNC } else { 0 };
         let aligned = bufs.len() <= 1024
             && bufs.iter().all(|b| {
@@ -511,6 +534,30 @@ impl UringDevice {
             (e, i)
         };
         self.push(e, i);
+    }
+}
+
+/// Whether the block device under `file` (the device itself, or the one holding the file system of a regular
+/// file) writes with FUA, from sysfs `queue/fua` (a partition's is its disk's). None when it cannot be told: no
+/// sysfs, a file system without one block device (tmpfs, btrfs, overlayfs: an anonymous device number).
+pub fn device_fua(file: &File) -> Option<bool> {
+    use std::os::unix::fs::MetadataExt;
+    let md = file.metadata().ok()?;
+    let dev = if md.file_type().is_block_device() {
+        md.rdev()
+    } else {
+        md.dev()
+    };
+    let (major, minor) = (libc::major(dev), libc::minor(dev));
+    let base = format!("/sys/dev/block/{major}:{minor}");
+    // A partition has no queue directory of its own; `..` of its sysfs directory is the disk.
+    let text = std::fs::read_to_string(format!("{base}/queue/fua"))
+        .or_else(|_| std::fs::read_to_string(format!("{base}/../queue/fua")))
+        .ok()?;
+    match text.trim() {
+        "0" => Some(false),
+        "1" => Some(true),
+        _ => None,
     }
 }
 
@@ -623,6 +670,10 @@ impl Device for UringDevice {
 
     fn writes_are_durable(&self) -> bool {
         self.opts.dsync_writes
+    }
+
+    fn durable_writes_flush(&self) -> bool {
+        self.opts.dsync_writes && self.opts.ordered_commits && self.no_fua
     }
 
     fn logical_block_size(&self) -> u64 {

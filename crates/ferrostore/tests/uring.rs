@@ -15,15 +15,15 @@ fn path(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(name)
 }
 
-fn open(p: &std::path::Path, size: Option<u64>, dsync: bool) -> Option<UringDevice> {
-    match UringDevice::open(
-        p,
-        size,
-        UringOptions {
-            dsync_writes: dsync,
-            ..Default::default()
-        },
-    ) {
+fn opts(dsync: bool) -> UringOptions {
+    UringOptions {
+        dsync_writes: dsync,
+        ..Default::default()
+    }
+}
+
+fn open(p: &std::path::Path, size: Option<u64>, opts: UringOptions) -> Option<UringDevice> {
+    match UringDevice::open(p, size, opts) {
         Ok(d) => Some(d),
         Err(e) => {
             eprintln!(
@@ -35,8 +35,8 @@ fn open(p: &std::path::Path, size: Option<u64>, dsync: bool) -> Option<UringDevi
     }
 }
 
-fn workload(p: PathBuf, shard: u32, dsync: bool) -> Model {
-    let dev = open(&p, None, dsync).unwrap();
+fn workload(p: PathBuf, shard: u32, opts: UringOptions) -> Model {
+    let dev = open(&p, None, opts).unwrap();
     let mut s = Store::mount(dev, shard, StoreConfig::default()).unwrap();
     let mut m = Model::default();
     let mut rng = Rng::new(shard as u64 + 1);
@@ -78,14 +78,10 @@ fn workload(p: PathBuf, shard: u32, dsync: bool) -> Model {
     m
 }
 
-fn run(dsync: bool) {
-    let p = path(if dsync {
-        "ferrostore-uring-dsync.img"
-    } else {
-        "ferrostore-uring.img"
-    });
+fn run(name: &str, opts: UringOptions) {
+    let p = path(name);
     let _ = std::fs::remove_file(&p);
-    let Some(dev) = open(&p, Some(64 << 20), dsync) else {
+    let Some(dev) = open(&p, Some(64 << 20), opts) else {
         return;
     };
     drop(
@@ -103,13 +99,13 @@ fn run(dsync: bool) {
     let hs: Vec<_> = (0..2)
         .map(|sh| {
             let p = p.clone();
-            std::thread::spawn(move || workload(p, sh, dsync))
+            std::thread::spawn(move || workload(p, sh, opts))
         })
         .collect();
     let models: Vec<Model> = hs.into_iter().map(|h| h.join().unwrap()).collect();
     // Remount both shards once more from a fresh open: state survived.
     for (sh, m) in models.iter().enumerate() {
-        let mut s = Store::mount(open(&p, None, dsync).unwrap(), sh as u32, StoreConfig::default()).unwrap();
+        let mut s = Store::mount(open(&p, None, opts).unwrap(), sh as u32, StoreConfig::default()).unwrap();
         assert_eq!(&dump(&mut s).unwrap(), m);
     }
     let _ = std::fs::remove_file(&p);
@@ -117,12 +113,67 @@ fn run(dsync: bool) {
 
 #[test]
 fn uring_file_two_shards_roundtrip_and_remount() {
-    run(false);
+    run("ferrostore-uring.img", opts(false));
 }
 
 #[test]
 fn uring_file_dsync_mode() {
-    run(true);
+    run("ferrostore-uring-dsync.img", opts(true));
+}
+
+/// Ordered commits where the file's device has no FUA (data writes plain, the log record's RWF_DSYNC after
+/// them); elsewhere the same as dsync mode. The device's counters say which one ran.
+#[test]
+fn uring_file_ordered_mode() {
+    let o = UringOptions {
+        ordered_commits: true,
+        ..opts(true)
+    };
+    run("ferrostore-uring-ordered.img", o);
+    let p = path("ferrostore-uring-ordered-1.img");
+    let _ = std::fs::remove_file(&p);
+    let Some(dev) = open(&p, Some(16 << 20), o) else {
+        return;
+    };
+    let no_fua = dev.has_fua() == Some(false);
+    eprintln!("device FUA: {:?}", dev.has_fua());
+    let dev = mkfs(
+        dev,
+        &MkfsOptions {
+            shards: 1,
+            log_bytes: 1 << 20,
+            uuid: 43,
+        },
+    )
+    .unwrap();
+    let mut s = Store::mount(dev, 0, StoreConfig::default()).unwrap();
+    s.commit(&setup_txn(1)).unwrap();
+    let (d0, r0) = (s.device_stats(), s.stats.log_records);
+    for i in 0..20u64 {
+        let mut t = Transaction::new();
+        t.push(Op::Write {
+            cid: cid(0),
+            oid: oid(i),
+            offset: 0,
+            data: Bytes::from(vec![i as u8; 8192]),
+        });
+        s.commit(&t).unwrap();
+    }
+    let (d1, r1) = (s.device_stats(), s.stats.log_records);
+    let (synced, writes, records) = (
+        d1.synced_writes - d0.synced_writes,
+        d1.writes - d0.writes,
+        r1 - r0,
+    );
+    assert_eq!(records, 20);
+    assert_eq!(writes, 40, "a data write and a log record per commit");
+    // Without FUA only the log records are RWF_DSYNC; with FUA (or unknown) every write is.
+    assert_eq!(synced, if no_fua { records } else { writes });
+    for i in 0..20u64 {
+        assert_eq!(s.read(&cid(0), &oid(i), 0, 0).unwrap(), vec![i as u8; 8192]);
+    }
+    drop(s.umount().unwrap());
+    let _ = std::fs::remove_file(&p);
 }
 
 /// Data handed in 512-byte-aligned (as page-aligned network receive buffers are) goes to the device without a
@@ -202,7 +253,7 @@ fn a_corrupt_block_in_a_long_run_is_caught_at_its_offset() {
     f.write_all_at(&[img[at + 7] ^ 0x10], (at + 7) as u64).unwrap();
     f.sync_all().unwrap();
     drop(f);
-    let mut s = Store::mount(open(&p, None, true).unwrap(), 0, StoreConfig::default()).unwrap();
+    let mut s = Store::mount(open(&p, None, opts(true)).unwrap(), 0, StoreConfig::default()).unwrap();
     let bad = (at / 4096 * 4096) as u64;
     for prefetch in [false, true] {
         let token = prefetch.then(|| s.prefetch(&cid(0), &oid(1), &[(0, len as u64)]).unwrap().unwrap());

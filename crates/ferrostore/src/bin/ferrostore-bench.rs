@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: LGPL-3.0-or-later
 //! Engine vs raw fio on the same file (or loop block device), same queue depth, io_uring + O_DIRECT.
 //!
-//! Usage: ferrostore-bench [--path FILE] [--size BYTES|NG] [--runtime SECS] [--loop] [--durability dsync|flush]
+//! Usage: ferrostore-bench [--path FILE] [--size BYTES|NG] [--runtime SECS] [--loop] [--durability dsync|ordered|flush]
 //!                         [--only SUBSTR]
 //! Prints one markdown table row per test: IOPS, p50/p99 latency, CPU us/op, device bytes written per user byte,
 //! and engine IOPS / fio IOPS. Every engine test starts from a fresh mkfs (fio overwrites the whole file).
@@ -24,6 +24,8 @@ struct Args {
     runtime: Duration,
     use_loop: bool,
     dsync: bool,
+    /// `--durability ordered`: RWF_DSYNC with ordered commits (`UringOptions::ordered_commits`).
+    ordered: bool,
     log_align: u64,
     only: Option<String>,
     no_fio: bool,
@@ -56,6 +58,7 @@ fn parse_args() -> Res<Args> {
         runtime: Duration::from_secs(5),
         use_loop: false,
         dsync: true,
+        ordered: false,
         log_align: 512,
         only: None,
         no_fio: false,
@@ -73,7 +76,10 @@ fn parse_args() -> Res<Args> {
             "--size" => a.size = parse_size(&val()?)?,
             "--runtime" => a.runtime = Duration::from_secs_f64(val()?.parse().map_err(|e| format!("{e}"))?),
             "--loop" => a.use_loop = true,
-            "--durability" => a.dsync = val()? == "dsync",
+            "--durability" => {
+                let v = val()?;
+                (a.dsync, a.ordered) = (v == "dsync" || v == "ordered", v == "ordered");
+            }
             "--only" => a.only = Some(val()?),
             "--log-align" => a.log_align = parse_size(&val()?)?,
             "--no-fio" => a.no_fio = true,
@@ -83,7 +89,7 @@ fn parse_args() -> Res<Args> {
             "--mem" => a.mem_gib = Some(val()?.parse().map_err(|e| format!("--mem: {e}"))?),
             "-h" | "--help" => {
                 println!(
-                    "ferrostore-bench [--path FILE] [--size 2G] [--runtime 5] [--loop] [--durability flush|dsync] [--only NAME]"
+                    "ferrostore-bench [--path FILE] [--size 2G] [--runtime 5] [--loop] [--durability flush|dsync|ordered] [--only NAME]"
                 );
                 std::process::exit(0);
             }
@@ -209,6 +215,7 @@ fn obj(i: u64) -> ObjectKey {
 fn fresh_store(a: &Args) -> Res<Store<UringDevice>> {
     let opts = UringOptions {
         dsync_writes: a.dsync,
+        ordered_commits: a.ordered,
         ..Default::default()
     };
     let dev =
@@ -382,9 +389,10 @@ fn drive(
     let checkpoints = s.stats.checkpoints - ck0;
     if std::env::var("FERRO_BENCH_DEBUG").is_ok() {
         eprintln!(
-            "ops {ops} device reads {} writes {} flushes {} tree {:?} store {:?}",
+            "ops {ops} device reads {} writes {} (synced {}) flushes {} tree {:?} store {:?}",
             dev1.reads - dev0.reads,
             dev1.writes - dev0.writes,
+            dev1.synced_writes - dev0.synced_writes,
             dev1.flushes - dev0.flushes,
             s.tree_stats(),
             s.stats
@@ -621,6 +629,7 @@ fn omap(kind: u8, qd: usize) -> Runner {
 fn mem_run(a: &Args, gib: u64) -> Res<()> {
     let opts = UringOptions {
         dsync_writes: a.dsync,
+        ordered_commits: a.ordered,
         ..Default::default()
     };
     let dev =
@@ -945,7 +954,9 @@ fn main() {
         a.path.display(),
         a.size >> 20,
         a.runtime,
-        if a.dsync {
+        if a.ordered {
+            "RWF_DSYNC, ordered commits where the device has no FUA"
+        } else if a.dsync {
             "RWF_DSYNC writes"
         } else {
             "fdatasync per group commit"

@@ -1,0 +1,110 @@
+// SPDX-License-Identifier: LGPL-3.0-or-later
+#![allow(clippy::unwrap_used)]
+//! Ordered commits on a simulated device without FUA (durable writes that flush what completed before them): a
+//! group commit's data writes are unsynced and only its log record is a durable write, submitted after the data
+//! completed; every transaction is acknowledged and the store remounts to the model. (Crash consistency of the
+//! mode: tests/crash.rs, seeds `% 4 == 3`, and the seeded unordered log record it must catch.)
+
+mod common;
+
+use bytes::Bytes;
+use common::*;
+use ferrostore::rng::Rng;
+use ferrostore::txn::{Op, Transaction};
+use ferrostore::{Device, Event, MkfsOptions, SimConfig, SimDevice, Store, StoreConfig, mkfs};
+
+fn store(flushing: bool) -> Store<SimDevice> {
+    let mut dev = SimDevice::new(
+        64 << 20,
+        SimConfig {
+            seed: 5,
+            reorder: true,
+            max_completions_per_poll: 2,
+            durable_writes: true,
+        },
+    );
+    dev.set_durable_writes_flush(flushing);
+    let dev = mkfs(
+        dev,
+        &MkfsOptions {
+            shards: 1,
+            log_bytes: 4 << 20,
+            uuid: 5,
+        },
+    )
+    .unwrap();
+    Store::mount(dev, 0, StoreConfig::default()).unwrap()
+}
+
+/// (durable writes, all writes, log records, acks) of 200 transactions of one or two data writes at 4 in flight
+/// (no checkpoint among them).
+fn run(s: &mut Store<SimDevice>, model: &mut Model) -> (u64, u64, u64, usize) {
+    let mut rng = Rng::new(9);
+    let t = setup_txn(2);
+    model.apply(&t).unwrap();
+    s.commit(&t).unwrap();
+    let (d0, r0, c0) = (s.device().stats(), s.stats.log_records, s.stats.checkpoints);
+    let mut acks = 0;
+    let mut ev = Vec::new();
+    for i in 0..200u64 {
+        let mut t = Transaction::new();
+        for j in 0..1 + i % 2 {
+            let mut data = vec![0u8; 4096 * (1 + j as usize)];
+            rng.fill(&mut data);
+            t.push(Op::Write {
+                cid: cid(i % 2),
+                oid: oid(i % 37),
+                offset: 8192 * j,
+                data: Bytes::from(data),
+            });
+        }
+        model.apply(&t).unwrap();
+        s.queue_transaction(&t).unwrap();
+        while s.unacked() >= 4 {
+            ev.clear();
+            s.wait(&mut ev).unwrap();
+            acks += ev.iter().filter(|e| matches!(e, Event::Durable(_))).count();
+        }
+    }
+    while s.unacked() > 0 {
+        ev.clear();
+        s.wait(&mut ev).unwrap();
+        acks += ev.iter().filter(|e| matches!(e, Event::Durable(_))).count();
+    }
+    let d1 = s.device().stats();
+    assert_eq!(
+        s.stats.checkpoints, c0,
+        "a checkpoint's writes would blur the counts"
+    );
+    (
+        d1.synced_writes - d0.synced_writes,
+        d1.writes - d0.writes,
+        s.stats.log_records - r0,
+        acks,
+    )
+}
+
+#[test]
+fn ordered_commits_make_only_the_log_record_durable_by_itself() {
+    for flushing in [false, true] {
+        let mut s = store(flushing);
+        let mut model = Model::default();
+        let (synced, writes, records, acks) = run(&mut s, &mut model);
+        assert_eq!(acks, 200);
+        if flushing {
+            // Every log record is a durable write, no data write is.
+            assert_eq!(synced, records, "{writes} writes, {records} records");
+        } else {
+            assert_eq!(synced, writes, "every write is durable by itself");
+        }
+        assert!(
+            records < 200,
+            "group commit: {records} records for 200 transactions"
+        );
+        assert_eq!(dump(&mut s).unwrap(), model);
+        let dev = s.umount().unwrap();
+        let mut s = Store::mount(dev, 0, StoreConfig::default()).unwrap();
+        assert_eq!(dump(&mut s).unwrap(), model);
+        assert!(s.fsck().unwrap().errors.is_empty());
+    }
+}
