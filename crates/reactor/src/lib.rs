@@ -70,6 +70,7 @@ pub use crate::core::{
 };
 pub use crate::devring::{DEVICE_TOKEN_MAX, DeviceRing};
 pub use crate::runtime::{Runtime, RuntimeConfig};
+pub use crate::sys::allowed_cpus;
 /// The io_uring crate the entries of [`DeviceRing::push`] come from.
 pub use io_uring;
 pub use msgr2;

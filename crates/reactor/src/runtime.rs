@@ -17,8 +17,14 @@ use crate::sys;
 #[derive(Debug, Clone)]
 pub struct RuntimeConfig {
     pub cores: usize,
-    /// Pin core i to the i-th CPU this process may run on (wrapping around). Pinning failures are not fatal.
+    /// Pin core i to `cpus[i % cpus.len()]`, or with `cpus` empty to the i-th CPU this process may run on
+    /// (wrapping around). Pinning failures are not fatal unless `strict_pin`.
     pub pin: bool,
+    /// The CPUs to pin to, in core order (with `pin`); empty: the allowed CPUs, ascending.
+    pub cpus: Vec<usize>,
+    /// A listed CPU this process may not run on, or a pinning the kernel refuses, fails [`Runtime::start`]
+    /// instead of leaving the core unpinned (an operator asked for exactly these CPUs).
+    pub strict_pin: bool,
     /// Slots of each SPSC ring of the mesh (per ordered pair of cores).
     pub mesh_capacity: usize,
     pub core: CoreConfig,
@@ -29,6 +35,8 @@ impl Default for RuntimeConfig {
         RuntimeConfig {
             cores: 1,
             pin: true,
+            cpus: Vec::new(),
+            strict_pin: false,
             mesh_capacity: 4096,
             core: CoreConfig::default(),
         }
@@ -176,7 +184,19 @@ impl<M: Send + 'static> Runtime<M> {
                 }
             }
         }
-        let cpus = sys::allowed_cpus();
+        let allowed = sys::allowed_cpus();
+        let strict = cfg.pin && cfg.strict_pin;
+        if strict && let Some(&bad) = cfg.cpus.iter().find(|c| !allowed.contains(c)) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("CPU {bad} is not among the CPUs this process may run on ({allowed:?})"),
+            ));
+        }
+        let cpus = match (cfg.pin, cfg.cpus.is_empty()) {
+            (false, _) => Vec::new(),
+            (true, true) => allowed,
+            (true, false) => cfg.cpus.clone(),
+        };
         let factory = Arc::new(factory);
         let (ready_tx, ready_rx) = mpsc::channel::<io::Result<()>>();
         let mut threads = Vec::with_capacity(n);
@@ -186,13 +206,21 @@ impl<M: Send + 'static> Runtime<M> {
             let factory = factory.clone();
             let ready = ready_tx.clone();
             let core_cfg = cfg.core.clone();
-            let cpu = (cfg.pin && !cpus.is_empty()).then(|| cpus[id % cpus.len()]);
+            let cpu = (!cpus.is_empty()).then(|| cpus[id % cpus.len()]);
             let h = std::thread::Builder::new()
                 .name(format!("ferro-core-{id}"))
                 .spawn(move || {
                     if let Some(cpu) = cpu {
-                        // Best effort: a container may forbid it; the core still works unpinned.
-                        let _ = sys::pin_to(cpu);
+                        // Best effort unless strict: a container may forbid it; the core still works unpinned.
+                        if let Err(e) = sys::pin_to(cpu)
+                            && strict
+                        {
+                            let _ = ready.send(Err(io::Error::new(
+                                e.kind(),
+                                format!("pinning core {id} to CPU {cpu}: {e}"),
+                            )));
+                            return CoreStats::default();
+                        }
                     }
                     let mut ctx = match CoreCtx::new(id, n, core_cfg, txi, rxi, shared2) {
                         Ok(c) => c,

@@ -292,9 +292,13 @@ pub fn allowed_cpus() -> Vec<usize> {
 
 /// Pin the calling thread to one CPU.
 pub fn pin_to(cpu: usize) -> io::Result<()> {
+    // CPU_SET indexes a fixed-size bit array: a CPU beyond it would index out of bounds.
+    if cpu >= libc::CPU_SETSIZE as usize {
+        return Err(io::Error::from_raw_os_error(libc::EINVAL));
+    }
     // SAFETY: as in allowed_cpus.
     let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    // SAFETY: CPU_SET writes into our set; cpu is bounded by the caller (from allowed_cpus).
+    // SAFETY: CPU_SET writes into our set; cpu is below CPU_SETSIZE (checked above).
     unsafe { libc::CPU_SET(cpu, &mut set) };
     // SAFETY: plain syscall on the calling thread (pid 0).
     cvt(unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) }).map(|_| ())

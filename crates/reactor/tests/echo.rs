@@ -395,6 +395,71 @@ fn cores_are_pinned_when_asked() {
     rt.join();
 }
 
+/// The CPUs this thread may run on (sched_getaffinity), for choosing a list the test may pin to.
+fn allowed_cpus() -> Vec<usize> {
+    // SAFETY: cpu_set_t is plain data; the call writes at most its size; CPU_ISSET reads the set we own.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        assert_eq!(
+            libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set),
+            0
+        );
+        (0..libc::CPU_SETSIZE as usize)
+            .filter(|&c| libc::CPU_ISSET(c, &set))
+            .collect()
+    }
+}
+
+#[test]
+fn cores_run_on_the_listed_cpus() {
+    // The allowed CPUs in reverse: core 0 must land on the last one, not on the first (what `pin` alone does).
+    let mut listed = allowed_cpus();
+    listed.reverse();
+    let cores = listed.len().min(2);
+    let (tx, rx) = mpsc::channel();
+    let rt = Runtime::start(
+        RuntimeConfig {
+            cores,
+            pin: true,
+            cpus: listed.clone(),
+            strict_pin: true,
+            ..Default::default()
+        },
+        move |_| Where(tx.clone()),
+    )
+    .unwrap();
+    let mut seen: Vec<_> = (0..cores)
+        .map(|_| rx.recv_timeout(Duration::from_secs(10)).unwrap())
+        .collect();
+    seen.sort();
+    for (core, cpus, _) in &seen {
+        assert_eq!(
+            cpus,
+            &vec![listed[*core]],
+            "core {core} on the {core}-th listed CPU"
+        );
+    }
+    rt.stop();
+    rt.join();
+
+    // A CPU this process may not run on fails the start instead of leaving the core unpinned.
+    let not_allowed = libc::CPU_SETSIZE as usize - 1;
+    assert!(!listed.contains(&not_allowed));
+    let err = Runtime::start(
+        RuntimeConfig {
+            cores: 1,
+            pin: true,
+            cpus: vec![not_allowed],
+            strict_pin: true,
+            ..Default::default()
+        },
+        |_| Where(mpsc::channel().0),
+    )
+    .err()
+    .expect("an unusable CPU list is an error");
+    assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput, "{err}");
+}
+
 struct Bounded(mpsc::Sender<SocketAddr>);
 
 impl Service for Bounded {
