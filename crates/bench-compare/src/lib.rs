@@ -38,7 +38,7 @@ pub use procstat::{ProcSample, parse_stat_cpu_ticks, parse_status_rss_kib};
 pub use raw::{RAW_ENGINE, RawJob, RawRow, parse_raw_fio, raw_job_file, raw_jobs};
 pub use render::{markdown_table, svg_chart};
 pub use report::{
-    Attainable, GroupReport, GroupStatus, IOPS_TARGET, Measurement, Meta, P99_TARGET, Ratios, RawCell,
-    RawSetup, RawShare, Report, Row, TestReport, geomean,
+    Attainable, DEVICE_BOUND_SHARE, GroupReport, GroupStatus, IOPS_TARGET, Measurement, Meta, P99_TARGET,
+    Ratios, RawCell, RawSetup, RawShare, Report, Row, TestReport, geomean,
 };
 pub use runner::{GroupSpec, OsdKind, RunOptions, run};

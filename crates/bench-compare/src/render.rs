@@ -252,7 +252,7 @@ fn raw_table(r: &Report, s: &mut String) {
                 (Some(RawCell::Failed(why)), _) => {
                     format!("raw failed: {}", why.lines().next().unwrap_or(""))
                 }
-                (_, Some(a)) => a.note(),
+                (_, Some(_)) => r.raw_note(i),
                 _ => String::new(),
             };
             match r.attainable(i) {
@@ -732,7 +732,7 @@ mod tests {
         );
         // Test 0: raw 1500 IOPS, p99 3000 µs; bluestore 1000 / 4000 µs; ferro 2000 / 2000 µs.
         assert!(
-            dev.contains("| 4k-randread-qd16 | 1500 | 6.14 | 750 | 3000 | 12.5 | 0.67 | 1.33 | 1.33 | 0.67 | 1.50 | 0.75 | 2× IOPS out of reach (≤ 1.50×); 0.4× p99 out of reach (≥ 0.75×) |"),
+            dev.contains("| 4k-randread-qd16 | 1500 | 6.14 | 750 | 3000 | 12.5 | 0.67 | 1.33 | 1.33 | 0.67 | 1.50 | 0.75 | device-bound: ferro at 133 % of raw IOPS; 2× IOPS out of reach (≤ 1.50×); 0.4× p99 out of reach (≥ 0.75×) |"),
             "{dev}"
         );
         assert!(dev.contains("| 4k-randwrite-qd1 | 4000 |"), "{dev}");

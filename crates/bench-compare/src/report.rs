@@ -153,6 +153,9 @@ pub struct RawSetup {
 pub const IOPS_TARGET: f64 = 2.0;
 /// ... and p99 at most this fraction.
 pub const P99_TARGET: f64 = 0.4;
+/// A kind that gets at least this share of the raw reference's IOPS on a test is called device-bound there: what
+/// is left to gain on that row is in the device, not in the OSD.
+pub const DEVICE_BOUND_SHARE: f64 = 0.8;
 
 /// The best ratio of the second group to the first that the device leaves possible on one test, if the OSD
 /// cannot beat the raw files (it can in principle: a cache hit skips the device, one flush can cover several
@@ -350,6 +353,27 @@ impl Report {
             iops: r(row.m.iops, raw.m.iops),
             lat_p99: r(row.m.lat_p99_us, raw.m.lat_p99_us),
         })
+    }
+
+    /// The note of test `i` in the device ceiling table: the kinds that run at the device's pace
+    /// ([`DEVICE_BOUND_SHARE`]) and the targets the device puts out of reach.
+    pub fn raw_note(&self, i: usize) -> String {
+        let mut n: Vec<String> = (0..self.groups.len())
+            .filter_map(|g| {
+                let sh = self.raw_share(i, g)?;
+                (sh.iops >= DEVICE_BOUND_SHARE).then(|| {
+                    format!(
+                        "device-bound: {} at {:.0} % of raw IOPS",
+                        self.groups[g].label,
+                        sh.iops * 100.0
+                    )
+                })
+            })
+            .collect();
+        if let Some(a) = self.attainable(i).map(|a| a.note()).filter(|x| !x.is_empty()) {
+            n.push(a);
+        }
+        n.join("; ")
     }
 
     /// What the device leaves attainable for the second group against the first on test `i` (needs two
@@ -635,6 +659,13 @@ pub(crate) mod tests {
         );
         assert_eq!(b.note(), "");
         assert!(r.attainable(2).is_none(), "OMAP has no ceiling");
+        // ferro gets 133 % of raw's IOPS on test 0, BlueStore 67 %: only ferro is device-bound there.
+        assert_eq!(
+            r.raw_note(0),
+            "device-bound: ferro at 133 % of raw IOPS; 2× IOPS out of reach (≤ 1.50×); 0.4× p99 out of reach (≥ 0.75×)"
+        );
+        assert_eq!(r.raw_note(1), "");
+        assert_eq!(r.raw_note(2), "");
         let g = r.geomean_attainable().unwrap();
         assert!((g.iops_max - 15f64.sqrt()).abs() < 1e-12, "{g:?}");
         assert!((g.lat_p99_min - 0.075f64.sqrt()).abs() < 1e-12, "{g:?}");
