@@ -2694,6 +2694,9 @@ impl Daemon {
                 .ok()
                 .and_then(|v| v.parse().ok())
                 .unwrap_or(ferrostore::store::DEFAULT_CKPT_WALK_SLICE),
+            // FERROSTORE_ORDERED_RECORDS=unbounded: ordered commits write a record whenever data completed, not
+            // one at a time (A/B runs).
+            ordered_records_unbounded: ferrostore::store::ordered_records_unbounded_from_env(),
             ..StoreConfig::default()
         };
         let uring_opts = UringOptions {
@@ -2703,7 +2706,10 @@ impl Daemon {
             // RWF_DSYNC: each write is durable when it completes (ext4 flushes in its own completion worker;
             // FUA on NVMe), so a commit needs no fdatasync — that one is punted to an io_uring worker thread and
             // costs two more context switches and a wake-up of this core per commit (docs/benchmarks.md, "device
-            // IO on the core ring"). FERROSTORE_DURABILITY=flush restores fdatasync per group commit.
+            // IO on the core ring"). FERROSTORE_DURABILITY=flush restores fdatasync per group commit;
+            // FERROSTORE_DURABILITY=ordered turns on ordered commits (UringOptions::ordered_commits: on a device
+            // without FUA, data unsynced and the log record's RWF_DSYNC after it; not the default: no clear win
+            // measured, docs/benchmarks.md "durability without FUA").
             dsync_writes: true,
             ..UringOptions::default()
         }

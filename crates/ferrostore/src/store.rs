@@ -51,6 +51,9 @@ pub struct StoreConfig {
     /// ([`Device::durable_writes_flush`]) a group commit's log record is written without waiting for its data
     /// writes, whose completion is then covered by no flush. Default off.
     pub fault_unordered_log: bool,
+    /// Ordered commits: write a record whenever transactions' data completed, even while another record is in
+    /// flight (for A/B runs; `FERROSTORE_ORDERED_RECORDS=unbounded` in ferro-osd). Default off: one at a time.
+    pub ordered_records_unbounded: bool,
     /// Decoded onodes (and, separately, collections) kept in memory, write-through (`MetaCache`); ~200 bytes each.
     pub meta_cache_entries: usize,
     /// Extents of recently read objects kept decoded, write-through (src/extcache.rs); ~130 bytes each. 0: off
@@ -66,6 +69,15 @@ pub struct StoreConfig {
 /// The environment variable ferro-osd reads into [`StoreConfig::checkpoint_walk_slice`] (A/B runs).
 pub const CKPT_WALK_SLICE_ENV: &str = "FERROSTORE_CKPT_WALK_SLICE";
 
+/// The environment variable ferro-osd and ferrostore-bench read into [`StoreConfig::ordered_records_unbounded`]
+/// (`unbounded` sets it; A/B runs).
+pub const ORDERED_RECORDS_ENV: &str = "FERROSTORE_ORDERED_RECORDS";
+
+/// Whether [`ORDERED_RECORDS_ENV`] asks for unbounded records in flight.
+pub fn ordered_records_unbounded_from_env() -> bool {
+    std::env::var(ORDERED_RECORDS_ENV).as_deref() == Ok("unbounded")
+}
+
 impl Default for StoreConfig {
     fn default() -> Self {
         StoreConfig {
@@ -78,6 +90,7 @@ impl Default for StoreConfig {
             background_checkpoints: true,
             fault_replay_order: false,
             fault_unordered_log: false,
+            ordered_records_unbounded: false,
             meta_cache_entries: 2048,
             extent_cache_entries: 16384,
             checkpoint_walk_slice: DEFAULT_CKPT_WALK_SLICE,
@@ -670,6 +683,8 @@ pub struct Store<D: Device> {
     record_seqs: VecDeque<(u64, u64)>,
     durable_lsn: u64,
     flush_inflight: bool,
+    /// Log records submitted and not yet completed (ordered commits write the next one only when this is 0).
+    records_in_flight: usize,
     inflight_data: BTreeMap<u64, Run>,
     tags: FastMap<Tag, Purpose>,
     pending_free: Vec<(u64, u64)>,
@@ -762,6 +777,7 @@ impl<D: Device> Store<D> {
             record_seqs: VecDeque::new(),
             durable_lsn: sb.next_lsn - 1,
             flush_inflight: false,
+            records_in_flight: 0,
             inflight_data: BTreeMap::new(),
             tags: FastMap::default(),
             pending_free: Vec::new(),
@@ -963,7 +979,8 @@ impl<D: Device> Store<D> {
     }
 
     /// A record written after the last known flush is valid only if the data extents it references made it to the
-    /// media too (data and log are written in parallel).
+    /// media too (data and log are written in parallel; with ordered commits the data first, but a volatile cache
+    /// may still write the record back before the data).
     fn record_data_intact(&mut self, rec: &LogRecord) -> Result<bool> {
         for d in &rec.deltas {
             if let Delta::Put(k, v) = d
@@ -1263,6 +1280,12 @@ impl<D: Device> Store<D> {
     /// have all completed (a prefix: records stay in sequence order), the rest wait for a later call.
     fn write_pending_log(&mut self) -> Result<()> {
         let ordered = self.ordered_commits() && !self.cfg.fault_unordered_log;
+        if ordered && self.records_in_flight > 0 && !self.cfg.ordered_records_unbounded {
+            // Group commit by the device's own pace: each record is a flush, and a flush asked for while one is
+            // in flight waits for it anyway (the block layer runs one at a time), so the transactions whose data
+            // completes meanwhile go into one record after it instead of a record (and a file-system sync) each.
+            return Ok(());
+        }
         while !self.pending_log.is_empty() {
             let max = self.max_record();
             let mut take = 0;
@@ -1314,6 +1337,7 @@ impl<D: Device> Store<D> {
             self.tags.insert(t, Purpose::Log { first, last });
             self.stats.log_records += 1;
             self.stats.log_bytes += len;
+            self.records_in_flight += 1;
             self.io.dev.submit_write(t, self.sb.log_off + pos, vec![bytes]);
         }
         Ok(())
@@ -1373,6 +1397,7 @@ impl<D: Device> Store<D> {
                 self.io_done(seq);
             }
             Purpose::Log { first, last, .. } => {
+                self.records_in_flight -= 1;
                 for s in first..=last {
                     self.io_done(s);
                 }

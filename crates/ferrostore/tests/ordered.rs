@@ -13,7 +13,7 @@ use ferrostore::rng::Rng;
 use ferrostore::txn::{Op, Transaction};
 use ferrostore::{Device, Event, MkfsOptions, SimConfig, SimDevice, Store, StoreConfig, mkfs};
 
-fn store(flushing: bool) -> Store<SimDevice> {
+fn store(flushing: bool, cfg: StoreConfig) -> Store<SimDevice> {
     let mut dev = SimDevice::new(
         64 << 20,
         SimConfig {
@@ -33,7 +33,7 @@ fn store(flushing: bool) -> Store<SimDevice> {
         },
     )
     .unwrap();
-    Store::mount(dev, 0, StoreConfig::default()).unwrap()
+    Store::mount(dev, 0, cfg).unwrap()
 }
 
 /// (durable writes, all writes, log records, acks) of 200 transactions of one or two data writes at 4 in flight
@@ -86,8 +86,13 @@ fn run(s: &mut Store<SimDevice>, model: &mut Model) -> (u64, u64, u64, usize) {
 
 #[test]
 fn ordered_commits_make_only_the_log_record_durable_by_itself() {
-    for flushing in [false, true] {
-        let mut s = store(flushing);
+    let mut records_of = Vec::new();
+    for (flushing, unbounded) in [(false, false), (true, false), (true, true)] {
+        let cfg = StoreConfig {
+            ordered_records_unbounded: unbounded,
+            ..Default::default()
+        };
+        let mut s = store(flushing, cfg);
         let mut model = Model::default();
         let (synced, writes, records, acks) = run(&mut s, &mut model);
         assert_eq!(acks, 200);
@@ -101,10 +106,21 @@ fn ordered_commits_make_only_the_log_record_durable_by_itself() {
             records < 200,
             "group commit: {records} records for 200 transactions"
         );
+        records_of.push(records);
         assert_eq!(dump(&mut s).unwrap(), model);
         let dev = s.umount().unwrap();
         let mut s = Store::mount(dev, 0, StoreConfig::default()).unwrap();
         assert_eq!(dump(&mut s).unwrap(), model);
         assert!(s.fsck().unwrap().errors.is_empty());
     }
+    eprintln!(
+        "records for 200 transactions: durable writes {records_of:?} (dsync, ordered, ordered unbounded)"
+    );
+    // One ordered record in flight at a time groups the transactions whose data completes meanwhile.
+    assert!(
+        records_of[1] < records_of[2],
+        "records: one in flight {}, unbounded {}",
+        records_of[1],
+        records_of[2]
+    );
 }

@@ -234,6 +234,7 @@ fn fresh_store(a: &Args) -> Res<Store<UringDevice>> {
         max_dirty_nodes: 32 << 10,
         log_align: a.log_align,
         background_checkpoints: !a.blocking_checkpoints,
+        ordered_records_unbounded: ferrostore::store::ordered_records_unbounded_from_env(),
         ..Default::default()
     };
     let mut s = Store::mount(dev, 0, cfg).map_err(|e| e.to_string())?;
