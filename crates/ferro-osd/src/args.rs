@@ -36,6 +36,7 @@ pub const USAGE: &str = "usage: ferro-osd -i <ID> [flags]
   -f                run in foreground
   -d                run in foreground, log to stderr
   --setuser/--setgroup NAME   accepted; ignored (ferro-osd runs as the invoking user)
+  --ferro-osd-cpus LIST   run reactor core i on the i-th CPU of LIST (e.g. 1 or 0-3,8)
   --<option> VALUE  set any configuration option
 ";
 
@@ -126,6 +127,10 @@ pub struct OsdOptions {
     /// `ferro_osd_pin_cores`: pin each core's thread to a CPU (default true; pinning pays when the OSD owns its
     /// CPUs, see docs/reactor.md).
     pub pin_cores: bool,
+    /// `ferro_osd_cpus`: CPUs for the reactor cores in cpuset list form (`1`, `0-3,8`): core i runs on the i-th
+    /// listed CPU (wrapping around when there are more cores). Empty (default): `pin_cores` decides. A listed
+    /// CPU the OSD may not run on fails the start.
+    pub cpus: Vec<usize>,
     /// `ferrostore_cache_bytes`: metadata cache budget of each ferrostore shard (tree nodes; see
     /// `ferrostore::StoreConfig::cache_bytes`). Default [`default_cache_bytes`] of the shard count.
     pub cache_bytes: Option<u64>,
@@ -164,6 +169,47 @@ pub struct OsdOptions {
 pub fn default_cache_bytes(shards: u32) -> u64 {
     let per = (256u64 << 20) / u64::from(shards.max(1));
     per.clamp(16 << 20, 128 << 20)
+}
+
+/// Parse a CPU list as cpuset(7) writes it (`ferro_osd_cpus`, like Crimson's `crimson_seastar_cpu_cores`):
+/// comma-separated CPUs and inclusive ranges, e.g. `1`, `0-3,8`. The order is kept (core i gets the i-th CPU).
+/// Empty input is an empty list; a CPU beyond the kernel's CPU set size, a reversed range or a CPU listed
+/// twice is an error.
+pub fn parse_cpu_list(s: &str) -> Result<Vec<usize>, String> {
+    let max = libc::CPU_SETSIZE as usize;
+    let cpu = |t: &str| -> Result<usize, String> {
+        let c: usize = t
+            .trim()
+            .parse()
+            .map_err(|_| format!("{t:?} is not a CPU number"))?;
+        if c >= max {
+            return Err(format!("CPU {c} is beyond the largest CPU number ({})", max - 1));
+        }
+        Ok(c)
+    };
+    let mut out: Vec<usize> = Vec::new();
+    if s.trim().is_empty() {
+        return Ok(out);
+    }
+    for item in s.split(',') {
+        let (lo, hi) = match item.split_once('-') {
+            Some((a, b)) => (cpu(a)?, cpu(b)?),
+            None => {
+                let c = cpu(item)?;
+                (c, c)
+            }
+        };
+        if lo > hi {
+            return Err(format!("range {:?} runs backwards", item.trim()));
+        }
+        for c in lo..=hi {
+            if out.contains(&c) {
+                return Err(format!("CPU {c} is listed twice"));
+            }
+            out.push(c);
+        }
+    }
+    Ok(out)
 }
 
 fn parse_bool(s: &str) -> bool {
@@ -290,6 +336,8 @@ pub fn load(args: &Args) -> Result<(OsdOptions, ceph_config::Config), String> {
         device_zero_fill: get("ferro_osd_device_zero_fill").is_some_and(|v| parse_bool(&v)),
         shards: num("ferro_osd_shards", 1) as u32,
         pin_cores: get("ferro_osd_pin_cores").is_none_or(|v| parse_bool(&v)),
+        cpus: parse_cpu_list(&get("ferro_osd_cpus").unwrap_or_default())
+            .map_err(|e| format!("ferro_osd_cpus: {e}"))?,
         cache_bytes: get("ferrostore_cache_bytes").and_then(|s| parse_size(&s)),
         read_pool_bytes: get("ferrostore_read_pool_bytes").and_then(|s| parse_size(&s)),
         busy_poll: get("ferro_osd_busy_poll").is_some_and(|v| parse_bool(&v)),
@@ -363,6 +411,63 @@ mod tests {
         assert!(parse(&argv("-i")).is_err());
         assert!(parse(&argv("-i x")).is_err());
         assert!(parse(&argv("stray")).is_err());
+    }
+
+    #[test]
+    fn cpu_lists_parse_in_order_and_refuse_bad_input() {
+        assert_eq!(parse_cpu_list("1"), Ok(vec![1]));
+        assert_eq!(parse_cpu_list(" 0-3, 8 "), Ok(vec![0, 1, 2, 3, 8]));
+        assert_eq!(parse_cpu_list("3,1"), Ok(vec![3, 1]));
+        assert_eq!(parse_cpu_list("5-5"), Ok(vec![5]));
+        assert_eq!(parse_cpu_list(""), Ok(vec![]));
+        for bad in [
+            "x",
+            "1,",
+            ",1",
+            "-1",
+            "1-",
+            "3-1",
+            "1,1",
+            "0-2,2",
+            "1.5",
+            "0x1",
+            "1 2",
+            "1024",
+            "99999999999999999999",
+        ] {
+            assert!(parse_cpu_list(bad).is_err(), "{bad:?} must be refused");
+        }
+    }
+
+    /// A ceph.conf in a fresh temporary directory whose `[osd]` section has `osd data = /d` and `osd_lines`.
+    fn temp_conf(tag: &str, osd_lines: &str) -> (std::path::PathBuf, std::path::PathBuf) {
+        let dir = std::env::temp_dir().join(format!("ferro-osd-args-{tag}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let conf = dir.join("ceph.conf");
+        let text = format!(
+            "[global]\nfsid = 7b1c1a3e-56a7-4a4e-8f0a-123456789abc\n[osd]\nosd data = /d\n{osd_lines}"
+        );
+        std::fs::write(&conf, text).unwrap();
+        (dir, conf)
+    }
+
+    #[test]
+    fn cpu_list_from_flag_and_conf() {
+        let load_with = |conf: &std::path::Path, extra: &str| {
+            load(&parse(&argv(&format!("-i 1 -c {} {extra}", conf.display()))).unwrap())
+        };
+        let (dir, conf) = temp_conf("cpus", "ferro osd cpus = 0-1\n");
+        assert_eq!(load_with(&conf, "").unwrap().0.cpus, vec![0, 1]);
+        assert_eq!(load_with(&conf, "--ferro-osd-cpus 1").unwrap().0.cpus, vec![1]);
+        let e = load_with(&conf, "--ferro_osd_cpus=2-1").unwrap_err();
+        assert!(e.contains("ferro_osd_cpus") && e.contains("backwards"), "{e}");
+        let _ = std::fs::remove_dir_all(&dir);
+        let (dir, conf) = temp_conf("cpus-default", "");
+        assert!(
+            load_with(&conf, "").unwrap().0.cpus.is_empty(),
+            "default: no list"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

@@ -2502,25 +2502,8 @@ pub fn pool_is_ferro_only(map: &OsdMap, rule: u8, class: &str) -> bool {
 /// The disk holding `path` (a block device itself, or the device of the file system a block file lives on), as
 /// its kernel name (`vda`, `nvme0n1`): what ceph-osd reports as `devices`.
 fn underlying_disk(path: &std::path::Path) -> Option<String> {
-    use std::os::unix::fs::{FileTypeExt, MetadataExt};
-    let md = std::fs::metadata(path).ok()?;
-    let dev = if md.file_type().is_block_device() {
-        md.rdev()
-    } else {
-        md.dev()
-    };
-    let (major, minor) = (libc::major(dev), libc::minor(dev));
-    let link = std::fs::read_link(format!("/sys/dev/block/{major}:{minor}")).ok()?;
-    let name = link.file_name()?.to_string_lossy().to_string();
-    // A partition's sysfs directory sits inside its disk's.
-    let parent = std::path::Path::new("/sys/dev/block").join(&link);
-    if parent.join("partition").exists() {
-        return parent
-            .parent()
-            .and_then(|p| p.file_name())
-            .map(|n| n.to_string_lossy().to_string());
-    }
-    Some(name)
+    let dir = crate::placement::disk_dir(path)?;
+    Some(dir.file_name()?.to_string_lossy().to_string())
 }
 
 /// The active mgr's msgr2 address from an encoded MgrMap (epoch, then `active_addrs`).
@@ -2677,9 +2660,28 @@ impl Daemon {
         let failed2 = failed.clone();
         let device = dd.device.clone();
         let shards = dd.shards;
+        let irq_cpus = (opts.pin_cores && opts.cpus.is_empty())
+            .then(|| crate::placement::device_irq_cpus(&device))
+            .flatten();
+        let place = crate::placement::choose(
+            opts.pin_cores,
+            &opts.cpus,
+            &reactor::allowed_cpus(),
+            irq_cpus.as_deref(),
+        );
+        eprintln!(
+            "{} osd.{whoami} reactor cores: {}",
+            now_utime(),
+            match place.pin {
+                true => format!("pinned to CPUs {:?} in core order ({})", place.cpus, place.why),
+                false => format!("unpinned ({})", place.why),
+            }
+        );
         let cfg = RuntimeConfig {
             cores: shards as usize,
-            pin: opts.pin_cores,
+            pin: place.pin,
+            cpus: place.cpus,
+            strict_pin: place.strict,
             ..RuntimeConfig::default()
         };
         let common2 = common.clone();

@@ -25,6 +25,7 @@ pub mod heartbeat;
 pub mod memory;
 pub mod mkfs;
 pub mod perf;
+pub mod placement;
 pub mod sched;
 pub mod stats;
 pub mod turns;
