@@ -88,8 +88,9 @@ fn handle(mut s: UnixStream, post: &Poster) -> std::io::Result<()> {
     }
     let text = String::from_utf8_lossy(&req).to_string();
     let (tx, rx) = mpsc::channel();
+    let wait = answer_timeout(&text);
     let answer = if post(text, tx) {
-        rx.recv_timeout(Duration::from_secs(10))
+        rx.recv_timeout(wait)
             .map(|(_, s)| s)
             .unwrap_or_else(|_| "{\"error\": \"timed out\"}".into())
     } else {
@@ -99,6 +100,14 @@ fn handle(mut s: UnixStream, post: &Poster) -> std::io::Result<()> {
     s.write_all(&len.to_be_bytes())?;
     s.write_all(answer.as_bytes())?;
     Ok(())
+}
+
+/// How long the socket waits for a command's answer: `ferro object-digest` runs a slice of the PG per loop turn,
+/// so its answer takes time in proportion to the PG (and to the machine's load); everything else answers at once.
+fn answer_timeout(cmd: &str) -> Duration {
+    let digest = serde_json::from_str::<serde_json::Value>(cmd)
+        .is_ok_and(|v| v["prefix"].as_str() == Some("ferro object-digest"));
+    Duration::from_secs(if digest { 120 } else { 10 })
 }
 
 /// Listen on `path` (replacing a stale socket) and serve commands on a thread of its own.

@@ -177,8 +177,9 @@ pub enum Msg {
     PeerReset(i32),
     /// PG core → core 0: requests for the monitor.
     Mon(Vec<worker::MonReq>),
-    /// Core 0 → PG core: `ferro object-digest` for the admin socket.
-    Digest(SpgId, mpsc::Sender<(i32, String)>),
+    /// Core 0 → PG core: `ferro object-digest` for the admin socket; the PG core posts it to itself for each
+    /// next slice.
+    Digest(Box<worker::DigestJob>, mpsc::Sender<(i32, String)>),
     /// Connection core → PG core.
     Op(Box<ClientOp>),
     /// PG core → connection core.
@@ -1011,13 +1012,24 @@ impl Service for Core {
                     c.mon_requests(ctx, reqs);
                 }
             }
-            Msg::Digest(spgid, tx) => {
-                let r = match self.shard.as_mut().map(|sh| sh.object_digest(&spgid)) {
-                    Some(Ok(j)) => (0, serde_json::to_string_pretty(&j).unwrap_or_default()),
-                    Some(Err(e)) => (-5, serde_json::json!({ "error": e }).to_string()),
-                    None => (-5, "{\"error\": \"no shard\"}".into()),
+            Msg::Digest(mut job, tx) => {
+                let t0 = Instant::now();
+                let r = match self.shard.as_mut().map(|sh| sh.object_digest_step(&mut job)) {
+                    Some(Ok(Some(j))) => Some((0, serde_json::to_string_pretty(&j).unwrap_or_default())),
+                    Some(Ok(None)) => None,
+                    Some(Err(e)) => Some((-5, serde_json::json!({ "error": e }).to_string())),
+                    None => Some((-5, "{\"error\": \"no shard\"}".into())),
                 };
-                let _ = tx.send(r);
+                match r {
+                    Some(r) => {
+                        let _ = tx.send(r);
+                    }
+                    // the next slice in a later turn, after what arrived meanwhile (heartbeats, ops)
+                    None => {
+                        let _ = ctx.post(self.id, Msg::Digest(job, tx));
+                    }
+                }
+                add_since(&mut self.turns.notes.admin_us, t0);
             }
 
             Msg::Op(op) => {
@@ -1082,7 +1094,7 @@ impl Service for Core {
                 // `ferro object-digest <pgid>` runs on the PG's core; everything else here.
                 if let Some(spgid) = digest_request(&cmd) {
                     let owner = self.routes.route(&spgid) as usize;
-                    let _ = ctx.post(owner, Msg::Digest(spgid, tx));
+                    let _ = ctx.post(owner, Msg::Digest(Box::new(worker::DigestJob::new(spgid)), tx));
                 } else if let Some(historic) = ops_request(&cmd) {
                     self.gather_ops(ctx, historic, AdminReply::Socket(tx));
                 } else if let Some(c) = self.control.as_mut() {

@@ -640,42 +640,9 @@ impl Shard {
         s
     }
 
-    /// `ferro object-digest <pgid>`: every object of the PG's collection on this OSD (name, size, crc32c of its
-    /// data, xattrs and omap), in store order, skipping the PG's metadata object. Replicas of a clean PG give
-    /// identical lists.
-    pub fn object_digest(&mut self, spgid: &SpgId) -> Result<serde_json::Value, String> {
-        let cid: CollectionId = pg::keys::collection_id(spgid);
-        let meta = pg::keys::pgmeta_key(spgid);
-        let store = self.core.store_mut();
-        let mut objs = Vec::new();
-        let mut cursor: Vec<u8> = Vec::new();
-        let mut total: u32 = 0;
-        loop {
-            let batch = store
-                .list_objects(&cid, &cursor, None, 256)
-                .map_err(|e| format!("listing {spgid}: {e}"))?;
-            let Some(last) = batch.last() else { break };
-            let mut next = last.name.to_vec();
-            next.push(0);
-            for k in batch {
-                if k == meta {
-                    continue;
-                }
-                let (name, size, crc) = digest_one(store, &cid, &k).map_err(|e| format!("{spgid}: {e}"))?;
-                total = ceph_crc::ceph_crc32c(total, &crc.to_le_bytes());
-                objs.push(serde_json::json!({"name": name, "size": size, "crc32c": format!("{crc:08x}")}));
-            }
-            cursor = next;
-            if objs.len() > 1 << 20 {
-                return Err("too many objects".into());
-            }
-        }
-        Ok(serde_json::json!({
-            "pgid": spgid.pgid.to_string(),
-            "num_objects": objs.len(),
-            "digest": format!("{total:08x}"),
-            "objects": objs,
-        }))
+    /// One slice of `ferro object-digest` (see [`DigestJob`]) on this shard's store.
+    pub fn object_digest_step(&mut self, job: &mut DigestJob) -> Result<Option<serde_json::Value>, String> {
+        job.step(self.core.store_mut(), DIGEST_SLICE_OBJECTS)
     }
 
     /// The store's counters (the daemon's long-turn records read the checkpoint bytes every turn).
@@ -696,6 +663,77 @@ impl Shard {
         if let Err(e) = self.core.into_store().umount() {
             eprintln!("ferro-osd: unmounting shard {}: {e}", self.index);
         }
+    }
+}
+
+/// Objects one loop turn digests: reading and checksumming a PG's whole collection at once held a debug build's
+/// core for over 10 s on a loaded machine, long enough to miss its heartbeats (the OSD was marked down) and for
+/// the admin socket to time out.
+pub const DIGEST_SLICE_OBJECTS: usize = 16;
+
+/// `ferro object-digest <pgid>` in progress: every object of the PG's collection on this OSD (name, size, crc32c
+/// of its data, xattrs and omap), in store order, skipping the PG's metadata object. It runs a slice per loop
+/// turn ([`DigestJob::step`]), so a big PG does not stall the core; objects written between slices are seen
+/// as they are when their slice runs. Replicas of a clean PG without writes give identical lists.
+pub struct DigestJob {
+    spgid: SpgId,
+    /// The next listing starts here (after the last key listed).
+    cursor: Vec<u8>,
+    objs: Vec<serde_json::Value>,
+    total: u32,
+}
+
+impl DigestJob {
+    pub fn new(spgid: SpgId) -> Self {
+        DigestJob {
+            spgid,
+            cursor: Vec::new(),
+            objs: Vec::new(),
+            total: 0,
+        }
+    }
+
+    /// Objects digested so far.
+    pub fn objects(&self) -> usize {
+        self.objs.len()
+    }
+
+    /// Digests up to `max_objects` more objects; the answer once the collection is listed to its end.
+    pub fn step<D: Device>(
+        &mut self,
+        store: &mut Store<D>,
+        max_objects: usize,
+    ) -> Result<Option<serde_json::Value>, String> {
+        let spgid = self.spgid;
+        let cid: CollectionId = pg::keys::collection_id(&spgid);
+        let meta = pg::keys::pgmeta_key(&spgid);
+        let batch = store
+            .list_objects(&cid, &self.cursor, None, max_objects.max(1))
+            .map_err(|e| format!("listing {spgid}: {e}"))?;
+        let Some(last) = batch.last() else {
+            return Ok(Some(serde_json::json!({
+                "pgid": spgid.pgid.to_string(),
+                "num_objects": self.objs.len(),
+                "digest": format!("{:08x}", self.total),
+                "objects": std::mem::take(&mut self.objs),
+            })));
+        };
+        let mut next = last.name.to_vec();
+        next.push(0);
+        for k in batch {
+            if k == meta {
+                continue;
+            }
+            let (name, size, crc) = digest_one(store, &cid, &k).map_err(|e| format!("{spgid}: {e}"))?;
+            self.total = ceph_crc::ceph_crc32c(self.total, &crc.to_le_bytes());
+            self.objs
+                .push(serde_json::json!({"name": name, "size": size, "crc32c": format!("{crc:08x}")}));
+        }
+        self.cursor = next;
+        if self.objs.len() > 1 << 20 {
+            return Err("too many objects".into());
+        }
+        Ok(None)
     }
 }
 
