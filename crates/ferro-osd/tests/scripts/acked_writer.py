@@ -4,7 +4,10 @@
 or, with --verify FILE, read back every object FILE lists as acknowledged and check its content.
 
 usage: acked_writer.py CEPH_CONF POOL SECONDS | acked_writer.py CEPH_CONF POOL --verify ACKFILE
+
+FERRO_WRITER_CONF="key=value,..." sets librados options (e.g. objecter_timeout=60).
 """
+import os
 import hashlib
 import sys
 import threading
@@ -19,7 +22,8 @@ def content(name, size):
 
 
 conf, pool = sys.argv[1], sys.argv[2]
-_, (io,) = connect(conf, pool)
+options = dict(kv.split("=", 1) for kv in os.environ.get("FERRO_WRITER_CONF", "").split(",") if "=" in kv)
+_, (io,) = connect(conf, pool, options=options)
 
 if sys.argv[3] == "--verify":
     bad = 0

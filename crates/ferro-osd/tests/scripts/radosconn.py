@@ -12,9 +12,9 @@ import atexit
 import rados
 
 
-def connect(conf, *pools, timeout=30):
-    """Returns (cluster, [ioctx for each pool])."""
-    cluster = rados.Rados(conffile=conf)
+def connect(conf, *pools, timeout=30, options=None):
+    """Returns (cluster, [ioctx for each pool]); `options` are librados settings (e.g. {"objecter_timeout": "60"})."""
+    cluster = rados.Rados(conffile=conf, conf=options or {})
     cluster.connect(timeout=timeout)
     ios = []
 
