@@ -4,10 +4,10 @@
 //!
 //! Why the interrupt CPUs: a read completes in the device's interrupt handler; a core sleeping on another CPU is
 //! then woken by an inter-processor interrupt. On the 2-vCPU test VM (one virtio queue, its interrupt on CPU1
-//! only) the reactor pinned to CPU0 cost more OSD CPU per QD1 disk op than pinned to CPU1 in 15 of 15 pairs
+//! only) the reactor pinned to CPU0 cost more OSD CPU per QD1 disk op than pinned to CPU1 in 21 of 21 pairs
 //! (median ratio 1.2-1.5x; docs/benchmarks.md, "reactor placement and the disk interrupt"); a read served from
-//! the cache (OMAP get) went the other way. Devices with one queue per CPU (NVMe) interrupt on every CPU, and
-//! then the order stays as it was.
+//! the cache (OMAP get) follows its client's CPU instead. Devices with one queue per CPU (NVMe) interrupt on
+//! every CPU, and then the order stays as it was.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
