@@ -2722,8 +2722,8 @@ impl Daemon {
             // costs two more context switches and a wake-up of this core per commit (docs/benchmarks.md, "device
             // IO on the core ring"). FERROSTORE_DURABILITY=flush restores fdatasync per group commit;
             // FERROSTORE_DURABILITY=ordered turns on ordered commits (UringOptions::ordered_commits: on a device
-            // without FUA, data unsynced and the log record's RWF_DSYNC after it; not the default: no clear win
-            // measured, docs/benchmarks.md "durability without FUA").
+            // without FUA, data unsynced and the log record's RWF_DSYNC after it; not the default: slower in
+            // ferro-osd on the quiet machine, docs/benchmarks.md "durability without FUA").
             dsync_writes: true,
             ..UringOptions::default()
         }
