@@ -68,10 +68,14 @@ impl Quorum {
             .unwrap()
             .trim()
             .to_string();
-        let addrs: Vec<SocketAddr> = IDS
+        // Hold every listener until all ports are chosen: a port freed at once can be handed out again, and two
+        // monitors on one address make monmaptool refuse the map.
+        let held: Vec<TcpListener> = IDS
             .iter()
-            .map(|_| SocketAddr::from((Ipv4Addr::LOCALHOST, free_port())))
+            .map(|_| TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap())
             .collect();
+        let addrs: Vec<SocketAddr> = held.iter().map(|l| l.local_addr().unwrap()).collect();
+        drop(held);
         let mut q = Quorum {
             dir: dir.clone(),
             addrs: addrs.clone(),
