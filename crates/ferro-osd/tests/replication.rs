@@ -34,13 +34,20 @@ fn env_cmd(c: &Cluster, prog: &str) -> Command {
 /// A cluster with `n` ferro-osds and pool `name` (8 PGs, size 3, min_size 2, on class `ferro`). Short heartbeat
 /// grace so that a killed OSD is marked down within seconds.
 fn setup(n: usize, name: &str) -> Option<(Cluster, Vec<u32>, i64)> {
+    setup_with_grace(n, name, 6)
+}
+
+/// `setup` with heartbeat grace `grace_s`. The backfill tests kill no OSD and use Ceph's default 20 s: with 6 s a
+/// saturated shared disk (writes taking seconds, the reactor preempted) could mark a live peer down and stall their
+/// writes behind a needless re-peering.
+fn setup_with_grace(n: usize, name: &str, grace_s: u32) -> Option<(Cluster, Vec<u32>, i64)> {
     if !python_available() {
         eprintln!("skipping: python3-rados not available");
         return None;
     }
     let spec = ClusterSpec::default()
         .without_mgr()
-        .conf("global", "osd heartbeat grace", "6")
+        .conf("global", "osd heartbeat grace", &grace_s.to_string())
         .conf("global", "osd heartbeat interval", "1")
         .conf("mon", "mon osd min down reporters", "1")
         .conf("mon", "mon osd adjust heartbeat grace", "false");
@@ -415,7 +422,7 @@ fn write_waits_for_every_replica() {
 /// ends active+clean, every acknowledged write reads back, the new acting sets hold identical copies.
 #[test]
 fn osd_marked_out_under_writes_is_backfilled_elsewhere() {
-    let Some((c, ids, pool)) = setup(4, "op") else {
+    let Some((c, ids, pool)) = setup_with_grace(4, "op", 20) else {
         return;
     };
     let t0 = Instant::now();
@@ -451,7 +458,7 @@ fn osd_marked_out_under_writes_is_backfilled_elsewhere() {
 /// Acceptance 3: A fresh OSD added under a write load: PGs remap onto it and are backfilled, active+clean, contents identical.
 #[test]
 fn fresh_osd_added_is_backfilled() {
-    let Some((c, _ids, pool)) = setup(3, "ap") else {
+    let Some((c, _ids, pool)) = setup_with_grace(3, "ap", 20) else {
         return;
     };
     let t0 = Instant::now();
