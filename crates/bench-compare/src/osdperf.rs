@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: LGPL-3.0-or-later
 //! Where a write's time goes inside the OSDs: each OSD's perf counters read over its admin socket before and
 //! after a test, as averages over the test of the group's OSDs. `op_w` is the primary's client write latency,
-//! `subop` a replica's rep-op latency (receipt to commit reply; ceph-osd's `subop_w_latency`, ferro-osd's
+//! `op_r` is the primary's client read latency (arrival to reply; with the IOPS it gives the reads inside the
+//! OSDs by Little's law), `subop` a replica's rep-op latency (receipt to commit reply; ceph-osd's `subop_w_latency`, ferro-osd's
 //! `subop_latency`), `commit` the object store's commit latency (BlueStore's `bluestore.commit_lat`,
 //! ferro-osd's `osd.commit_latency`). A write at size 3 takes at least the slower replica's `subop` plus two
 //! network hops; what `op_w` adds beyond that is queueing on the primary.
@@ -24,6 +25,7 @@ pub struct Avg {
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Sample {
     pub op_w: Avg,
+    pub op_r: Avg,
     pub subop: Avg,
     pub commit: Avg,
     /// OSDs that answered.
@@ -35,6 +37,7 @@ pub struct Sample {
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct OsdLatency {
     pub op_w_ms: Option<f64>,
+    pub op_r_ms: Option<f64>,
     pub subop_ms: Option<f64>,
     pub commit_ms: Option<f64>,
 }
@@ -54,6 +57,7 @@ fn avg(v: &Value, section: &str, names: &[&str]) -> Option<Avg> {
 pub fn parse(v: &Value) -> Sample {
     Sample {
         op_w: avg(v, "osd", &["op_w_latency"]).unwrap_or_default(),
+        op_r: avg(v, "osd", &["op_r_latency"]).unwrap_or_default(),
         subop: avg(v, "osd", &["subop_w_latency", "subop_latency"]).unwrap_or_default(),
         commit: avg(v, "bluestore", &["commit_lat"])
             .or_else(|| avg(v, "osd", &["commit_latency"]))
@@ -92,6 +96,7 @@ pub fn sample(cluster_dir: &Path, osd_ids: &[u32]) -> Sample {
             let s = parse(&v);
             for (a, b) in [
                 (&mut t.op_w, s.op_w),
+                (&mut t.op_r, s.op_r),
                 (&mut t.subop, s.subop),
                 (&mut t.commit, s.commit),
             ] {
@@ -115,6 +120,7 @@ pub fn latency(before: &Sample, after: &Sample) -> OsdLatency {
     };
     OsdLatency {
         op_w_ms: ms(before.op_w, after.op_w),
+        op_r_ms: ms(before.op_r, after.op_r),
         subop_ms: ms(before.subop, after.subop),
         commit_ms: ms(before.commit, after.commit),
     }
@@ -129,6 +135,7 @@ mod tests {
     fn both_kinds_counters_and_deltas() {
         let classic = json!({
             "osd": {"op_w_latency": {"avgcount": 10, "sum": 0.5, "avgtime": 0.05},
+                    "op_r_latency": {"avgcount": 40, "sum": 0.8},
                     "subop_latency": {"avgcount": 99, "sum": 9.0},
                     "subop_w_latency": {"avgcount": 20, "sum": 0.4}},
             "bluestore": {"commit_lat": {"avgcount": 30, "sum": 0.3}},
@@ -143,6 +150,13 @@ mod tests {
             "the write sub-ops, not every sub-op"
         );
         assert_eq!(s.commit.count, 30);
+        assert_eq!(
+            s.op_r,
+            Avg {
+                count: 40,
+                sum_s: 0.8
+            }
+        );
         let ferro = json!({"osd": {"op_w_latency": {"avgcount": 4, "sum": 0.2},
                                    "subop_latency": {"avgcount": 8, "sum": 0.08},
                                    "commit_latency": {"avgcount": 12, "sum": 0.06}}});
@@ -152,6 +166,10 @@ mod tests {
             op_w: Avg {
                 count: 14,
                 sum_s: 1.0,
+            },
+            op_r: Avg {
+                count: 5,
+                sum_s: 0.006,
             },
             subop: Avg {
                 count: 20,
@@ -167,6 +185,7 @@ mod tests {
         assert!((l.op_w_ms.unwrap() - 80.0).abs() < 1e-9, "{l:?}");
         assert!((l.subop_ms.unwrap() - 26.666_666).abs() < 1e-3);
         assert_eq!(l.commit_ms, None, "no commits during the test");
+        assert!((l.op_r_ms.unwrap() - 1.2).abs() < 1e-9, "{l:?}");
         let one_gone = Sample { osds: 0, ..later };
         assert_eq!(latency(&f, &one_gone), OsdLatency::default());
         assert_eq!(

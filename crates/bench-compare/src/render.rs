@@ -4,7 +4,7 @@
 
 use std::fmt::Write as _;
 
-use crate::report::{GroupStatus, RawCell, Report, geomean};
+use crate::report::{GroupStatus, RawCell, Report, Row, geomean};
 
 fn num(x: f64) -> String {
     if !x.is_finite() {
@@ -176,6 +176,7 @@ pub fn markdown_table(r: &Report) -> String {
     }
     raw_table(r, &mut s);
     osd_latency_table(r, &mut s);
+    osd_read_latency_table(r, &mut s);
     ctxt_table(r, &mut s);
     runq_table(r, &mut s);
     s
@@ -402,46 +403,72 @@ fn ctxt_table(r: &Report, s: &mut String) {
 /// tests that wrote, and only if some OSD answered.
 fn osd_latency_table(r: &Report, s: &mut String) {
     let ms = |v: Option<f64>| v.map_or("–".to_string(), |x| format!("{x:.1}"));
+    perf_counter_table(
+        r,
+        s,
+        "OSD-side write latency, ms (perf counters averaged over each test: primary `op_w_latency`, replica \
+         sub-op write latency, object store commit)",
+        &["op_w", "subop_w", "commit"],
+        |row| row.osd_lat.op_w_ms.is_some(),
+        |row| {
+            let l = row.osd_lat;
+            format!(" {} | {} | {} |", ms(l.op_w_ms), ms(l.subop_ms), ms(l.commit_ms))
+        },
+    );
+}
+
+/// Reads: the OSDs' `op_r_latency` and, by Little's law (IOPS × latency), how many of the test's ops were inside
+/// the OSDs on average; the rest of the queue depth was in the client, on the wire or in a socket.
+fn osd_read_latency_table(r: &Report, s: &mut String) {
+    perf_counter_table(
+        r,
+        s,
+        "OSD-side read latency, ms (perf counter `op_r_latency` averaged over each test: the op's arrival to its \
+         reply) and the reads inside the OSDs on average (IOPS × that latency, Little's law; the rest of the queue \
+         depth is in the client, on the wire or in a socket)",
+        &["op_r", "ops in OSD"],
+        |row| row.osd_lat.op_r_ms.is_some(),
+        |row| match row.osd_lat.op_r_ms {
+            Some(ms) => format!(" {ms:.2} | {:.1} |", row.m.iops * ms / 1000.0),
+            None => " – | – |".to_string(),
+        },
+    );
+}
+
+/// A table of per-group columns from the OSDs' counters: the tests where `has` holds for some group's row, each
+/// group's cells from `cells` (dashes for a group without a row).
+fn perf_counter_table(
+    r: &Report,
+    s: &mut String,
+    caption: &str,
+    cols: &[&str],
+    has: impl Fn(&Row) -> bool,
+    cells: impl Fn(&Row) -> String,
+) {
     let rows: Vec<_> = r
         .tests
         .iter()
-        .filter(|t| {
-            t.results
-                .iter()
-                .any(|x| x.as_ref().is_ok_and(|row| row.osd_lat.op_w_ms.is_some()))
-        })
+        .filter(|t| t.results.iter().any(|x| x.as_ref().is_ok_and(&has)))
         .collect();
     if rows.is_empty() {
         return;
     }
-    let _ = write!(
-        s,
-        "\nOSD-side write latency, ms (perf counters averaged over each test: primary `op_w_latency`, replica \
-         sub-op write latency, object store commit):\n\n| test |"
-    );
+    let _ = write!(s, "\n{caption}:\n\n| test |");
     let mut align = String::from("|---|");
     for g in &r.groups {
-        for col in ["op_w", "subop_w", "commit"] {
+        for col in cols {
             let _ = write!(s, " {} {col} |", g.label);
             align.push_str("---:|");
         }
     }
     let _ = writeln!(s, "\n{align}");
+    let dashes = " – |".repeat(cols.len());
     for t in rows {
         let _ = write!(s, "| {} |", t.title);
         for res in &t.results {
             match res {
-                Ok(row) => {
-                    let l = row.osd_lat;
-                    let _ = write!(
-                        s,
-                        " {} | {} | {} |",
-                        ms(l.op_w_ms),
-                        ms(l.subop_ms),
-                        ms(l.commit_ms)
-                    );
-                }
-                Err(_) => s.push_str(" – | – | – |"),
+                Ok(row) => s.push_str(&cells(row)),
+                Err(_) => s.push_str(&dashes),
             }
         }
         s.push('\n');
@@ -663,9 +690,18 @@ mod tests {
             lat.contains("| bluestore op_w | bluestore subop_w | bluestore commit |"),
             "{lat}"
         );
-        let (lat, ctxt) = lat
+        let (lat, rd) = lat
+            .split_once("OSD-side read latency")
+            .expect("the OSD read latency table");
+        let (rd, ctxt) = rd
             .split_once("OSD context switches per op")
             .expect("the context switch table");
+        assert!(
+            rd.contains("| bluestore op_r | bluestore ops in OSD | ferro op_r | ferro ops in OSD |"),
+            "{rd}"
+        );
+        assert_eq!(rd.lines().filter(|l| l.starts_with("| ")).count(), 1 + 2, "{rd}");
+        assert!(rd.contains(" 0.50 | 0.5 |"), "1000 IOPS × 0.5 ms: {rd}");
         assert!(lat.contains(" 2.0 | – | 1.0 |"), "{lat}");
         assert_eq!(
             lat.lines().filter(|l| l.starts_with("| ")).count(),

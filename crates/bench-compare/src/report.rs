@@ -65,7 +65,7 @@ pub struct Row {
     pub client_cpu_us_per_op: f64,
     /// Busy CPU time of the whole machine (every process and kernel thread) during the test divided by `m.ops`.
     pub machine_cpu_us_per_op: f64,
-    /// The OSDs' own latency counters over the test (write, replica write, store commit).
+    /// The OSDs' own latency counters over the test (write, read, replica write, store commit).
     pub osd_lat: crate::osdperf::OsdLatency,
     /// Run-queue accounting (`schedstat`) of all the group's OSD threads over the test: time on a CPU, time
     /// runnable but waiting for one, timeslices.
@@ -446,6 +446,7 @@ impl Report {
                             "client_cpu_us_per_op": row.client_cpu_us_per_op,
                             "machine_cpu_us_per_op": row.machine_cpu_us_per_op,
                             "osd_op_w_latency_ms": row.osd_lat.op_w_ms,
+                            "osd_op_r_latency_ms": row.osd_lat.op_r_ms,
                             "osd_subop_w_latency_ms": row.osd_lat.subop_ms,
                             "osd_commit_latency_ms": row.osd_lat.commit_ms,
                             "osd_runq_wait_us_per_op": row.osd_wait_us_per_op(),
@@ -546,6 +547,7 @@ pub(crate) mod tests {
             machine_cpu_us_per_op: 150.0,
             osd_lat: crate::osdperf::OsdLatency {
                 op_w_ms: Some(2.0),
+                op_r_ms: Some(0.5),
                 subop_ms: None,
                 commit_ms: Some(1.0),
             },
