@@ -18,7 +18,7 @@ desc() { local p=$1; for c in $(pgrep -P $p); do echo $c; desc $c; done; }
 F=""
 while kill -0 $X 2>/dev/null; do
   for p in $(desc $X); do
-    c=$(tr '\0' ' ' < /proc/$p/cmdline 2>/dev/null)
+    c=$(cat /proc/$p/cmdline 2>/dev/null | tr '\0' ' ')
     case "$c" in *prefill*) ;; fio*) F="$F $p";; esac
   done
   [ -n "$F" ] && break
@@ -28,7 +28,7 @@ done
 sleep 0.5
 F=""; OSD=""
 for p in $(desc $X); do
-  c=$(tr '\0' ' ' < /proc/$p/cmdline 2>/dev/null)
+  c=$(cat /proc/$p/cmdline 2>/dev/null | tr '\0' ' ')
   case "$c" in *prefill*) ;; fio*) F="$F $p";; *ferro-osd*) OSD="$OSD $p";; esac
 done
 P=$(echo $F $OSD | tr ' ' ',')

@@ -9,8 +9,8 @@ submission), K the client's received bytes (read/recv syscalls), C fio called ra
 scaled to ops by the window's totals. The mean gap between two neighbouring curves is the mean number of ops in
 that stage; as the window starts with an unknown number in each stage, the gap is measured against its 2nd
 percentile in each of 30 sub-windows (a stage that empties now and then: all but the device). The device stage
-is exact (READ submissions matched to their completions, and 64 KiB block requests issue -> complete by
-sector). The sum of the stages comes out above the queue depth by a few ops (each baseline is a low percentile,
+is exact (READ submissions matched to their completions; 64 KiB block requests issue -> complete matched by
+sector, their mean latency times the read rate, since perf loses some block completions on a busy machine). The sum of the stages comes out above the queue depth by a few ops (each baseline is a low percentile,
 not the true empty moment); the shares are what to read."""
 import collections
 import json
@@ -138,9 +138,12 @@ def main(d):
     for (ka, na, a), (kb, nb, b) in zip(curves, curves[1:]):
         if ka == "Ds":
             dev_l = sum(rt) / span
-            blk_l = sum(dev) / span if dev else float("nan")
+            # perf drops some block completions under load (up to half seen): mean of the matched pairs x rate
+            blk_us = sum(dev) / len(dev) * 1e6 if dev else float("nan")
+            blk_l = blk_us * len(rt) / span / 1e6
             print(f"{'Ds->Dr device read (submit -> reaped)':42} {dev_l:6.2f} {dev_l / iops * 1e6:7.0f}")
-            print(f"{'   of it at the device (block issue->done)':42} {blk_l:6.2f} {blk_l / iops * 1e6:7.0f}")
+            print(f"{'   of it at the device (block issue->done)':42} {blk_l:6.2f} {blk_us:7.0f}"
+                  f"   ({len(dev)} of {len(rt)} reads' block completions traced)")
             continue
         g = gap(a, b)
         print(f"{ka + '->' + kb + ' ' + na + ' -> ' + nb:42} {g:6.2f} {g / iops * 1e6:7.0f}")
