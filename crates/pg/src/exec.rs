@@ -1133,8 +1133,10 @@ fn check_offset_and_length(off: u64, len: u64, max: u64) -> Result<(), i32> {
     Ok(())
 }
 
+/// Object data digests: a received write's data (or a store read's) carries the crcs of its pages, so a 4 MiB
+/// object's digest is a combine per page, not a second pass over the data.
 fn crc32c(seed: u32, b: &[u8]) -> u32 {
-    ceph_crc::ceph_crc32c(seed, b)
+    ceph_crc::blocks::ceph_crc32c(seed, b)
 }
 
 /// One op (a `case` of do_osd_ops). Ok means result 0 (outdata and extent set in `o`).
