@@ -63,10 +63,8 @@ impl Service for Server {
         self.addr_tx.send(a).unwrap();
     }
     fn on_connected(&mut self, ctx: &mut CoreCtx<()>, conn: ConnId, _peer: Option<&PeerInfo>) {
-        // Let the client queue its whole window before we read any of it (as a busy OSD core would).
-        ctx.pause_recv(conn);
+        common::hold_receives(ctx, conn);
         self.conn = Some(conn);
-        ctx.set_timer(Duration::from_millis(300), 0);
     }
     fn on_timer(&mut self, ctx: &mut CoreCtx<()>, _t: TimerId, _token: u64) {
         if let Some(c) = self.conn {

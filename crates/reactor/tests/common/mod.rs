@@ -4,9 +4,10 @@
 use msgr2::Config;
 use msgr2::auth::{AuthNoneServer, ServerAuth};
 use msgr2::types::ENTITY_TYPE_OSD;
-use reactor::{CoreCtx, ListenProto, ServerAuthFactory};
+use reactor::{ConnId, CoreCtx, ListenProto, ServerAuthFactory};
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 /// Server auth that accepts everyone (crc mode).
 pub fn auth_none() -> ServerAuthFactory {
@@ -22,4 +23,12 @@ pub fn listen_msgr2<M: Send + 'static>(ctx: &mut CoreCtx<M>, auth: ServerAuthFac
     ctx.listen("127.0.0.1:0".parse().expect("literal address"), proto)
         .expect("listen on loopback")
         .1
+}
+
+/// Hold a new connection's receives for 300 ms (a timer with token 0; resume them in `on_timer`), so its peer
+/// queues its messages before any is read, as with a busy OSD core.
+#[allow(dead_code)] // not every test file that includes this module holds receives
+pub fn hold_receives<M: Send + 'static>(ctx: &mut CoreCtx<M>, conn: ConnId) {
+    ctx.pause_recv(conn);
+    ctx.set_timer(Duration::from_millis(300), 0);
 }
