@@ -281,12 +281,13 @@ pub struct CoreConfig {
     /// device could idle. Costs one enter (and virtio kick) in such turns only. Default true;
     /// `REACTOR_EARLY_DEVICE_SUBMIT=0` turns it off (A/B measurements).
     pub early_device_submit: bool,
-    /// Once a turn has received at least this many bytes since its last `io_uring_enter`, device entries that
-    /// the delivered messages queued are submitted (one non-blocking enter) before the connection receives
-    /// more inline: a 4 MiB write's data write then starts while the next message is received and checked
-    /// (about a millisecond of copy and crc), instead of waiting for the turn's end. Small messages never reach
-    /// the threshold, so their turns keep one enter. 0: off. Default 1 MiB; `REACTOR_RX_SUBMIT_BYTES=0` turns
-    /// it off (A/B measurements).
+    /// Once the messages delivered since the core's last `io_uring_enter` carry at least this many data bytes,
+    /// the device entries they queued are submitted (one non-blocking enter) before the connection receives more
+    /// inline: a 4 MiB write's data write then starts while the next message is received and checked (about a
+    /// millisecond of copy and crc), instead of waiting for the turn's end. (Counted on delivery, not on
+    /// receipt: the bulk of a message often arrived in an earlier turn and only its last bytes in this one.)
+    /// Small messages rarely reach the threshold, so their turns keep one enter. 0: off. Default 1 MiB;
+    /// `REACTOR_RX_SUBMIT_BYTES=0` turns it off (A/B measurements).
     pub rx_submit_bytes: usize,
 }
 
@@ -373,8 +374,8 @@ pub struct CoreStats {
     /// Non-blocking enters that handed the turn's new device entries to the kernel before `on_poll`
     /// ([`CoreConfig::early_device_submit`]).
     pub early_device_submits: u64,
-    /// Non-blocking enters that handed device entries to the kernel before a further inline receive, after a
-    /// turn received [`CoreConfig::rx_submit_bytes`] ([`CoreConfig::rx_submit_bytes`]).
+    /// Non-blocking enters that handed device entries to the kernel before a further inline receive, after
+    /// messages with [`CoreConfig::rx_submit_bytes`] of data were delivered.
     pub rx_device_submits: u64,
 }
 
@@ -569,8 +570,9 @@ pub struct CoreCtx<M: Send + 'static> {
     /// `RingShare`'s count of device entries pushed, as of this core's last `io_uring_enter` from the loop:
     /// a larger count means the turn queued device IO not yet handed to the kernel.
     dev_sqes_entered: u64,
-    /// `stats.recv_bytes` as of this core's last `io_uring_enter` from the loop ([`CoreConfig::rx_submit_bytes`]).
-    recv_bytes_entered: u64,
+    /// Data bytes of the messages delivered since this core's last `io_uring_enter` from the loop
+    /// ([`CoreConfig::rx_submit_bytes`]).
+    delivered_since_enter: u64,
     /// An `Instant` and CLOCK_MONOTONIC read together: turns deadlines into the absolute timespecs io_uring
     /// takes (std's `Instant` is CLOCK_MONOTONIC on Linux but does not expose its value).
     clock_base: (Instant, Duration),
@@ -766,7 +768,7 @@ impl<M: Send + 'static> CoreCtx<M> {
             ext_arg,
             wait_timer: None,
             dev_sqes_entered: 0,
-            recv_bytes_entered: 0,
+            delivered_since_enter: 0,
             clock_base: monotonic_base(),
             ops: Vec::new(),
             free_ops: Vec::new(),
@@ -2132,7 +2134,10 @@ impl<M: Send + 'static> CoreCtx<M> {
                 let Some(ev) = m.poll_event() else { break };
                 match ev {
                     Event::Connected(p) => svc.on_connected(self, id, Some(&p)),
-                    Event::Message(msg) => svc.on_message(self, id, msg),
+                    Event::Message(msg) => {
+                        self.delivered_since_enter += msg.data.len() as u64;
+                        svc.on_message(self, id, msg)
+                    }
                     Event::Writable => svc.on_writable(self, id),
                     Event::Faulted { error, .. } | Event::Reset { error } | Event::Closed { error } => {
                         self.fail_conn(svc, id, CloseReason::Protocol(error));
@@ -2334,7 +2339,7 @@ impl<M: Send + 'static> CoreCtx<M> {
     fn wait(&mut self, block: bool) {
         self.stats.submits += 1;
         self.dev_sqes_entered = self.share.counts().0;
-        self.recv_bytes_entered = self.stats.recv_bytes;
+        self.delivered_since_enter = 0;
         if !block {
             // Submit and collect without sleeping. GETEVENTS with min_complete 0 runs deferred task work
             // (DEFER_TASKRUN) and returns at once; a zero timeout instead would go through schedule() and, on a
@@ -2454,17 +2459,14 @@ impl<M: Send + 'static> CoreCtx<M> {
     }
 
     /// Before another inline receive: hand the device entries queued since the last enter to the kernel if the
-    /// turn has received [`CoreConfig::rx_submit_bytes`] since then ([`CoreConfig::rx_submit_bytes`]).
+    /// messages delivered since then carry [`CoreConfig::rx_submit_bytes`] of data.
     fn submit_device_after_rx(&mut self) {
         let min = self.cfg.rx_submit_bytes as u64;
-        if min == 0
-            || self.stats.recv_bytes - self.recv_bytes_entered < min
-            || self.share.counts().0 == self.dev_sqes_entered
-        {
+        if min == 0 || self.delivered_since_enter < min || self.share.counts().0 == self.dev_sqes_entered {
             return;
         }
         self.dev_sqes_entered = self.share.counts().0;
-        self.recv_bytes_entered = self.stats.recv_bytes;
+        self.delivered_since_enter = 0;
         let mut ring = self.share.ring.borrow_mut();
         // No GETEVENTS, as in submit_device_early: nothing is reaped out of order.
         if !ring.submission().is_empty() && ring.submit().is_ok() {

@@ -12,10 +12,7 @@
 mod common;
 
 use bytes::Bytes;
-use msgr2::auth::{AuthNone, ClientAuth};
-use msgr2::blocking::BlockingConnection;
-use msgr2::types::{ENTITY_TYPE_CLIENT, ENTITY_TYPE_OSD, EntityName};
-use msgr2::{Config, Message, PeerInfo};
+use msgr2::{Message, PeerInfo};
 use reactor::{ConnId, CoreConfig, CoreCtx, CoreStats, DeviceRing, Runtime, RuntimeConfig, Service, TimerId};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, mpsc};
@@ -111,11 +108,7 @@ fn run(rx_submit_bytes: usize) -> (Seen, CoreStats) {
     .unwrap();
     let addr = addr_rx.recv_timeout(Duration::from_secs(10)).unwrap();
     let t = Duration::from_secs(20);
-    let auth: Box<dyn ClientAuth + Send> =
-        Box::new(AuthNone::new(EntityName::new(ENTITY_TYPE_CLIENT, "t"), 0));
-    let mut c =
-        BlockingConnection::connect(addr, Config::new(ENTITY_TYPE_CLIENT, 1), auth, ENTITY_TYPE_OSD, t)
-            .unwrap();
+    let mut c = common::connect_client(addr, t);
     // Sent from a thread: the paused server's socket may not take all of it at once.
     let sender = std::thread::spawn(move || {
         for i in 1..=N {

@@ -2,8 +2,9 @@
 //! Set-up shared by the integration tests (each test file is its own crate and includes this module).
 
 use msgr2::Config;
-use msgr2::auth::{AuthNoneServer, ServerAuth};
-use msgr2::types::ENTITY_TYPE_OSD;
+use msgr2::auth::{AuthNone, AuthNoneServer, ServerAuth};
+use msgr2::blocking::BlockingConnection;
+use msgr2::types::{ENTITY_TYPE_CLIENT, ENTITY_TYPE_OSD, EntityName};
 use reactor::{ConnId, CoreCtx, ListenProto, ServerAuthFactory};
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -31,4 +32,18 @@ pub fn listen_msgr2<M: Send + 'static>(ctx: &mut CoreCtx<M>, auth: ServerAuthFac
 pub fn hold_receives<M: Send + 'static>(ctx: &mut CoreCtx<M>, conn: ConnId) {
     ctx.pause_recv(conn);
     ctx.set_timer(Duration::from_millis(300), 0);
+}
+
+/// A blocking crc-mode client ("client.t", no auth) connected to the msgr2 listener at `addr`.
+#[allow(dead_code)] // not every test file that includes this module connects a blocking client
+pub fn connect_client(addr: SocketAddr, timeout: Duration) -> BlockingConnection {
+    let auth = Box::new(AuthNone::new(EntityName::new(ENTITY_TYPE_CLIENT, "t"), 0));
+    BlockingConnection::connect(
+        addr,
+        Config::new(ENTITY_TYPE_CLIENT, 1),
+        auth,
+        ENTITY_TYPE_OSD,
+        timeout,
+    )
+    .expect("connect to the test listener")
 }
