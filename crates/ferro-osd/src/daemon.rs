@@ -2711,6 +2711,8 @@ impl Daemon {
             // FERROSTORE_ORDERED_RECORDS=unbounded: ordered commits write a record whenever data completed, not
             // one at a time (A/B runs).
             ordered_records_unbounded: ferrostore::store::ordered_records_unbounded_from_env(),
+            // FERROSTORE_ORDERED_LONE=0: ordered commits order a transaction queued alone too (A/B runs).
+            ordered_lone_synced: ferrostore::store::ordered_lone_synced_from_env(true),
             ..StoreConfig::default()
         };
         let uring_opts = UringOptions {

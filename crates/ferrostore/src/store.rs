@@ -54,6 +54,14 @@ pub struct StoreConfig {
     /// Ordered commits: write a record whenever transactions' data completed, even while another record is in
     /// flight (for A/B runs; `FERROSTORE_ORDERED_RECORDS=unbounded` in ferro-osd). Default off: one at a time.
     pub ordered_records_unbounded: bool,
+    /// Ordered commits: a transaction queued while no other is unacknowledged writes its data with durable
+    /// writes and its record at once, as without ordered commits (default on; `FERROSTORE_ORDERED_LONE=0` in
+    /// ferro-osd and ferrostore-bench turns it off for A/B runs). Alone it would get a record of its own, and
+    /// ordered that record waits for the data write: two device round trips one after the other (plus a wake
+    /// of the core between them) instead of two in parallel — what made ordered QD1 writes slower in
+    /// ferro-osd (docs/benchmarks.md, "ordered commits in the OSD"). Group commits, where ordering saves
+    /// flushes, need company anyway.
+    pub ordered_lone_synced: bool,
     /// Decoded onodes (and, separately, collections) kept in memory, write-through (`MetaCache`); ~200 bytes each.
     pub meta_cache_entries: usize,
     /// Extents of recently read objects kept decoded, write-through (src/extcache.rs); ~130 bytes each. 0: off
@@ -78,6 +86,19 @@ pub fn ordered_records_unbounded_from_env() -> bool {
     std::env::var(ORDERED_RECORDS_ENV).as_deref() == Ok("unbounded")
 }
 
+/// The environment variable ferro-osd and ferrostore-bench read into [`StoreConfig::ordered_lone_synced`] (`0`
+/// turns it off, `1` on; A/B runs).
+pub const ORDERED_LONE_ENV: &str = "FERROSTORE_ORDERED_LONE";
+
+/// [`StoreConfig::ordered_lone_synced`] as [`ORDERED_LONE_ENV`] sets it (`default` when unset or not 0/1).
+pub fn ordered_lone_synced_from_env(default: bool) -> bool {
+    match std::env::var(ORDERED_LONE_ENV).as_deref() {
+        Ok("0") => false,
+        Ok("1") => true,
+        _ => default,
+    }
+}
+
 impl Default for StoreConfig {
     fn default() -> Self {
         StoreConfig {
@@ -91,6 +112,7 @@ impl Default for StoreConfig {
             fault_replay_order: false,
             fault_unordered_log: false,
             ordered_records_unbounded: false,
+            ordered_lone_synced: true,
             meta_cache_entries: 2048,
             extent_cache_entries: 16384,
             checkpoint_walk_slice: DEFAULT_CKPT_WALK_SLICE,
@@ -165,6 +187,8 @@ pub struct StoreStats {
     /// Reads whose extents came from the extent cache / from a tree walk (a chunk filled counts as a walk).
     pub extent_cache_hits: u64,
     pub extent_cache_misses: u64,
+    /// Ordered commits: transactions written alone with durable data writes ([`StoreConfig::ordered_lone_synced`]).
+    pub ordered_lone_txns: u64,
 }
 
 /// Bytes one prefetch may cover (a larger one is refused: the op reads synchronously).
@@ -311,6 +335,8 @@ enum CkptStep {
 struct TxnState {
     seq: u64,
     ios_left: u32,
+    /// Its data writes are durable writes of their own: with ordered commits its record need not wait for them.
+    data_synced: bool,
 }
 
 /// Data of a write not yet completed: kept so reads and read-modify-writes see it.
@@ -1208,7 +1234,13 @@ impl<D: Device> Store<D> {
             self.pending_free_blocks += l;
         }
         let mut ios = 1;
-        let ordered = self.ordered_commits();
+        // Ordered commits (unsynced data, the record after it) only for a transaction with company: one queued
+        // alone gets durable data writes and its record at once (`StoreConfig::ordered_lone_synced`).
+        let ordered = self.ordered_commits()
+            && !(self.cfg.ordered_lone_synced && self.inflight.is_empty() && self.records_in_flight == 0);
+        if ordered != self.ordered_commits() {
+            self.stats.ordered_lone_txns += 1;
+        }
         for (start, run) in ctx.runs {
             let t = self.io.tag();
             self.tags.insert(t, Purpose::Data { seq, start });
@@ -1222,7 +1254,11 @@ impl<D: Device> Store<D> {
             self.inflight_data.insert(start, run);
             ios += 1;
         }
-        self.inflight.push_back(TxnState { seq, ios_left: ios });
+        self.inflight.push_back(TxnState {
+            seq,
+            ios_left: ios,
+            data_synced: !ordered,
+        });
         let size = deltas.iter().map(|d| d.encoded_len()).sum();
         self.pending_log.push((seq, deltas, size));
         self.stats.txns += 1;
@@ -1343,15 +1379,15 @@ impl<D: Device> Store<D> {
         Ok(())
     }
 
-    /// Every data write of transaction `seq` (queued, not acknowledged) has completed: only its log record is
-    /// left.
+    /// Transaction `seq` (queued, not acknowledged) may go into a log record with ordered commits: every data
+    /// write of it has completed, or they are durable writes of their own (a lone transaction's).
     fn data_written(&self, seq: u64) -> bool {
         let Some(front) = self.inflight.front().map(|t| t.seq) else {
             return false;
         };
         let t = seq.checked_sub(front).and_then(|i| self.inflight.get(i as usize));
         debug_assert!(t.is_some_and(|t| t.seq == seq));
-        t.is_some_and(|t| t.ios_left == 1)
+        t.is_some_and(|t| t.ios_left == 1 || t.data_synced)
     }
 
     fn pump(&mut self, block: bool) -> Result<()> {

@@ -177,6 +177,9 @@ fn run_seed(seed: u64, fault_unordered_log: bool, tally: &mut Tally) -> Result<(
     .map_err(|e| e.to_string())?;
     let store_cfg = StoreConfig {
         fault_unordered_log,
+        // Half the ordered seeds order every transaction, also one queued alone; the other half write a lone
+        // one's data and record at once (the default).
+        ordered_lone_synced: seed % 8 != 7,
         ..cfg()
     };
     let mut s = Store::mount(dev, 0, store_cfg).map_err(|e| e.to_string())?;

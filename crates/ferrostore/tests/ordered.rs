@@ -90,6 +90,8 @@ fn ordered_commits_make_only_the_log_record_durable_by_itself() {
     for (flushing, unbounded) in [(false, false), (true, false), (true, true)] {
         let cfg = StoreConfig {
             ordered_records_unbounded: unbounded,
+            // every transaction ordered, also one that finds the queue empty
+            ordered_lone_synced: false,
             ..Default::default()
         };
         let mut s = store(flushing, cfg);
@@ -123,4 +125,66 @@ fn ordered_commits_make_only_the_log_record_durable_by_itself() {
         records_of[1],
         records_of[2]
     );
+}
+
+/// One transaction at a time (QD1) on a device without FUA: with `ordered_lone_synced` (the default) each is
+/// written as without ordered commits (data and record durable writes, the record not waiting for the data),
+/// and with it off only its record is a durable write (after its data). Both remount to the model; so does a
+/// mix of lone and grouped transactions.
+#[test]
+fn a_lone_transaction_writes_data_and_record_at_once() {
+    for lone in [true, false] {
+        let cfg = StoreConfig {
+            ordered_lone_synced: lone,
+            ..Default::default()
+        };
+        let mut s = store(true, cfg);
+        let mut model = Model::default();
+        let t = setup_txn(2);
+        model.apply(&t).unwrap();
+        s.commit(&t).unwrap();
+        let (d0, l0) = (s.device().stats(), s.stats.ordered_lone_txns);
+        let mut rng = Rng::new(3);
+        for i in 0..50u64 {
+            let mut data = vec![0u8; 4096];
+            rng.fill(&mut data);
+            let mut t = Transaction::new();
+            t.push(Op::Write {
+                cid: cid(0),
+                oid: oid(i % 7),
+                offset: 0,
+                data: Bytes::from(data),
+            });
+            commit_acked(&mut s, &mut model, &t);
+        }
+        let d1 = s.device().stats();
+        let synced = d1.synced_writes - d0.synced_writes;
+        let lone_txns = s.stats.ordered_lone_txns - l0;
+        if lone {
+            assert_eq!(lone_txns, 50);
+            assert_eq!(synced, 100, "data and record durable writes");
+        } else {
+            assert_eq!(lone_txns, 0);
+            assert_eq!(synced, 50, "only the record is a durable write");
+        }
+        // Then a burst with company (grouped, ordered) after the lone ones.
+        for i in 0..40u64 {
+            let mut t = Transaction::new();
+            t.push(Op::Write {
+                cid: cid(1),
+                oid: oid(i % 11),
+                offset: 4096 * (i % 3),
+                data: Bytes::from(vec![i as u8; 4096]),
+            });
+            model.apply(&t).unwrap();
+            s.queue_transaction(&t).unwrap();
+            wait_acked(&mut s, 6);
+        }
+        wait_acked(&mut s, 0);
+        assert_eq!(dump(&mut s).unwrap(), model);
+        let dev = s.umount().unwrap();
+        let mut s = Store::mount(dev, 0, StoreConfig::default()).unwrap();
+        assert_eq!(dump(&mut s).unwrap(), model);
+        assert!(s.fsck().unwrap().errors.is_empty());
+    }
 }

@@ -130,50 +130,61 @@ fn uring_file_ordered_mode() {
         ..opts(true)
     };
     run("ferrostore-uring-ordered.img", o);
-    let p = path("ferrostore-uring-ordered-1.img");
-    let _ = std::fs::remove_file(&p);
-    let Some(dev) = open(&p, Some(16 << 20), o) else {
-        return;
-    };
-    let no_fua = dev.has_fua() == Some(false);
-    eprintln!("device FUA: {:?}", dev.has_fua());
-    let dev = mkfs(
-        dev,
-        &MkfsOptions {
-            shards: 1,
-            log_bytes: 1 << 20,
-            uuid: 43,
-        },
-    )
-    .unwrap();
-    let mut s = Store::mount(dev, 0, StoreConfig::default()).unwrap();
-    s.commit(&setup_txn(1)).unwrap();
-    let (d0, r0) = (s.device_stats(), s.stats.log_records);
-    for i in 0..20u64 {
-        let mut t = Transaction::new();
-        t.push(Op::Write {
-            cid: cid(0),
-            oid: oid(i),
-            offset: 0,
-            data: Bytes::from(vec![i as u8; 8192]),
-        });
-        s.commit(&t).unwrap();
+    // One commit at a time: ordered (`ordered_lone_synced` off) and as dsync (on, the default: a lone commit).
+    for lone in [false, true] {
+        let p = path("ferrostore-uring-ordered-1.img");
+        let _ = std::fs::remove_file(&p);
+        let Some(dev) = open(&p, Some(16 << 20), o) else {
+            return;
+        };
+        let no_fua = dev.has_fua() == Some(false);
+        eprintln!("device FUA: {:?}", dev.has_fua());
+        let dev = mkfs(
+            dev,
+            &MkfsOptions {
+                shards: 1,
+                log_bytes: 1 << 20,
+                uuid: 43,
+            },
+        )
+        .unwrap();
+        let cfg = StoreConfig {
+            ordered_lone_synced: lone,
+            ..StoreConfig::default()
+        };
+        let mut s = Store::mount(dev, 0, cfg).unwrap();
+        s.commit(&setup_txn(1)).unwrap();
+        let (d0, r0, l0) = (s.device_stats(), s.stats.log_records, s.stats.ordered_lone_txns);
+        for i in 0..20u64 {
+            let mut t = Transaction::new();
+            t.push(Op::Write {
+                cid: cid(0),
+                oid: oid(i),
+                offset: 0,
+                data: Bytes::from(vec![i as u8; 8192]),
+            });
+            s.commit(&t).unwrap();
+        }
+        let (d1, r1) = (s.device_stats(), s.stats.log_records);
+        let (synced, writes, records) = (
+            d1.synced_writes - d0.synced_writes,
+            d1.writes - d0.writes,
+            r1 - r0,
+        );
+        assert_eq!(records, 20);
+        assert_eq!(writes, 40, "a data write and a log record per commit");
+        // Without FUA and ordered, only the log records are RWF_DSYNC; with FUA (or unknown), or alone, every
+        // write is.
+        let ordered = no_fua && !lone;
+        assert_eq!(synced, if ordered { records } else { writes });
+        let lone_txns = s.stats.ordered_lone_txns - l0;
+        assert_eq!(lone_txns, if no_fua && lone { 20 } else { 0 });
+        for i in 0..20u64 {
+            assert_eq!(s.read(&cid(0), &oid(i), 0, 0).unwrap(), vec![i as u8; 8192]);
+        }
+        drop(s.umount().unwrap());
+        let _ = std::fs::remove_file(&p);
     }
-    let (d1, r1) = (s.device_stats(), s.stats.log_records);
-    let (synced, writes, records) = (
-        d1.synced_writes - d0.synced_writes,
-        d1.writes - d0.writes,
-        r1 - r0,
-    );
-    assert_eq!(records, 20);
-    assert_eq!(writes, 40, "a data write and a log record per commit");
-    // Without FUA only the log records are RWF_DSYNC; with FUA (or unknown) every write is.
-    assert_eq!(synced, if no_fua { records } else { writes });
-    for i in 0..20u64 {
-        assert_eq!(s.read(&cid(0), &oid(i), 0, 0).unwrap(), vec![i as u8; 8192]);
-    }
-    drop(s.umount().unwrap());
-    let _ = std::fs::remove_file(&p);
 }
 
 /// Data handed in 512-byte-aligned (as page-aligned network receive buffers are) goes to the device without a

@@ -235,6 +235,7 @@ fn fresh_store(a: &Args) -> Res<Store<UringDevice>> {
         log_align: a.log_align,
         background_checkpoints: !a.blocking_checkpoints,
         ordered_records_unbounded: ferrostore::store::ordered_records_unbounded_from_env(),
+        ordered_lone_synced: ferrostore::store::ordered_lone_synced_from_env(true),
         ..Default::default()
     };
     let mut s = Store::mount(dev, 0, cfg).map_err(|e| e.to_string())?;

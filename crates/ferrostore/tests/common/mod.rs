@@ -564,6 +564,22 @@ pub fn check_point_reads<D: Device>(s: &mut Store<D>, model: &Model) -> Result<(
     Ok(())
 }
 
+/// Queue `t` (applying it to `model` too) and wait until no transaction is unacknowledged.
+pub fn commit_acked<D: Device>(s: &mut Store<D>, model: &mut Model, t: &Transaction) {
+    model.apply(t).unwrap();
+    s.queue_transaction(t).unwrap();
+    wait_acked(s, 0);
+}
+
+/// Wait until fewer than `max(limit, 1)` transactions are unacknowledged (0: all acknowledged).
+pub fn wait_acked<D: Device>(s: &mut Store<D>, limit: usize) {
+    let mut ev = Vec::new();
+    while s.unacked() >= limit.max(1) {
+        ev.clear();
+        s.wait(&mut ev).unwrap();
+    }
+}
+
 pub fn env_u64(name: &str) -> Option<u64> {
     std::env::var(name).ok().and_then(|v| v.parse().ok())
 }
