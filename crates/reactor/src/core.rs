@@ -286,8 +286,10 @@ pub struct CoreConfig {
     /// inline: a 4 MiB write's data write then starts while the next message is received and checked (about a
     /// millisecond of copy and crc), instead of waiting for the turn's end. (Counted on delivery, not on
     /// receipt: the bulk of a message often arrived in an earlier turn and only its last bytes in this one.)
-    /// Small messages rarely reach the threshold, so their turns keep one enter. 0: off. Default 1 MiB;
-    /// `REACTOR_RX_SUBMIT_BYTES=0` turns it off (A/B measurements).
+    /// Small messages rarely reach the threshold, so their turns keep one enter. 0: off. Default **off**: on the
+    /// loaded machine of session 10 it moved 4M write QD4 both ways at size 1 (+24 %, −24 %, +26 % IOPS) and was
+    /// behind in four of five size-3 pairs (docs/benchmarks.md, "4M writes (session 10, bigw)");
+    /// `REACTOR_RX_SUBMIT_BYTES=1048576` turns it on for A/B runs.
     pub rx_submit_bytes: usize,
 }
 
@@ -315,7 +317,7 @@ impl Default for CoreConfig {
             rx_submit_bytes: std::env::var("REACTOR_RX_SUBMIT_BYTES")
                 .ok()
                 .and_then(|v| v.parse().ok())
-                .unwrap_or(1 << 20),
+                .unwrap_or(0),
         }
     }
 }
