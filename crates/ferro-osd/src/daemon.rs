@@ -2713,6 +2713,9 @@ impl Daemon {
             ordered_records_unbounded: ferrostore::store::ordered_records_unbounded_from_env(),
             // FERROSTORE_ORDERED_LONE=0: ordered commits order a transaction queued alone too (A/B runs).
             ordered_lone_synced: ferrostore::store::ordered_lone_synced_from_env(true),
+            // FERROSTORE_ORDERED_MIN_BYTES=n: ordered commits only for transactions with n bytes of data or more
+            // (smaller ones keep RWF_DSYNC data writes, in parallel with their record; A/B runs).
+            ordered_min_data_bytes: ferrostore::store::ordered_min_data_bytes_from_env(0),
             ..StoreConfig::default()
         };
         let uring_opts = UringOptions {
@@ -2724,8 +2727,9 @@ impl Daemon {
             // costs two more context switches and a wake-up of this core per commit (docs/benchmarks.md, "device
             // IO on the core ring"). FERROSTORE_DURABILITY=flush restores fdatasync per group commit;
             // FERROSTORE_DURABILITY=ordered turns on ordered commits (UringOptions::ordered_commits: on a device
-            // without FUA, data unsynced and the log record's RWF_DSYNC after it; not the default: slower in
-            // ferro-osd on the quiet machine, docs/benchmarks.md "durability without FUA").
+            // without FUA, data unsynced and the log record's RWF_DSYNC after it; a transaction queued alone is
+            // written as in dsync mode). Not the default: behind dsync at 4K write QD16 and 4M write QD4, ahead
+            // only at 64K write QD16 (docs/benchmarks.md "durability without FUA", "ordered commits in the OSD").
             dsync_writes: true,
             ..UringOptions::default()
         }

@@ -62,6 +62,10 @@ pub struct StoreConfig {
     /// ferro-osd (docs/benchmarks.md, "ordered commits in the OSD"). Group commits, where ordering saves
     /// flushes, need company anyway.
     pub ordered_lone_synced: bool,
+    /// Ordered commits: a transaction with fewer bytes of data writes than this is written as without ordered
+    /// commits (durable data writes, its record at once). 0 (default): every transaction with company is
+    /// ordered. `FERROSTORE_ORDERED_MIN_BYTES` in ferro-osd (A/B runs).
+    pub ordered_min_data_bytes: u64,
     /// Decoded onodes (and, separately, collections) kept in memory, write-through (`MetaCache`); ~200 bytes each.
     pub meta_cache_entries: usize,
     /// Extents of recently read objects kept decoded, write-through (src/extcache.rs); ~130 bytes each. 0: off
@@ -90,6 +94,18 @@ pub fn ordered_records_unbounded_from_env() -> bool {
 /// turns it off, `1` on; A/B runs).
 pub const ORDERED_LONE_ENV: &str = "FERROSTORE_ORDERED_LONE";
 
+/// The environment variable ferro-osd reads into [`StoreConfig::ordered_min_data_bytes`] (A/B runs).
+pub const ORDERED_MIN_BYTES_ENV: &str = "FERROSTORE_ORDERED_MIN_BYTES";
+
+/// [`StoreConfig::ordered_min_data_bytes`] as [`ORDERED_MIN_BYTES_ENV`] sets it (`default` when unset or not a
+/// number).
+pub fn ordered_min_data_bytes_from_env(default: u64) -> u64 {
+    std::env::var(ORDERED_MIN_BYTES_ENV)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
 /// [`StoreConfig::ordered_lone_synced`] as [`ORDERED_LONE_ENV`] sets it (`default` when unset or not 0/1).
 pub fn ordered_lone_synced_from_env(default: bool) -> bool {
     match std::env::var(ORDERED_LONE_ENV).as_deref() {
@@ -113,6 +129,7 @@ impl Default for StoreConfig {
             fault_unordered_log: false,
             ordered_records_unbounded: false,
             ordered_lone_synced: true,
+            ordered_min_data_bytes: 0,
             meta_cache_entries: 2048,
             extent_cache_entries: 16384,
             checkpoint_walk_slice: DEFAULT_CKPT_WALK_SLICE,
@@ -1236,9 +1253,12 @@ impl<D: Device> Store<D> {
         let mut ios = 1;
         // Ordered commits (unsynced data, the record after it) only for a transaction with company: one queued
         // alone gets durable data writes and its record at once (`StoreConfig::ordered_lone_synced`).
-        let ordered = self.ordered_commits()
-            && !(self.cfg.ordered_lone_synced && self.inflight.is_empty() && self.records_in_flight == 0);
-        if ordered != self.ordered_commits() {
+        let lone = self.cfg.ordered_lone_synced && self.inflight.is_empty() && self.records_in_flight == 0;
+        // ... and only for one whose data is large enough (`StoreConfig::ordered_min_data_bytes`).
+        let data_bytes: u64 = ctx.runs.iter().map(|(_, r)| r.blocks * B).sum();
+        let small = data_bytes < self.cfg.ordered_min_data_bytes;
+        let ordered = self.ordered_commits() && !lone && !small;
+        if self.ordered_commits() && lone {
             self.stats.ordered_lone_txns += 1;
         }
         for (start, run) in ctx.runs {

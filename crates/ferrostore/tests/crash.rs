@@ -180,6 +180,8 @@ fn run_seed(seed: u64, fault_unordered_log: bool, tally: &mut Tally) -> Result<(
         // Half the ordered seeds order every transaction, also one queued alone; the other half write a lone
         // one's data and record at once (the default).
         ordered_lone_synced: seed % 8 != 7,
+        // and a quarter order only transactions with 8 KiB of data or more
+        ordered_min_data_bytes: if seed % 16 == 11 { 8192 } else { 0 },
         ..cfg()
     };
     let mut s = Store::mount(dev, 0, store_cfg).map_err(|e| e.to_string())?;

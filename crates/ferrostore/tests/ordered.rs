@@ -188,3 +188,29 @@ fn a_lone_transaction_writes_data_and_record_at_once() {
         assert!(s.fsck().unwrap().errors.is_empty());
     }
 }
+
+/// `ordered_min_data_bytes`: transactions with less data than that are written as without ordered commits (their
+/// data writes durable by themselves), larger ones ordered; both remount to the model.
+#[test]
+fn only_large_transactions_are_ordered() {
+    let cfg = StoreConfig {
+        ordered_lone_synced: false,
+        ordered_min_data_bytes: 8192,
+        ..Default::default()
+    };
+    let mut s = store(true, cfg);
+    let mut model = Model::default();
+    // 200 transactions: the even ones one 4 KiB write (small), the odd ones 4 + 8 KiB (ordered).
+    let (synced, writes, records, acks) = run(&mut s, &mut model);
+    assert_eq!(acks, 200);
+    assert_eq!(writes, 300 + records);
+    assert_eq!(
+        synced,
+        records + 100,
+        "records and the small transactions' data writes"
+    );
+    assert_eq!(dump(&mut s).unwrap(), model);
+    let dev = s.umount().unwrap();
+    let mut s = Store::mount(dev, 0, StoreConfig::default()).unwrap();
+    assert_eq!(dump(&mut s).unwrap(), model);
+}
