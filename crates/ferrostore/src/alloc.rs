@@ -3,7 +3,12 @@
 //! complement of every block the tree references (tree nodes + data extents), which is also what fsck checks.
 
 use crate::error::{Result, StoreError};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Free runs the next-fit search looks at after the cursor before it asks the length index. Bounded because after
+/// random small overwrites the free space is mostly one-block runs: an unbounded scan for a 16-block run walked
+/// every one of them on each 64K write (73 % of the core's time on a half-full 2 GiB shard, session 10).
+const NEXT_FIT_SCAN: usize = 32;
 
 #[derive(Debug, Clone)]
 pub struct Allocator {
@@ -11,6 +16,8 @@ pub struct Allocator {
     count: u64,
     /// start -> length of each free run; runs never touch (adjacent runs are merged).
     free: BTreeMap<u64, u64>,
+    /// The same runs as (length, start): finds a run of at least n blocks in O(log runs).
+    by_len: BTreeSet<(u64, u64)>,
     free_blocks: u64,
     /// Next-fit cursor: new allocations continue after the last one, which keeps data writes sequential.
     cursor: u64,
@@ -21,6 +28,7 @@ impl Allocator {
     pub fn from_used(first: u64, count: u64, mut used: Vec<(u64, u64)>) -> Result<Self> {
         used.sort_unstable();
         let mut free = BTreeMap::new();
+        let mut by_len = BTreeSet::new();
         let mut at = first;
         let end = first + count;
         let mut free_blocks = 0;
@@ -32,18 +40,21 @@ impl Allocator {
             }
             if s > at {
                 free.insert(at, s - at);
+                by_len.insert((s - at, at));
                 free_blocks += s - at;
             }
             at = s + l;
         }
         if end > at {
             free.insert(at, end - at);
+            by_len.insert((end - at, at));
             free_blocks += end - at;
         }
         Ok(Allocator {
             first,
             count,
             free,
+            by_len,
             free_blocks,
             cursor: first,
         })
@@ -66,11 +77,21 @@ impl Allocator {
         self.free.iter().map(|(a, b)| (*a, *b))
     }
 
+    fn insert_run(&mut self, start: u64, len: u64) {
+        self.free.insert(start, len);
+        self.by_len.insert((len, start));
+    }
+
+    fn remove_run(&mut self, start: u64, len: u64) {
+        self.free.remove(&start);
+        self.by_len.remove(&(len, start));
+    }
+
     fn take(&mut self, start: u64, len: u64, want: u64) -> (u64, u64) {
         let got = len.min(want);
-        self.free.remove(&start);
+        self.remove_run(start, len);
         if len > got {
-            self.free.insert(start + got, len - got);
+            self.insert_run(start + got, len - got);
         }
         self.free_blocks -= got;
         self.cursor = start + got;
@@ -83,13 +104,15 @@ impl Allocator {
             return Err(StoreError::NoSpace);
         }
         let mut out = Vec::new();
-        // First choice: one contiguous run at or after the cursor, then anywhere.
+        // First choice: one contiguous run among the next few after the cursor (sequential data writes); else the
+        // smallest run that holds all n blocks anywhere (best fit keeps the large runs for large writes).
         let fit = self
             .free
             .range(self.cursor..)
-            .chain(self.free.range(..self.cursor))
+            .take(NEXT_FIT_SCAN)
             .find(|(_, l)| **l >= n)
-            .map(|(s, l)| (*s, *l));
+            .map(|(s, l)| (*s, *l))
+            .or_else(|| self.by_len.range((n, 0)..).next().map(|(l, s)| (*s, *l)));
         if let Some((s, l)) = fit {
             out.push(self.take(s, l, n));
             return Ok(out);
@@ -122,7 +145,7 @@ impl Allocator {
         if let Some((&ps, &pl)) = self.free.range(..=start).next_back() {
             assert!(ps + pl <= start, "double free of block {start}");
             if ps + pl == start {
-                self.free.remove(&ps);
+                self.remove_run(ps, pl);
                 s = ps;
                 l += pl;
             }
@@ -130,11 +153,11 @@ impl Allocator {
         if let Some((&ns, &nl)) = self.free.range(start..).next() {
             assert!(start + len <= ns, "double free of block {ns}");
             if start + len == ns {
-                self.free.remove(&ns);
+                self.remove_run(ns, nl);
                 l += nl;
             }
         }
-        self.free.insert(s, l);
+        self.insert_run(s, l);
         self.free_blocks += len;
     }
 }
@@ -176,8 +199,38 @@ mod tests {
                 a.free(s, l);
             }
             assert_eq!(a.free_blocks(), owned.iter().filter(|o| !**o).count() as u64);
+            let mirrored: BTreeSet<(u64, u64)> = a.free.iter().map(|(s, l)| (*l, *s)).collect();
+            assert_eq!(a.by_len, mirrored, "length index out of step with the free runs");
         }
         assert!(Allocator::from_used(0, 10, vec![(0, 5), (4, 2)]).is_err());
         assert!(Allocator::from_used(0, 10, vec![(8, 5)]).is_err());
+    }
+
+    /// Free space in one-block holes (what random 4K overwrites leave) ahead of the cursor and one large run far
+    /// behind it: a 16-block request still gets one contiguous run, found through the length index, and the
+    /// best fit among several candidates.
+    #[test]
+    fn contiguous_run_found_past_many_small_holes() {
+        let n_holes = 10_000u64;
+        // Blocks [0, 2 * n_holes) alternate used/free; [30_000, 30_020) and [40_000, 40_100) free; rest used.
+        let mut used: Vec<(u64, u64)> = (0..n_holes).map(|i| (2 * i, 1)).collect();
+        used.push((2 * n_holes, 30_000 - 2 * n_holes));
+        used.push((30_020, 10_000 - 20));
+        used.push((40_100, 50_000 - 40_100));
+        let mut a = Allocator::from_used(0, 50_000, used).unwrap();
+        assert_eq!(a.free_blocks(), n_holes + 20 + 100);
+        assert_eq!(
+            a.alloc(16).unwrap(),
+            vec![(30_000, 16)],
+            "best fit: the 20-block run"
+        );
+        assert_eq!(a.alloc(50).unwrap(), vec![(40_000, 50)]);
+        // Next fit continues after the last allocation while a nearby run fits.
+        assert_eq!(a.alloc(10).unwrap(), vec![(40_050, 10)]);
+        // No run holds 200 blocks: pieces from the cursor on, then wrapping to the holes.
+        let runs = a.alloc(200).unwrap();
+        assert_eq!(runs.iter().map(|r| r.1).sum::<u64>(), 200);
+        assert_eq!(runs[0], (40_060, 40));
+        assert!(runs[1..].iter().all(|r| r.1 == 1 || r.0 == 30_016));
     }
 }

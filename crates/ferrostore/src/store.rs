@@ -897,7 +897,7 @@ impl<D: Device> Store<D> {
             + runs
             + log
             + self.pending_free.capacity() * 16
-            + self.alloc.free_run_count() * 48
+            + self.alloc.free_run_count() * 80 // address map + length index entries
             + self.tags.capacity() * 40
             + self.prefetch_bytes
             + self.meta.memory_bytes()

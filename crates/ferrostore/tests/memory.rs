@@ -85,7 +85,8 @@ fn metadata_memory_is_bounded_by_the_cache_budget() {
     );
     assert!(s.stats.checkpoints > 2, "dirty budget never forced a checkpoint");
     assert!(
-        peak <= budget + (256 << 10),
+        // Slack for what is outside the node cache: in-flight data, log, the allocator's free-run indexes.
+        peak <= budget + (288 << 10),
         "engine memory {peak} exceeds the budget {budget} (cached {cached}, dirty {dirty})"
     );
     // Everything reads back (clean nodes were evicted and are re-read from the media).
