@@ -2729,7 +2729,8 @@ impl Daemon {
             // FERROSTORE_DURABILITY=ordered turns on ordered commits (UringOptions::ordered_commits: on a device
             // without FUA, data unsynced and the log record's RWF_DSYNC after it; a transaction queued alone is
             // written as in dsync mode). Not the default: behind dsync at 4K write QD16 and 4M write QD4, ahead
-            // only at 64K write QD16 (docs/benchmarks.md "durability without FUA", "ordered commits in the OSD").
+            // only at 64K write QD16, measured on allocator-bound shards (docs/benchmarks.md "durability without
+            // FUA", "ordered commits in the OSD", "a fragmented allocator").
             dsync_writes: true,
             ..UringOptions::default()
         }
