@@ -347,6 +347,9 @@ pub fn load(args: &Args) -> Result<(OsdOptions, ceph_config::Config), String> {
                 rx_buffer_pool_bytes: get("ferro_rx_buffer_pool_bytes")
                     .and_then(|s| parse_size(&s))
                     .unwrap_or(d.rx_buffer_pool_bytes),
+                io_buffer_slab_bytes: get("ferro_io_buffer_slab_bytes")
+                    .and_then(|s| parse_size(&s))
+                    .unwrap_or(d.io_buffer_slab_bytes),
                 malloc_mmap_threshold: get("ferro_osd_malloc_mmap_threshold")
                     .and_then(|s| parse_size(&s))
                     .filter(|&t| t > 0)
@@ -478,7 +481,7 @@ mod tests {
         std::fs::write(
             &conf,
             "[global]\nfsid = 7b1c1a3e-56a7-4a4e-8f0a-123456789abc\n[osd]\nosd data = /d\n\
-             ferro_rx_buffer_pool_bytes = 8M\nferro_osd_malloc_trim = false\n",
+             ferro_rx_buffer_pool_bytes = 8M\nferro_osd_malloc_trim = false\nferro_io_buffer_slab_bytes = 16M\n",
         )
         .unwrap();
         let a = parse(&argv(&format!(
@@ -491,6 +494,7 @@ mod tests {
             o.memory,
             crate::memory::MemoryOptions {
                 rx_buffer_pool_bytes: 8 << 20,
+                io_buffer_slab_bytes: 16 << 20,
                 malloc_mmap_threshold: Some(256 << 10),
                 malloc_arena_max: None,
                 trim_interval_s: 0,

@@ -20,6 +20,10 @@ pub struct MemoryOptions {
     pub malloc_mmap_threshold: Option<u64>,
     /// `ferro_osd_malloc_arena_max`: cap on glibc's malloc arenas (`mallopt(M_ARENA_MAX)`). `None`: default.
     pub malloc_arena_max: Option<u64>,
+    /// `ferro_io_buffer_slab_bytes`: bound on the huge-page slab of IO buffers from 16 KiB to 2 MiB
+    /// (`pagepool::contig`: device reads, receive sinks; physically contiguous). Never given back once mapped;
+    /// 0: no slab (heap buffers).
+    pub io_buffer_slab_bytes: u64,
     /// `ferro_osd_mem_trim_interval` (seconds, 0 = never): how often idle pool buffers are released.
     pub trim_interval_s: u64,
     /// `ferro_osd_malloc_trim`: also `malloc_trim(0)` on a trimmer tick after a quiet interval (no large buffer
@@ -31,6 +35,7 @@ impl Default for MemoryOptions {
     fn default() -> Self {
         MemoryOptions {
             rx_buffer_pool_bytes: pagepool::DEFAULT_MAX_IDLE_BYTES as u64,
+            io_buffer_slab_bytes: pagepool::contig::DEFAULT_MAX_SLAB_BYTES as u64,
             malloc_mmap_threshold: None,
             malloc_arena_max: None,
             trim_interval_s: 1,
@@ -44,6 +49,7 @@ impl Default for MemoryOptions {
 pub fn configure(o: &MemoryOptions) {
     let pool = pagepool::global();
     pool.set_max_idle_bytes(usize::try_from(o.rx_buffer_pool_bytes).unwrap_or(usize::MAX));
+    pagepool::contig::set_max_slab_bytes(usize::try_from(o.io_buffer_slab_bytes).unwrap_or(usize::MAX));
     if let Some(t) = o.malloc_mmap_threshold {
         let t = libc::c_int::try_from(t).unwrap_or(libc::c_int::MAX);
         // SAFETY: mallopt only changes allocator parameters; called before the cores start.
@@ -152,6 +158,11 @@ pub fn rx_pool_json() -> (Vec<(&'static str, u64, u64)>, serde_json::Value) {
             st.in_use_buffers as u64,
             st.in_use_bytes as u64,
         ),
+        (
+            "ferro_io_buffer_slab",
+            (pagepool::contig::slab_bytes() / pagepool::contig::CHUNK) as u64,
+            pagepool::contig::slab_bytes() as u64,
+        ),
     ];
     let detail = serde_json::json!({
         "max_idle_bytes": st.max_idle_bytes,
@@ -160,6 +171,7 @@ pub fn rx_pool_json() -> (Vec<(&'static str, u64, u64)>, serde_json::Value) {
         "released": st.released,
         "unpooled": st.unpooled,
         "malloc_trims": MALLOC_TRIMS.load(Ordering::Relaxed),
+        "huge_page_buffers": pagepool::contig::enabled(),
     });
     (pools, detail)
 }

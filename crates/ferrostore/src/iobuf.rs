@@ -4,15 +4,18 @@
 //! with `uring.rs` the only module with `unsafe` (the aligned allocation).
 
 use crate::hash::FastMap;
+use pagepool::contig;
 use std::alloc::Layout;
 use std::sync::{Arc, Mutex};
 
 const ALIGN: usize = 4096;
 
-/// A heap buffer aligned for O_DIRECT.
+/// A buffer aligned for O_DIRECT: from the heap, or physically contiguous from huge pages when it is large
+/// enough (`pagepool::contig`: a virtio or NVMe request then names one memory segment instead of one per page).
 pub struct AlignedBuf {
     ptr: std::ptr::NonNull<u8>,
     len: usize,
+    mem: Mem,
     /// The io_uring fixed-buffer table (a process-unique id) and slot this memory is registered in (`uring.rs`):
     /// such a buffer is never freed while the device lives (the pool keeps it), so no slot points at freed memory.
     pub(crate) fixed: Option<(u32, u16)>,
@@ -21,8 +24,42 @@ pub struct AlignedBuf {
 // SAFETY: AlignedBuf uniquely owns its allocation; nothing else aliases it.
 unsafe impl Send for AlignedBuf {}
 
+/// Where an [`AlignedBuf`]'s memory comes from (and goes back to).
+enum Mem {
+    Heap,
+    /// A huge-page slab block (returned to its class when dropped).
+    Slab {
+        _block: contig::Block,
+    },
+    /// A mapping of its own (`contig::map_aligned`) of this many bytes.
+    Mapped(usize),
+}
+
 impl AlignedBuf {
     pub fn zeroed(len: usize) -> Self {
+        if let Some(block) = contig::Block::alloc(len) {
+            let ptr = std::ptr::NonNull::new(block.as_ptr()).expect("slab blocks are non-null");
+            // SAFETY: the block holds at least `len` bytes and is ours alone; it may hold a previous user's bytes.
+            unsafe { std::ptr::write_bytes(ptr.as_ptr(), 0, len) };
+            return AlignedBuf {
+                ptr,
+                len,
+                mem: Mem::Slab { _block: block },
+                fixed: None,
+            };
+        }
+        if len > contig::CHUNK && contig::enabled() {
+            let map_len = len.next_multiple_of(ALIGN);
+            // A fresh anonymous mapping reads as zeroes.
+            if let Some(ptr) = contig::map_aligned(map_len) {
+                return AlignedBuf {
+                    ptr,
+                    len,
+                    mem: Mem::Mapped(map_len),
+                    fixed: None,
+                };
+            }
+        }
         let layout = Layout::from_size_align(len.max(ALIGN), ALIGN).expect("valid layout");
         // SAFETY: the layout has a non-zero size.
         let p = unsafe { std::alloc::alloc_zeroed(layout) };
@@ -30,6 +67,7 @@ impl AlignedBuf {
         AlignedBuf {
             ptr,
             len,
+            mem: Mem::Heap,
             fixed: None,
         }
     }
@@ -54,9 +92,19 @@ impl AsMut<[u8]> for AlignedBuf {
 
 impl Drop for AlignedBuf {
     fn drop(&mut self) {
-        let layout = Layout::from_size_align(self.len.max(ALIGN), ALIGN).expect("valid layout");
-        // SAFETY: allocated in `zeroed` with this very layout.
-        unsafe { std::alloc::dealloc(self.ptr.as_ptr(), layout) }
+        match self.mem {
+            Mem::Heap => {
+                let layout = Layout::from_size_align(self.len.max(ALIGN), ALIGN).expect("valid layout");
+                // SAFETY: allocated in `zeroed` with this very layout.
+                unsafe { std::alloc::dealloc(self.ptr.as_ptr(), layout) }
+            }
+            // The block goes back to the slab as the field drops.
+            Mem::Slab { .. } => {}
+            // SAFETY: our own mapping of `n` bytes from `contig::map_aligned`; nothing references it any more.
+            Mem::Mapped(n) => unsafe {
+                libc::munmap(self.ptr.as_ptr().cast(), n);
+            },
+        }
     }
 }
 
@@ -107,6 +155,36 @@ impl Drop for PooledBuf {
     fn drop(&mut self) {
         if let Some(b) = self.buf.take() {
             self.pool.put(b);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn buffers_are_aligned_and_zeroed_even_when_recycled() {
+        for len in [4096, 64 << 10, 100 << 10, contig::CHUNK, 5 << 20] {
+            let mut a = AlignedBuf::zeroed(len);
+            assert_eq!(a.as_ref().len(), len);
+            assert_eq!(a.as_ref().as_ptr() as usize % ALIGN, 0);
+            a.as_mut().fill(0xab);
+            drop(a);
+            // A slab class hands the block just freed out again (LIFO): it must come back zeroed.
+            let b = AlignedBuf::zeroed(len);
+            assert!(b.as_ref().iter().all(|&x| x == 0), "{len}-byte buffer not zeroed");
+        }
+    }
+
+    #[test]
+    fn mid_sized_buffers_are_slab_blocks_when_huge_pages_are_on() {
+        let a = AlignedBuf::zeroed(64 << 10);
+        assert_eq!(matches!(a.mem, Mem::Slab { .. }), contig::enabled());
+        let big = AlignedBuf::zeroed(5 << 20);
+        assert_eq!(matches!(big.mem, Mem::Mapped(_)), contig::enabled());
+        if contig::enabled() {
+            assert_eq!(big.as_ref().as_ptr() as usize % contig::CHUNK, 0);
         }
     }
 }

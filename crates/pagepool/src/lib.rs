@@ -22,6 +22,8 @@ use std::sync::{Arc, LazyLock, Mutex};
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 
+pub mod contig;
+
 /// Buffers are aligned to (and sized in) pages of this size; the first byte can sit at any offset in its page.
 pub const PAGE: usize = 4096;
 /// Requests (length plus in-page offset) below this come from the heap: glibc's default mmap threshold, below
@@ -46,11 +48,18 @@ fn class_of(size: usize) -> Option<(usize, usize)> {
     if s > MAX_POOLED {
         return None;
     }
+    class_from(s, MIN_SHIFT)
+}
+
+/// The size class of `size` (at least `1 << min_shift`) among four per power of two from `1 << min_shift`:
+/// (index, class size).
+fn class_from(size: usize, min_shift: u32) -> Option<(usize, usize)> {
     let step = |v: usize| (1usize << (usize::BITS - 1 - v.leading_zeros())) / CLASSES_PER_OCTAVE;
-    let class = s.next_multiple_of(step(s));
+    let class = size.checked_next_multiple_of(step(size))?;
     // Rounding up may reach the next power of two, whose step is larger: index from the class itself.
     let shift = usize::BITS - 1 - class.leading_zeros();
-    let idx = (shift - MIN_SHIFT) as usize * CLASSES_PER_OCTAVE + class / step(class) - CLASSES_PER_OCTAVE;
+    let idx = (shift.checked_sub(min_shift)?) as usize * CLASSES_PER_OCTAVE + class / step(class)
+        - CLASSES_PER_OCTAVE;
     Some((idx, class))
 }
 
@@ -118,21 +127,8 @@ pub fn global() -> &'static PagePool {
 }
 
 fn map(len: usize) -> Option<NonNull<u8>> {
-    // SAFETY: an anonymous private mapping; no file, no fixed address.
-    let p = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            len,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-            -1,
-            0,
-        )
-    };
-    if p == libc::MAP_FAILED {
-        return None;
-    }
-    NonNull::new(p.cast())
+    // Huge-page aligned when it spans one: physically contiguous for the device (contig's module docs).
+    contig::map_aligned(len)
 }
 
 /// # Safety
@@ -191,7 +187,17 @@ impl PagePool {
         let in_page = in_page % PAGE;
         let need = len.saturating_add(in_page);
         if need < MIN_POOLED {
-            return PageBuf::heap(len, in_page);
+            // Physically contiguous when the slab has room (contig's module docs), else the heap.
+            return match contig::Block::alloc(need) {
+                Some(block) => PageBuf(Repr::Mapped(Mapped {
+                    base: NonNull::new(block.as_ptr()).expect("slab blocks are non-null"),
+                    map_len: block.capacity(),
+                    start: in_page,
+                    len: 0,
+                    back: Back::Slab { _block: block },
+                })),
+                None => PageBuf::heap(len, in_page),
+            };
         }
         let (class, map_len) = match class_of(need) {
             Some((idx, size)) => (Some(idx), size),
@@ -206,10 +212,12 @@ impl PagePool {
         PageBuf(Repr::Mapped(Mapped {
             base,
             map_len,
-            class,
             start: in_page,
             len: 0,
-            pool: self.clone(),
+            back: Back::Pool {
+                class,
+                pool: self.clone(),
+            },
         }))
     }
 
@@ -322,14 +330,21 @@ impl Drop for Inner {
     }
 }
 
-/// A mapping handed out by a pool: `len` bytes filled from `base + start`.
+/// A mapping handed out by a pool, or a slab block: `len` bytes filled from `base + start`.
 struct Mapped {
     base: NonNull<u8>,
     map_len: usize,
-    class: Option<usize>,
     start: usize,
     len: usize,
-    pool: PagePool,
+    back: Back,
+}
+
+/// Where a [`Mapped`] goes when dropped.
+enum Back {
+    /// Its pool's class (or unmapped: oversized, or over the idle bound).
+    Pool { class: Option<usize>, pool: PagePool },
+    /// The huge-page slab (the block's own drop).
+    Slab { _block: contig::Block },
 }
 
 // SAFETY: `Mapped` owns its mapping exclusively (like a `Vec<u8>`); shared access is read-only through `&self`.
@@ -349,7 +364,9 @@ impl Mapped {
 
 impl Drop for Mapped {
     fn drop(&mut self) {
-        self.pool.give_back(self.base, self.map_len, self.class);
+        if let Back::Pool { class, pool } = &self.back {
+            pool.give_back(self.base, self.map_len, *class);
+        }
     }
 }
 
@@ -390,9 +407,14 @@ impl PageBuf {
         PageBuf(Repr::Heap(b))
     }
 
-    /// Whether the buffer is a pool mapping (rather than a heap block).
+    /// Whether the buffer is a pool mapping (rather than a heap block or a slab block).
     pub fn is_pooled(&self) -> bool {
-        matches!(self.0, Repr::Mapped(_))
+        matches!(&self.0, Repr::Mapped(m) if matches!(m.back, Back::Pool { .. }))
+    }
+
+    /// Whether the buffer is a block of the huge-page slab ([`contig`]).
+    pub fn is_slab(&self) -> bool {
+        matches!(&self.0, Repr::Mapped(m) if matches!(m.back, Back::Slab { .. }))
     }
 
     pub fn len(&self) -> usize {
@@ -667,6 +689,25 @@ mod tests {
             st.idle_bytes,
             st.idle_buffers * class_of(MIB + 2 * PAGE).map_or(0, |c| c.1)
         );
+    }
+
+    #[test]
+    fn mid_sized_requests_come_from_the_slab_and_keep_their_in_page_offset() {
+        let pool = PagePool::new(8 * MIB);
+        for in_page in [0, 100, 4095] {
+            let mut b = pool.alloc(64 << 10, in_page);
+            assert_eq!(b.is_slab(), contig::enabled());
+            assert!(!b.is_pooled());
+            assert_eq!(b.as_ptr() as usize % PAGE, in_page);
+            assert!(b.capacity() >= 64 << 10);
+            b.extend_from_slice(&[9; 64 << 10]);
+            let f = b.freeze();
+            assert_eq!(f.as_ptr() as usize % PAGE, in_page);
+            assert!(f.iter().all(|&x| x == 9));
+        }
+        // Slab blocks are not the pool's: its counters stay untouched.
+        assert_eq!(pool.stats().in_use_buffers, 0);
+        assert_eq!(pool.stats().misses, 0);
     }
 
     #[test]
