@@ -238,6 +238,11 @@ mod tests {
         assert_eq!(v["rss_bytes"], 42u64 << 20);
         assert!(p["ferro_rx_buffers_idle"]["bytes"].is_u64());
         assert!(p["ferro_rx_buffers_in_use"]["items"].is_u64());
+        assert!(p["ferro_io_buffer_slab"]["bytes"].is_u64());
+        assert_eq!(
+            v["rx_buffer_pool"]["huge_page_buffers"],
+            pagepool::contig::enabled()
+        );
         assert_eq!(
             v["rx_buffer_pool"]["max_idle_bytes"],
             pagepool::DEFAULT_MAX_IDLE_BYTES
