@@ -15,7 +15,7 @@
 //! which existing connection it belongs to; [`Connection::take_over`] then moves the new socket's transport into
 //! the existing connection, as Ceph's `reuse_connection` does, so the object upper layers hold stays the same.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -33,6 +33,7 @@ use crate::frame::{
     encode_frame,
 };
 use crate::message::{Message, MessageError, encode_message_frame};
+use crate::prioq::PrioQueue;
 use crate::types::EntityName;
 
 /// `CEPH_FEATURE_MSG_ADDR2` (bit 59): msgr2 requires it of every peer.
@@ -415,7 +416,7 @@ struct Session {
     /// Payload bytes received since `acked_in_seq` was last sent ([`Config::ack_bytes`]).
     unacked_bytes: usize,
     /// Messages not yet written, by priority (highest first), FIFO within a priority.
-    queue: BTreeMap<u16, VecDeque<Message>>,
+    queue: PrioQueue<Message>,
     /// Written, not yet acknowledged (lossless only), in seq order.
     sent: VecDeque<Message>,
     /// Messages written on a previous transport and not acknowledged: resent first, with their original seqs,
@@ -433,19 +434,14 @@ impl Session {
     fn push_back(&mut self, m: Message) {
         self.queued_msgs += 1;
         self.queued_bytes += m.payload_len();
-        self.queue.entry(m.priority).or_default().push_back(m);
+        self.queue.push_back(m.priority, m);
     }
 
     fn pop_next(&mut self) -> Option<Message> {
         if let Some(m) = self.requeued.pop_front() {
             return Some(m);
         }
-        let (&prio, q) = self.queue.iter_mut().next_back()?;
-        let m = q.pop_front();
-        if q.is_empty() {
-            self.queue.remove(&prio);
-        }
-        m
+        self.queue.pop()
     }
 
     fn release(&mut self, m: &Message) {
@@ -478,7 +474,7 @@ impl Session {
         self.requeue_sent();
         while let Some(mut m) = self.requeued.pop_back() {
             m.seq = 0;
-            self.queue.entry(m.priority).or_default().push_front(m);
+            self.queue.push_front(m.priority, m);
         }
         self.in_seq = 0;
         self.out_seq = 0;

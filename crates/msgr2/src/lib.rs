@@ -16,6 +16,7 @@ pub mod control;
 pub mod crypto;
 pub mod frame;
 pub mod message;
+mod prioq;
 
 pub use addr::{AddrVec, EntityAddr};
 pub use message::Message;

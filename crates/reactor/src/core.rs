@@ -250,7 +250,12 @@ pub struct CoreConfig {
     /// the next frame's head into the stream buffer in the same call — so the messages a pipelining peer
     /// queued are all delivered before the turn's `on_poll` and share its device submission and log record.
     /// At most this many inline receives per connection and turn (0: off; the environment variable
-    /// `REACTOR_INLINE_RECVS=0` turns it off for A/B measurements).
+    /// `REACTOR_INLINE_RECVS=N` sets it for A/B measurements). Default 8 (was 32 until session 12): with 32 a
+    /// client's whole queue of 64K writes (16 × 64 KiB) was taken and processed in one ~1 ms turn before any of
+    /// its IO was submitted, and all 16 were then committed and acknowledged together, so the client sent the
+    /// next 16 together too (a lock-step convoy with the device idle during the turn); with 8 the first
+    /// messages' IO and log record go out while the rest is received (64K write QD16 +17–50 % IOPS, p99 −20–35 %
+    /// in ten same-binary pairs; docs/benchmarks.md, "inline receive budget").
     pub inline_recvs: u32,
     /// ... and at most about this many bytes per connection and turn (the receive that crosses it completes).
     pub inline_recv_bytes: usize,
@@ -308,7 +313,7 @@ impl Default for CoreConfig {
             inline_recvs: std::env::var("REACTOR_INLINE_RECVS")
                 .ok()
                 .and_then(|v| v.parse().ok())
-                .unwrap_or(32),
+                .unwrap_or(8),
             inline_recv_bytes: 4 << 20,
             direct_sends: std::env::var("REACTOR_DIRECT_SENDS").is_ok_and(|v| v == "1"),
             fold_sends: std::env::var("REACTOR_FOLD_SENDS").is_ok_and(|v| v == "1"),

@@ -211,3 +211,33 @@ fn a_spent_budget_falls_back_to_ring_receives() {
         turns_with_messages(&s)
     );
 }
+
+#[test]
+fn the_default_budget_takes_a_queue_of_large_writes_a_few_messages_per_turn() {
+    // 16+ queued 64K writes in one turn meant one ~1 ms turn before any of their IO went out and one commit
+    // for all of them (a lock-step convoy with the client); the default budget hands them over a few at a
+    // time, still far fewer turns than messages.
+    let len = 65536;
+    let budget = CoreConfig::default().inline_recvs;
+    let (s, st) = run(false, budget, len);
+    check_all_intact(&s, Some(len));
+    let mut per_turn = std::collections::BTreeMap::new();
+    for m in &s.msgs {
+        *per_turn.entry(m.1).or_insert(0u32) += 1;
+    }
+    let most = per_turn.values().copied().max().unwrap_or(0);
+    eprintln!("crc 64K x {N}, default budget {budget}: messages per turn {per_turn:?}; {st:?}");
+    assert!(st.inline_recvs > 0, "{st:?}");
+    // One inline receive takes about one message here (the rest of a sink plus the next head), plus what the
+    // ring receive that started the turn brought: at most ~10 of the 24 per turn (the old budget of 32 took
+    // them in one or two turns).
+    assert!(
+        most <= 10,
+        "{most} messages in one turn with a budget of {budget}"
+    );
+    assert!(
+        per_turn.len() as u64 <= N / 3,
+        "{} turns for {N} messages",
+        per_turn.len()
+    );
+}
