@@ -193,6 +193,7 @@ impl TurnLog {
             direct_sends: st.direct_sends,
             folded_sends: st.folded_sends,
             wait_timers_armed: st.wait_timers_armed,
+            msg_cap_holds: st.msg_cap_holds,
         }
     }
 }
@@ -215,6 +216,8 @@ pub struct TurnReport {
     pub direct_sends: u64,
     pub folded_sends: u64,
     pub wait_timers_armed: u64,
+    /// Connections left with messages for the next turn by the reactor's per-turn message cap.
+    pub msg_cap_holds: u64,
 }
 
 /// Core 0's view: every core's latest report and the newest long turns of all cores.
@@ -271,6 +274,7 @@ impl TurnBoard {
             t.direct_sends += r.direct_sends;
             t.folded_sends += r.folded_sends;
             t.wait_timers_armed += r.wait_timers_armed;
+            t.msg_cap_holds += r.msg_cap_holds;
             for (a, b) in t.hist.iter_mut().zip(r.hist) {
                 *a += b;
             }
@@ -303,6 +307,7 @@ impl TurnBoard {
             "direct_sends": t.direct_sends,
             "folded_sends": t.folded_sends,
             "wait_timers_armed": t.wait_timers_armed,
+            "msg_cap_holds": t.msg_cap_holds,
         })
     }
 

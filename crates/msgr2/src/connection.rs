@@ -911,6 +911,11 @@ impl Connection {
         self.events.pop_front()
     }
 
+    /// Events are waiting for [`Connection::poll_event`].
+    pub fn has_events(&self) -> bool {
+        !self.events.is_empty()
+    }
+
     // ---------------------------------------------------------------------------------------------------------
     // Timers
 

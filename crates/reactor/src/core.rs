@@ -296,6 +296,14 @@ pub struct CoreConfig {
     /// behind in four of five size-3 pairs (docs/benchmarks.md, "4M writes (session 10, bigw)");
     /// `REACTOR_RX_SUBMIT_BYTES=1048576` turns it on for A/B runs.
     pub rx_submit_bytes: usize,
+    /// Deliver at most this many messages per connection and turn; the rest stay decoded in the connection and
+    /// are delivered from the next turn on, after this turn's `on_poll` has submitted the IO of those delivered
+    /// (and the wait in between does not sleep). A client that sends its whole queue at once (16 4K writes fit
+    /// one or two receives) is then handled a few messages at a time, so the device starts on the first ones
+    /// while the rest are processed, and their commits and replies do not all come back in one burst. 0: no
+    /// cap. Default 4 (session 12: 4K read and write QD16 +7–35 % IOPS in every one of five same-binary pairs;
+    /// docs/benchmarks.md, "a message cap per turn"). `REACTOR_MSG_CAP=N` sets it (A/B measurements).
+    pub msgs_per_turn: u32,
 }
 
 impl Default for CoreConfig {
@@ -323,6 +331,10 @@ impl Default for CoreConfig {
                 .ok()
                 .and_then(|v| v.parse().ok())
                 .unwrap_or(0),
+            msgs_per_turn: std::env::var("REACTOR_MSG_CAP")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(4),
         }
     }
 }
@@ -384,6 +396,8 @@ pub struct CoreStats {
     /// Non-blocking enters that handed device entries to the kernel before a further inline receive, after
     /// messages with [`CoreConfig::rx_submit_bytes`] of data were delivered.
     pub rx_device_submits: u64,
+    /// Drives that stopped at [`CoreConfig::msgs_per_turn`] with messages still waiting.
+    pub msg_cap_holds: u64,
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -464,6 +478,9 @@ struct Conn {
     inline_turn: u64,
     inline_left: u32,
     inline_bytes_left: usize,
+    /// Messages delivered in turn `msgs_turn` ([`CoreConfig::msgs_per_turn`]).
+    msgs_turn: u64,
+    msgs_delivered: u32,
     /// Accepted and untouched: how to rebuild it on another core (`hand_off`).
     origin: Option<(ListenerId, ListenProto)>,
 }
@@ -588,6 +605,9 @@ pub struct CoreCtx<M: Send + 'static> {
     conns: Vec<ConnSlot>,
     free_conns: Vec<u32>,
     dirty: Vec<ConnId>,
+    /// Connections that reached [`CoreConfig::msgs_per_turn`] with messages still waiting: driven again in the
+    /// next turn (marked dirty at this turn's end, so the wait in between does not sleep).
+    held: Vec<ConnId>,
     listeners: Vec<Option<Listener>>,
     timers: BTreeMap<TimerId, TimerKind>,
     timer_seq: u64,
@@ -782,6 +802,7 @@ impl<M: Send + 'static> CoreCtx<M> {
             conns: Vec::new(),
             free_conns: Vec::new(),
             dirty: Vec::new(),
+            held: Vec::new(),
             listeners: Vec::new(),
             timers: BTreeMap::new(),
             timer_seq: 0,
@@ -1223,6 +1244,8 @@ impl<M: Send + 'static> CoreCtx<M> {
             inline_turn: 0,
             inline_left: 0,
             inline_bytes_left: 0,
+            msgs_turn: 0,
+            msgs_delivered: 0,
         };
         let idx = match self.free_conns.pop() {
             Some(i) => i,
@@ -2133,15 +2156,27 @@ impl<M: Send + 'static> CoreCtx<M> {
             return;
         }
         // Events first: they may queue output. Then, while the socket holds more, receive inline and deliver
-        // what that completed, so every message already queued is handed over before this turn's `on_poll`.
+        // what that completed, so every message already queued is handed over before this turn's `on_poll` —
+        // up to `msgs_per_turn` messages; the rest wait for the next turn.
+        let (cap, turn) = (self.cfg.msgs_per_turn, self.stats.turns);
+        let mut capped = false;
         loop {
             loop {
                 let Some(c) = self.conn_mut(id) else { return };
+                if c.msgs_turn != turn {
+                    c.msgs_turn = turn;
+                    c.msgs_delivered = 0;
+                }
                 let Proto::Msgr2(m) = &mut c.proto else { break };
+                if cap > 0 && c.msgs_delivered >= cap {
+                    capped = m.has_events();
+                    break;
+                }
                 let Some(ev) = m.poll_event() else { break };
                 match ev {
                     Event::Connected(p) => svc.on_connected(self, id, Some(&p)),
                     Event::Message(msg) => {
+                        c.msgs_delivered += 1;
                         self.delivered_since_enter += msg.data.len() as u64;
                         svc.on_message(self, id, msg)
                     }
@@ -2154,8 +2189,14 @@ impl<M: Send + 'static> CoreCtx<M> {
                 }
             }
             self.submit_device_after_rx();
-            if !self.recv_inline(svc, id) {
+            if capped || !self.recv_inline(svc, id) {
                 break;
+            }
+        }
+        if capped {
+            self.stats.msg_cap_holds += 1;
+            if !self.held.contains(&id) {
+                self.held.push(id);
             }
         }
         let Some(c) = self.conn_mut(id) else { return };
@@ -2177,7 +2218,10 @@ impl<M: Send + 'static> CoreCtx<M> {
         }
         let close_now = c.close_when_flushed && c.out.is_empty() && !c.send_armed;
         self.arm_send(id);
-        self.arm_recv(id);
+        if !capped {
+            // A held connection receives again when its waiting messages are delivered (next turn).
+            self.arm_recv(id);
+        }
         // Re-arm the msgr2 timer if its deadline moved.
         let Some(c) = self.conn_mut(id) else { return };
         if let Proto::Msgr2(m) = &c.proto {
@@ -2529,6 +2573,9 @@ impl<M: Send + 'static> CoreCtx<M> {
             sent_bytes: self.stats.sent_bytes.saturating_sub(sent0),
         };
         svc.on_turn_end(self, &info);
+        for id in std::mem::take(&mut self.held) {
+            self.mark_dirty(id);
+        }
         let polling = std::mem::take(&mut self.keep_polling);
         let more = polling
             || self.share.device_pending()

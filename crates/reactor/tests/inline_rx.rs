@@ -84,6 +84,17 @@ impl Service for Server {
 
 /// Pipeline `N` messages of `data_len` bytes; returns what the server saw and its core's counters.
 fn run(secure: bool, inline_recvs: u32, data_len: usize) -> (Seen, CoreStats) {
+    run_with(
+        secure,
+        CoreConfig {
+            inline_recvs,
+            ..CoreConfig::default()
+        },
+        data_len,
+    )
+}
+
+fn run_with(secure: bool, core: CoreConfig, data_len: usize) -> (Seen, CoreStats) {
     let (addr_tx, addr_rx) = mpsc::channel();
     let seen = Arc::new(Mutex::new(Seen::default()));
     let s2 = seen.clone();
@@ -91,10 +102,7 @@ fn run(secure: bool, inline_recvs: u32, data_len: usize) -> (Seen, CoreStats) {
         RuntimeConfig {
             cores: 1,
             pin: false,
-            core: CoreConfig {
-                inline_recvs,
-                ..CoreConfig::default()
-            },
+            core,
             ..Default::default()
         },
         move |_| Server {
@@ -240,4 +248,47 @@ fn the_default_budget_takes_a_queue_of_large_writes_a_few_messages_per_turn() {
         "{} turns for {N} messages",
         per_turn.len()
     );
+}
+
+#[test]
+fn a_message_cap_hands_a_queue_over_a_few_messages_per_turn() {
+    // 24 small messages (one receive holds them all) with a cap of 4 per turn: never more than 4 in a turn,
+    // all delivered, in order, intact, in consecutive turns (the core does not sleep while some wait).
+    for len in [100usize, 4096, 65536] {
+        let cap = 4;
+        let (s, st) = run_with(
+            false,
+            CoreConfig {
+                msgs_per_turn: cap,
+                ..CoreConfig::default()
+            },
+            len,
+        );
+        check_all_intact(&s, (len >= 16 * 1024).then_some(len));
+        let mut per_turn = std::collections::BTreeMap::new();
+        for m in &s.msgs {
+            *per_turn.entry(m.1).or_insert(0u32) += 1;
+        }
+        eprintln!(
+            "{len} x {N}, cap {cap}: messages per turn {per_turn:?}; holds {}",
+            st.msg_cap_holds
+        );
+        assert!(per_turn.values().all(|&n| n <= cap), "{per_turn:?}");
+        assert!(st.msg_cap_holds > 0, "{st:?}");
+        assert!(per_turn.len() as u64 >= N / u64::from(cap));
+    }
+    // Without a cap the same small messages share turns far beyond it.
+    let (s, _) = run_with(
+        false,
+        CoreConfig {
+            msgs_per_turn: 0,
+            ..CoreConfig::default()
+        },
+        100,
+    );
+    let mut per_turn = std::collections::BTreeMap::new();
+    for m in &s.msgs {
+        *per_turn.entry(m.1).or_insert(0u32) += 1;
+    }
+    assert!(per_turn.values().any(|&n| n > 4), "{per_turn:?}");
 }
