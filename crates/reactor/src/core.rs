@@ -255,7 +255,7 @@ pub struct CoreConfig {
     /// its IO was submitted, and all 16 were then committed and acknowledged together, so the client sent the
     /// next 16 together too (a lock-step convoy with the device idle during the turn); with 8 the first
     /// messages' IO and log record go out while the rest is received (64K write QD16 +17–50 % IOPS, p99 −20–35 %
-    /// in ten same-binary pairs; docs/benchmarks.md, "inline receive budget").
+    /// against 32 in all five same-binary triples with 8 and 4; docs/benchmarks.md, "inline receive budget").
     pub inline_recvs: u32,
     /// ... and at most about this many bytes per connection and turn (the receive that crosses it completes).
     pub inline_recv_bytes: usize,
@@ -301,7 +301,8 @@ pub struct CoreConfig {
     /// (and the wait in between does not sleep). A client that sends its whole queue at once (16 4K writes fit
     /// one or two receives) is then handled a few messages at a time, so the device starts on the first ones
     /// while the rest are processed, and their commits and replies do not all come back in one burst. 0: no
-    /// cap. Default 4 (session 12: 4K read and write QD16 +7–35 % IOPS in every one of five same-binary pairs;
+    /// cap. Default 4 (session 12: 4K read and write QD16 +7–35 % IOPS in each of five same-binary pairs, at up
+    /// to +15 % CPU per op on 4K writes; one later pair on a noisy host had the QD16 reads behind;
     /// docs/benchmarks.md, "a message cap per turn"). `REACTOR_MSG_CAP=N` sets it (A/B measurements).
     pub msgs_per_turn: u32,
 }
