@@ -2741,6 +2741,7 @@ impl Daemon {
             uring_opts.read_pool_bytes >> 20
         );
         let reactor_sched = opts.reactor_sched;
+        let log_data_max = opts.log_data_max_bytes;
         let factory = move |core: CoreId| {
             // On the core's own thread, before its loop: the reactor's scheduling options (sched.rs; never fatal).
             crate::sched::apply_reactor(core, &reactor_sched);
@@ -2748,7 +2749,12 @@ impl Daemon {
             let shard = UringDevice::open(&device, None, uring_opts)
                 .map_err(|e| format!("opening {}: {e}", device.display()))
                 .and_then(|dev| {
-                    Store::mount(dev, core as u32, store_cfg.clone())
+                    // Journaled small writes only when asked for (`ferrostore_log_data_max_bytes`): they save a
+                    // cache flush per small write where the device has no FUA, which pays only where flushes are
+                    // slow (not on the benchmark VM: args.rs).
+                    let mut cfg = store_cfg.clone();
+                    cfg.log_data_max_bytes = log_data_max.unwrap_or(0);
+                    Store::mount(dev, core as u32, cfg)
                         .map_err(|e| format!("mounting ferrostore shard {core}: {e}"))
                 })
                 .and_then(|mut store| {

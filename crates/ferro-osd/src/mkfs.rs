@@ -98,6 +98,7 @@ pub fn mkfs(opts: &OsdOptions, osd_uuid: Option<&str>) -> Result<DataDir, String
             shards,
             log_bytes: 0,
             uuid,
+            ..Default::default()
         },
     )
     .map_err(|e| format!("ferrostore mkfs on {}: {e}", device.display()))?;

@@ -312,10 +312,16 @@ pub fn dump<'a>(
             .map(|(i, n)| (crate::turns::bucket_label(i), serde_json::json!(n)))
             .collect()
     };
+    let sum = |f: fn(&ShardStats) -> u64| stats.iter().map(|s| f(s)).sum::<u64>();
     serde_json::json!({
         "osd": osd,
         "ferrostore": {
             "shards": shards, "objects": objs, "bytes": bytes, "commit_latency_ns": lat,
+            "txns": sum(|s| s.store_txns),
+            "journaled_txns": sum(|s| s.store_journaled_txns),
+            "journaled_bytes": sum(|s| s.store_journaled_bytes),
+            "log_records": sum(|s| s.store_log_records),
+            "log_bytes": sum(|s| s.store_log_bytes),
         },
         "ferro_op_latency_hist": { "op_r_us": hist(r), "op_w_us": hist(w) },
     })

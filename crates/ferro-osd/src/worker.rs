@@ -90,6 +90,13 @@ pub struct ShardStats {
     pub messages_received: u64,
     /// What holds memory on this shard (`dump_mempools`), sampled with the other statistics.
     pub mem: ShardMemory,
+    /// ferrostore counters (`perf dump` section `ferrostore`): transactions, those journaled (data in the log
+    /// record) and their data bytes, log records and log bytes written.
+    pub store_txns: u64,
+    pub store_journaled_txns: u64,
+    pub store_journaled_bytes: u64,
+    pub store_log_records: u64,
+    pub store_log_bytes: u64,
 }
 
 /// The main memory consumers of one shard, for `dump_mempools` (ceph-osd's mempool names where one fits).
@@ -624,6 +631,12 @@ impl Shard {
         s.op_wip = self.started.len() as u64;
         s.total_bytes = self.total_bytes;
         s.free_bytes = self.core.store_mut().free_bytes();
+        let st = &self.core.store_mut().stats;
+        s.store_txns = st.txns;
+        s.store_journaled_txns = st.journaled_txns;
+        s.store_journaled_bytes = st.journaled_bytes;
+        s.store_log_records = st.log_records;
+        s.store_log_bytes = st.log_bytes;
         // The store's heap estimate walks its caches and free-extent map (1–2 ms on a 2 GiB shard after random
         // writes, a stall for every op waiting on this core): every 10th snapshot only.
         if self.snapshots.is_multiple_of(STORE_BYTES_EVERY) {

@@ -19,6 +19,7 @@ fn store_with_pg(spgid: &SpgId) -> Store<SimDevice> {
             shards: 1,
             log_bytes: 4 << 20,
             uuid: 5,
+            ..Default::default()
         },
     )
     .unwrap();

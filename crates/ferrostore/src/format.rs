@@ -8,7 +8,14 @@ pub const BLOCK_SIZE: u64 = 4096;
 pub const BLOCK: usize = BLOCK_SIZE as usize;
 pub const SECTOR_SIZE: u64 = 512;
 /// 2: attr / omap / omap-header values carry a one-byte form prefix (inline or spilled to data blocks).
-pub const FORMAT_VERSION: u32 = 2;
+/// 3: log records may carry the data of small writes after their metadata (journaled writes, docs/on-disk-format.md).
+/// mkfs writes the newest; mount reads [`MIN_FORMAT_VERSION`] to [`FORMAT_VERSION`] and a shard keeps its version
+/// (a version 2 shard never journals data, so an older build can still mount it).
+pub const FORMAT_VERSION: u32 = 3;
+/// Oldest format version mount accepts.
+pub const MIN_FORMAT_VERSION: u32 = 2;
+/// First format version whose log records may carry data.
+pub const JOURNAL_FORMAT_VERSION: u32 = 3;
 pub const DEVICE_MAGIC: &[u8; 8] = b"FERROSTO";
 pub const SHARD_MAGIC: u32 = u32::from_le_bytes(*b"FSSB");
 pub const NODE_MAGIC: u32 = u32::from_le_bytes(*b"FSTN");
@@ -24,12 +31,12 @@ const _: () = assert!(MAX_EXTENT_BLOCKS <= u8::MAX as u64);
 fn version_error(found: u32) -> StoreError {
     StoreError::Unsupported(match found {
         1 => {
-            "on-disk format version 1 (written before large attr/omap values): this build reads version 2 only; re-create the store with mkfs"
+            "on-disk format version 1 (written before large attr/omap values): this build reads versions 2 and 3 only; re-create the store with mkfs"
         }
         v if v > FORMAT_VERSION => {
-            "on-disk format version newer than this build supports (2): upgrade ferrostore"
+            "on-disk format version newer than this build supports (3): upgrade ferrostore"
         }
-        _ => "unknown on-disk format version (this build reads version 2)",
+        _ => "unknown on-disk format version (this build reads versions 2 and 3)",
     })
 }
 
@@ -158,7 +165,7 @@ impl DeviceHeader {
         if stored != crc(&b[16..BLOCK]) {
             return Err(StoreError::Corrupt("device header checksum mismatch".into()));
         }
-        if version != FORMAT_VERSION {
+        if !(MIN_FORMAT_VERSION..=FORMAT_VERSION).contains(&version) {
             return Err(version_error(version));
         }
         if r.u32()? as u64 != BLOCK_SIZE {
@@ -187,6 +194,8 @@ impl DeviceHeader {
 /// generation wins at mount.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ShardSuper {
+    /// On-disk format version of this shard ([`MIN_FORMAT_VERSION`]..=[`FORMAT_VERSION`]), kept across checkpoints.
+    pub version: u32,
     pub shard: u32,
     pub generation: u64,
     pub uuid: u64,
@@ -210,7 +219,7 @@ pub struct ShardSuper {
 impl ShardSuper {
     pub fn encode(&self) -> Vec<u8> {
         let mut w = Writer::with_capacity(BLOCK);
-        w.u32(SHARD_MAGIC).u32(0).u32(FORMAT_VERSION).u32(self.shard);
+        w.u32(SHARD_MAGIC).u32(0).u32(self.version).u32(self.shard);
         w.u64(self.generation)
             .u64(self.uuid)
             .u64(self.region_off)
@@ -240,10 +249,11 @@ impl ShardSuper {
             return Err(StoreError::Corrupt("shard superblock checksum".into()));
         }
         let version = r.u32()?;
-        if version != FORMAT_VERSION {
+        if !(MIN_FORMAT_VERSION..=FORMAT_VERSION).contains(&version) {
             return Err(version_error(version));
         }
         Ok(ShardSuper {
+            version,
             shard: r.u32()?,
             generation: r.u64()?,
             uuid: r.u64()?,
@@ -279,6 +289,7 @@ mod tests {
         bad[40] ^= 1;
         assert!(DeviceHeader::decode(&bad).is_err());
         let s = ShardSuper {
+            version: FORMAT_VERSION,
             shard: 1,
             generation: 9,
             uuid: 7,

@@ -11,11 +11,14 @@ use crate::btree::{MAX_ENTRY, MAX_KEY, Node, NodeIo, Tree};
 use crate::device::{Completion, Device, DeviceStats, Tag};
 use crate::error::{Result, StoreError};
 use crate::extcache::{CHUNK_BLOCKS, Chunk, ExtentCache, MAX_CHUNK_EXTENTS, chunk_span};
-use crate::format::{BLOCK, BLOCK_SIZE, DeviceHeader, FORMAT_VERSION, MAX_EXTENT_BLOCKS, ShardSuper, crc};
+use crate::format::{
+    BLOCK, BLOCK_SIZE, DeviceHeader, FORMAT_VERSION, JOURNAL_FORMAT_VERSION, MAX_EXTENT_BLOCKS,
+    MIN_FORMAT_VERSION, ShardSuper, crc,
+};
 use crate::hash::{FastMap, SeededMap};
 use crate::keys::{self, CollectionId, Extent, ObjectKey, Onode, Value};
 use crate::txn::{Op, Transaction};
-use crate::wal::{self, Delta, LogRecord};
+use crate::wal::{self, Delta, JournalRun, LogRecord};
 use bytes::{Bytes, BytesMut};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::rc::Rc;
@@ -76,6 +79,28 @@ pub struct StoreConfig {
     /// on. 0: place them all in the poll that starts it (the behaviour before session 8; `FERROSTORE_CKPT_WALK_SLICE`
     /// in ferro-osd, for A/B runs).
     pub checkpoint_walk_slice: usize,
+    /// Journaled writes (format version 3 shards): a transaction whose data writes total at most this many bytes
+    /// carries its data in its log record as well, and is acknowledged once that record is durable; its ordinary
+    /// data writes go out at the same time without RWF_DSYNC (a checkpoint's flush makes them durable before the
+    /// log space is reused, and replay writes the record's copy again). On a device whose durable writes cost a
+    /// cache flush each (no FUA), a small write is then one durable device write instead of two. 0: off (the
+    /// library's default). `FERROSTORE_LOG_DATA_MAX` / `ferrostore_log_data_max_bytes` in ferro-osd.
+    pub log_data_max_bytes: u64,
+    /// Fault injection for the crash tests (never set it otherwise): replay applies journaled records' metadata
+    /// but does not write their data blocks again. Default off.
+    pub fault_skip_journal_redo: bool,
+}
+
+/// The environment variable ferro-osd reads into [`StoreConfig::log_data_max_bytes`] (A/B runs; its ceph.conf
+/// option wins when both are set).
+pub const LOG_DATA_MAX_ENV: &str = "FERROSTORE_LOG_DATA_MAX";
+
+/// [`StoreConfig::log_data_max_bytes`] as [`LOG_DATA_MAX_ENV`] sets it (`default` when unset or not a number).
+pub fn log_data_max_bytes_from_env(default: u64) -> u64 {
+    std::env::var(LOG_DATA_MAX_ENV)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
 }
 
 /// The environment variable ferro-osd reads into [`StoreConfig::checkpoint_walk_slice`] (A/B runs).
@@ -133,6 +158,8 @@ impl Default for StoreConfig {
             meta_cache_entries: 2048,
             extent_cache_entries: 16384,
             checkpoint_walk_slice: DEFAULT_CKPT_WALK_SLICE,
+            log_data_max_bytes: 0,
+            fault_skip_journal_redo: false,
         }
     }
 }
@@ -155,6 +182,9 @@ pub struct MkfsOptions {
     pub log_bytes: u64,
     /// Identifies this file system; also seeds the log epoch so records of an older mkfs never replay.
     pub uuid: u64,
+    /// On-disk format version to write ([`MIN_FORMAT_VERSION`]..=[`FORMAT_VERSION`]; default the newest). A
+    /// version 2 store never journals data, so older builds can mount it.
+    pub version: u32,
 }
 
 impl Default for MkfsOptions {
@@ -163,6 +193,7 @@ impl Default for MkfsOptions {
             shards: 1,
             log_bytes: 0,
             uuid: 0x0123_4567_89ab_cdef,
+            version: FORMAT_VERSION,
         }
     }
 }
@@ -206,6 +237,11 @@ pub struct StoreStats {
     pub extent_cache_misses: u64,
     /// Ordered commits: transactions written alone with durable data writes ([`StoreConfig::ordered_lone_synced`]).
     pub ordered_lone_txns: u64,
+    /// Journaled writes ([`StoreConfig::log_data_max_bytes`]): transactions whose data went into their log
+    /// record, its bytes, and blocks replay wrote again from records at mount.
+    pub journaled_txns: u64,
+    pub journaled_bytes: u64,
+    pub replayed_journal_blocks: u64,
 }
 
 /// Bytes one prefetch may cover (a larger one is refused: the op reads synchronously).
@@ -264,6 +300,10 @@ pub struct FsckReport {
 enum Purpose {
     Data {
         seq: u64,
+        start: u64,
+    },
+    /// The ordinary (unsynced) write of a journaled run: its transaction does not wait for it.
+    JournaledData {
         start: u64,
     },
     Log {
@@ -349,6 +389,18 @@ enum CkptStep {
     Done,
 }
 
+/// A transaction waiting for its log record.
+struct PendingTxn {
+    seq: u64,
+    deltas: Vec<Delta>,
+    /// Encoded bytes of its deltas and journal entries (the record's metadata region).
+    size: usize,
+    /// Journaled runs and their data, in the same order ([`StoreConfig::log_data_max_bytes`]).
+    journal: Vec<JournalRun>,
+    data: Vec<Bytes>,
+    data_len: usize,
+}
+
 struct TxnState {
     seq: u64,
     ios_left: u32,
@@ -361,6 +413,9 @@ struct TxnState {
 struct Run {
     blocks: u64,
     segs: Vec<Bytes>,
+    /// Crc of each block (object data); empty for a spilled attr / omap value (a crc of the whole value), which
+    /// is never journaled.
+    crcs: Vec<u32>,
 }
 
 impl Run {
@@ -615,6 +670,11 @@ impl<D: Device> Io<D> {
         self.dev.submit_write(t, off, vec![Bytes::from(data)]);
         self.wait_for(t).map(|_| ())
     }
+    fn sync_write_unsynced(&mut self, off: u64, data: Bytes) -> Result<()> {
+        let t = self.tag();
+        self.dev.submit_write_unsynced(t, off, vec![data]);
+        self.wait_for(t).map(|_| ())
+    }
     /// Flush unless every write is durable on completion (no unsynced write since the last flush).
     fn sync_flush(&mut self) -> Result<()> {
         if self.dev.writes_are_durable() {
@@ -663,6 +723,9 @@ pub fn mkfs<D: Device>(dev: D, opts: &MkfsOptions) -> Result<D> {
         nodes_in_flight: HashMap::new(),
         nodes_queued: HashMap::new(),
     };
+    if !(MIN_FORMAT_VERSION..=FORMAT_VERSION).contains(&opts.version) {
+        return Err(StoreError::Invalid("format version"));
+    }
     let mut shards = Vec::new();
     for i in 0..opts.shards as u64 {
         let region_off = B + i * region_len;
@@ -681,6 +744,7 @@ pub fn mkfs<D: Device>(dev: D, opts: &MkfsOptions) -> Result<D> {
             io.sync_write(b * B, data)?;
         }
         let sb = ShardSuper {
+            version: opts.version,
             shard: i as u32,
             generation: 1,
             uuid: opts.uuid,
@@ -700,7 +764,7 @@ pub fn mkfs<D: Device>(dev: D, opts: &MkfsOptions) -> Result<D> {
         shards.push((region_off, region_len));
     }
     let hdr = DeviceHeader {
-        version: FORMAT_VERSION,
+        version: opts.version,
         device_size: size,
         uuid: opts.uuid,
         shards,
@@ -718,7 +782,7 @@ pub struct Store<D: Device> {
     cfg: StoreConfig,
     next_seq: u64,
     inflight: VecDeque<TxnState>,
-    pending_log: Vec<(u64, Vec<Delta>, usize)>,
+    pending_log: Vec<PendingTxn>,
     next_lsn: u64,
     log_head: u64,
     log_used: u64,
@@ -892,7 +956,7 @@ impl<D: Device> Store<D> {
             .values()
             .map(|r| r.segs.iter().map(|s| s.len()).sum::<usize>())
             .sum();
-        let log: usize = self.pending_log.iter().map(|(_, _, s)| *s).sum();
+        let log: usize = self.pending_log.iter().map(|p| p.size).sum();
         self.tree.memory_bytes()
             + runs
             + log
@@ -994,6 +1058,26 @@ impl<D: Device> Store<D> {
             if faulty_end.is_none() && rec.lsn > max_durable && !self.record_data_intact(&rec)? {
                 break;
             }
+            // Journaled blocks: written again from the record (their own write may not have reached the media;
+            // no block is written twice between checkpoints, so this is the same content). Unsynced: the
+            // checkpoint that ends the mount flushes before it releases the log.
+            let mut at = 0usize;
+            for j in &rec.journal {
+                if !self.block_range_ok(j.pblock, j.crcs.len() as u64) {
+                    return Err(StoreError::Corrupt(format!(
+                        "log record {} journals blocks {}+{} outside the data area",
+                        rec.lsn,
+                        j.pblock,
+                        j.crcs.len()
+                    )));
+                }
+                let data = Bytes::copy_from_slice(&rec.data[at..at + j.data_len()]);
+                at += j.data_len();
+                if !self.cfg.fault_skip_journal_redo {
+                    self.io.sync_write_unsynced(j.pblock * B, data)?;
+                    self.stats.replayed_journal_blocks += j.crcs.len() as u64;
+                }
+            }
             for d in &rec.deltas {
                 match d {
                     Delta::Put(k, v) => {
@@ -1025,6 +1109,12 @@ impl<D: Device> Store<D> {
     /// media too (data and log are written in parallel; with ordered commits the data first, but a volatile cache
     /// may still write the record back before the data).
     fn record_data_intact(&mut self, rec: &LogRecord) -> Result<bool> {
+        // Blocks the record carries itself (their crcs were checked when it was decoded).
+        let journaled = |p: u64, n: u64| {
+            rec.journal
+                .iter()
+                .any(|j| j.pblock <= p && p + n <= j.pblock + j.crcs.len() as u64)
+        };
         for d in &rec.deltas {
             if let Delta::Put(k, v) = d
                 && k.first() == Some(&keys::NS_EXTENT)
@@ -1034,6 +1124,9 @@ impl<D: Device> Store<D> {
                 };
                 if !self.block_range_ok(e.pblock, e.blocks()) {
                     return Ok(false);
+                }
+                if journaled(e.pblock, e.blocks()) {
+                    continue;
                 }
                 let data = self.io.sync_read(e.pblock * B, BLOCK * e.crcs.len())?;
                 for (i, c) in e.crcs.iter().enumerate() {
@@ -1251,20 +1344,49 @@ impl<D: Device> Store<D> {
             self.pending_free_blocks += l;
         }
         let mut ios = 1;
+        let data_bytes: u64 = ctx.runs.iter().map(|(_, r)| r.blocks * B).sum();
+        let mut size: usize = deltas.iter().map(|d| d.encoded_len()).sum();
+        // Journaled: the data rides in the record too, so the record alone makes the transaction durable.
+        let journal = data_bytes > 0
+            && data_bytes <= self.cfg.log_data_max_bytes
+            && self.sb.version >= JOURNAL_FORMAT_VERSION
+            && ctx.runs.iter().all(|(_, r)| r.crcs.len() as u64 == r.blocks)
+            && wal::HEADER_LEN + size + data_bytes as usize <= self.max_record();
         // Ordered commits (unsynced data, the record after it) only for a transaction with company: one queued
         // alone gets durable data writes and its record at once (`StoreConfig::ordered_lone_synced`).
         let lone = self.cfg.ordered_lone_synced && self.inflight.is_empty() && self.records_in_flight == 0;
         // ... and only for one whose data is large enough (`StoreConfig::ordered_min_data_bytes`).
-        let data_bytes: u64 = ctx.runs.iter().map(|(_, r)| r.blocks * B).sum();
         let small = data_bytes < self.cfg.ordered_min_data_bytes;
-        let ordered = self.ordered_commits() && !lone && !small;
-        if self.ordered_commits() && lone {
+        let ordered = self.ordered_commits() && !lone && !small && !journal;
+        if self.ordered_commits() && lone && !journal {
             self.stats.ordered_lone_txns += 1;
+        }
+        let mut jruns = Vec::new();
+        let mut jdata = Vec::new();
+        if journal {
+            self.stats.journaled_txns += 1;
+            self.stats.journaled_bytes += data_bytes;
         }
         for (start, run) in ctx.runs {
             let t = self.io.tag();
-            self.tags.insert(t, Purpose::Data { seq, start });
             self.stats.data_bytes += run.blocks * B;
+            if journal {
+                // Not waited for: until it completes reads take the blocks from `inflight_data`, and the next
+                // checkpoint's barrier waits for it before its flush, so it is durable before the record's log
+                // space is reused.
+                self.tags.insert(t, Purpose::JournaledData { start });
+                self.io.dev.submit_write_unsynced(t, start * B, run.segs.clone());
+                jdata.extend(run.segs.iter().cloned());
+                let j = JournalRun {
+                    pblock: start,
+                    crcs: run.crcs.clone(),
+                };
+                size += j.encoded_len();
+                jruns.push(j);
+                self.inflight_data.insert(start, run);
+                continue;
+            }
+            self.tags.insert(t, Purpose::Data { seq, start });
             if ordered {
                 // Made durable by the flush of the log record's durable write, which waits for this completion.
                 self.io.dev.submit_write_unsynced(t, start * B, run.segs.clone());
@@ -1279,8 +1401,14 @@ impl<D: Device> Store<D> {
             ios_left: ios,
             data_synced: !ordered,
         });
-        let size = deltas.iter().map(|d| d.encoded_len()).sum();
-        self.pending_log.push((seq, deltas, size));
+        self.pending_log.push(PendingTxn {
+            seq,
+            deltas,
+            size,
+            journal: jruns,
+            data: jdata,
+            data_len: if journal { data_bytes as usize } else { 0 },
+        });
         self.stats.txns += 1;
         Ok(seq)
     }
@@ -1346,20 +1474,24 @@ impl<D: Device> Store<D> {
             let max = self.max_record();
             let mut take = 0;
             let mut size = wal::HEADER_LEN;
-            for &(seq, _, s) in &self.pending_log {
-                if take > 0 && size + s > max {
+            let mut data_len = 0;
+            for p in &self.pending_log {
+                if take > 0 && size + p.size + data_len + p.data_len > max {
                     break;
                 }
-                if ordered && !self.data_written(seq) {
+                if ordered && !self.data_written(p.seq) {
                     break;
                 }
-                size += s;
+                size += p.size;
+                data_len += p.data_len;
                 take += 1;
             }
             if take == 0 {
                 return Ok(());
             }
-            let len = (size as u64).div_ceil(self.cfg.log_align) * self.cfg.log_align;
+            // The metadata region, padded; journaled blocks follow it (a whole number of blocks, so aligned).
+            let meta_len = (size as u64).div_ceil(self.cfg.log_align) * self.cfg.log_align;
+            let len = meta_len + data_len as u64;
             let (pos, waste) = if self.log_head + len > self.sb.log_len {
                 (0, self.sb.log_len - self.log_head)
             } else {
@@ -1370,20 +1502,28 @@ impl<D: Device> Store<D> {
                 return self.checkpoint();
             }
             let batch = &self.pending_log[..take];
-            let first = batch[0].0;
-            let last = batch[batch.len() - 1].0;
+            let first = batch[0].seq;
+            let last = batch[batch.len() - 1].seq;
             let lsn = self.next_lsn;
             // Encoded straight into a pooled aligned buffer: no record `Vec`, no flattened delta list, and the
             // device writes it as is (an unaligned buffer costs the io_uring backend a bounce copy).
-            let bytes = self.log_bufs.take(len as usize, |out| {
+            let bytes = self.log_bufs.take(meta_len as usize, |out| {
                 wal::encode_into(
                     out,
                     self.sb.log_epoch,
                     lsn,
                     self.durable_lsn,
-                    batch.iter().flat_map(|(_, d, _)| d.iter()),
+                    batch.iter().flat_map(|p| p.deltas.iter()),
+                    batch.iter().flat_map(|p| p.journal.iter()),
+                    data_len,
                 )
             });
+            // The journaled blocks are written from the transactions' own buffers (gathered), not copied.
+            let mut bufs = Vec::with_capacity(1 + batch.iter().map(|p| p.data.len()).sum::<usize>());
+            bufs.push(bytes);
+            for p in batch {
+                bufs.extend(p.data.iter().cloned());
+            }
             self.pending_log.drain(..take);
             self.next_lsn += 1;
             self.log_used += waste + len;
@@ -1394,7 +1534,7 @@ impl<D: Device> Store<D> {
             self.stats.log_records += 1;
             self.stats.log_bytes += len;
             self.records_in_flight += 1;
-            self.io.dev.submit_write(t, self.sb.log_off + pos, vec![bytes]);
+            self.io.dev.submit_write(t, self.sb.log_off + pos, bufs);
         }
         Ok(())
     }
@@ -1451,6 +1591,9 @@ impl<D: Device> Store<D> {
             Purpose::Data { seq, start } => {
                 self.inflight_data.remove(&start);
                 self.io_done(seq);
+            }
+            Purpose::JournaledData { start } => {
+                self.inflight_data.remove(&start);
             }
             Purpose::Log { first, last, .. } => {
                 self.records_in_flight -= 1;
@@ -1764,8 +1907,8 @@ impl<D: Device> Store<D> {
     pub fn checkpoint(&mut self) -> Result<()> {
         self.check_alive()?;
         self.finish_bg()?;
-        for (seq, _, _) in std::mem::take(&mut self.pending_log) {
-            self.io_done(seq);
+        for p in std::mem::take(&mut self.pending_log) {
+            self.io_done(p.seq);
         }
         self.drain()?;
         let alloc = &mut self.alloc;
@@ -2247,6 +2390,7 @@ impl<D: Device> Store<D> {
                 Run {
                     blocks: pl,
                     segs: run_segs,
+                    crcs: crcs[ci - pl as usize..ci].to_vec(),
                 },
             ));
         }
@@ -2405,6 +2549,7 @@ impl<D: Device> Store<D> {
                 Run {
                     blocks: pl,
                     segs: vec![padded.slice(at..at + len)],
+                    crcs: Vec::new(),
                 },
             ));
             at += len;

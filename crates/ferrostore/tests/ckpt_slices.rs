@@ -127,6 +127,7 @@ fn durable_writes_checkpoint_with_one_flush() {
             shards: 1,
             log_bytes: 16 << 20,
             uuid: 9,
+            ..Default::default()
         },
     )
     .unwrap();

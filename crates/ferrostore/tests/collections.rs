@@ -26,6 +26,7 @@ fn store(size: usize) -> Store<SimDevice> {
             shards: 1,
             log_bytes: 4 << 20,
             uuid: 77,
+            ..Default::default()
         },
     )
     .unwrap();

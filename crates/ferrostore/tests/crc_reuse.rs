@@ -27,6 +27,7 @@ fn fresh() -> Store<SimDevice> {
             shards: 1,
             log_bytes: 256 << 10,
             uuid: 42,
+            ..Default::default()
         },
     )
     .unwrap();

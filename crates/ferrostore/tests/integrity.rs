@@ -28,6 +28,7 @@ fn fresh() -> Store<SimDevice> {
             shards: 1,
             log_bytes: 64 << 10,
             uuid: 99,
+            ..Default::default()
         },
     )
     .unwrap();
@@ -240,6 +241,7 @@ fn log_written_with_one_alignment_replays_with_another() {
                 shards: 1,
                 log_bytes: 64 << 10,
                 uuid: 5,
+                ..Default::default()
             },
         )
         .unwrap();

@@ -11,7 +11,7 @@ use bytes::Bytes;
 use common::*;
 use ferrostore::rng::Rng;
 use ferrostore::txn::{Op, Transaction};
-use ferrostore::{Device, Event, MkfsOptions, SimConfig, SimDevice, Store, StoreConfig, mkfs};
+use ferrostore::{Device, MkfsOptions, SimConfig, SimDevice, Store, StoreConfig, mkfs};
 
 fn store(flushing: bool, cfg: StoreConfig) -> Store<SimDevice> {
     let mut dev = SimDevice::new(
@@ -30,6 +30,7 @@ fn store(flushing: bool, cfg: StoreConfig) -> Store<SimDevice> {
             shards: 1,
             log_bytes: 4 << 20,
             uuid: 5,
+            ..Default::default()
         },
     )
     .unwrap();
@@ -45,7 +46,6 @@ fn run(s: &mut Store<SimDevice>, model: &mut Model) -> (u64, u64, u64, usize) {
     s.commit(&t).unwrap();
     let (d0, r0, c0) = (s.device().stats(), s.stats.log_records, s.stats.checkpoints);
     let mut acks = 0;
-    let mut ev = Vec::new();
     for i in 0..200u64 {
         let mut t = Transaction::new();
         for j in 0..1 + i % 2 {
@@ -60,17 +60,9 @@ fn run(s: &mut Store<SimDevice>, model: &mut Model) -> (u64, u64, u64, usize) {
         }
         model.apply(&t).unwrap();
         s.queue_transaction(&t).unwrap();
-        while s.unacked() >= 4 {
-            ev.clear();
-            s.wait(&mut ev).unwrap();
-            acks += ev.iter().filter(|e| matches!(e, Event::Durable(_))).count();
-        }
+        acks += wait_acked(s, 4);
     }
-    while s.unacked() > 0 {
-        ev.clear();
-        s.wait(&mut ev).unwrap();
-        acks += ev.iter().filter(|e| matches!(e, Event::Durable(_))).count();
-    }
+    acks += wait_acked(s, 0);
     let d1 = s.device().stats();
     assert_eq!(
         s.stats.checkpoints, c0,

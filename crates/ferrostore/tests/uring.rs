@@ -91,6 +91,7 @@ fn run(name: &str, opts: UringOptions) {
                 shards: 2,
                 log_bytes: 1 << 20,
                 uuid: 42,
+                ..Default::default()
             },
         )
         .unwrap(),
@@ -145,6 +146,7 @@ fn uring_file_ordered_mode() {
                 shards: 1,
                 log_bytes: 1 << 20,
                 uuid: 43,
+                ..Default::default()
             },
         )
         .unwrap();

@@ -112,6 +112,7 @@ impl Disk {
             shards: shards.max(1),
             log_bytes: 0,
             uuid: seed | 1,
+            ..Default::default()
         };
         let dev = ferrostore::mkfs(dev, &opts).map_err(|e| format!("mkfs: {e}"))?;
         Ok(Self::from_device(dev, shards, bug))

@@ -41,6 +41,7 @@ pub fn sim_store(device_bytes: usize) -> Result<Store<SimDevice>, String> {
             shards: 1,
             log_bytes: 16 << 20,
             uuid: 1,
+            ..Default::default()
         },
     )
     .map_err(|e| e.to_string())?;

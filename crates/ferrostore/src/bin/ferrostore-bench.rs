@@ -2,7 +2,7 @@
 //! Engine vs raw fio on the same file (or loop block device), same queue depth, io_uring + O_DIRECT.
 //!
 //! Usage: ferrostore-bench [--path FILE] [--size BYTES|NG] [--runtime SECS] [--loop] [--durability dsync|ordered|flush]
-//!                         [--only SUBSTR]
+//!                         [--log-data-max BYTES] [--only SUBSTR]
 //! Prints one markdown table row per test: IOPS, p50/p99 latency, CPU us/op, device bytes written per user byte,
 //! and engine IOPS / fio IOPS. Every engine test starts from a fresh mkfs (fio overwrites the whole file).
 
@@ -27,6 +27,9 @@ struct Args {
     /// `--durability ordered`: RWF_DSYNC with ordered commits (`UringOptions::ordered_commits`).
     ordered: bool,
     log_align: u64,
+    /// `--log-data-max N`: journal writes of up to N bytes in their log record (`StoreConfig::log_data_max_bytes`;
+    /// default 0 = off): run it both ways on a device to see whether its flushes make journaling pay.
+    log_data_max: u64,
     only: Option<String>,
     no_fio: bool,
     /// `--mem N`: write N GiB of 4K objects with the production StoreConfig and report RSS as it goes.
@@ -44,6 +47,7 @@ fn parse_size(s: &str) -> Res<u64> {
     let (n, m) = match s.chars().last() {
         Some('G') | Some('g') => (&s[..s.len() - 1], 1u64 << 30),
         Some('M') | Some('m') => (&s[..s.len() - 1], 1 << 20),
+        Some('K') | Some('k') => (&s[..s.len() - 1], 1 << 10),
         _ => (s, 1),
     };
     n.parse::<u64>()
@@ -60,6 +64,7 @@ fn parse_args() -> Res<Args> {
         dsync: true,
         ordered: false,
         log_align: 512,
+        log_data_max: 0,
         only: None,
         no_fio: false,
         mem_gib: None,
@@ -82,6 +87,7 @@ fn parse_args() -> Res<Args> {
             }
             "--only" => a.only = Some(val()?),
             "--log-align" => a.log_align = parse_size(&val()?)?,
+            "--log-data-max" => a.log_data_max = parse_size(&val()?)?,
             "--no-fio" => a.no_fio = true,
             "--mem-bs" => a.mem_bs = parse_size(&val()?)?,
             "--mem-unaligned" => a.mem_unaligned = true,
@@ -89,7 +95,7 @@ fn parse_args() -> Res<Args> {
             "--mem" => a.mem_gib = Some(val()?.parse().map_err(|e| format!("--mem: {e}"))?),
             "-h" | "--help" => {
                 println!(
-                    "ferrostore-bench [--path FILE] [--size 2G] [--runtime 5] [--loop] [--durability flush|dsync|ordered] [--only NAME]"
+                    "ferrostore-bench [--path FILE] [--size 2G] [--runtime 5] [--loop] [--durability flush|dsync|ordered] [--log-data-max 16K] [--only NAME]"
                 );
                 std::process::exit(0);
             }
@@ -226,6 +232,7 @@ fn fresh_store(a: &Args) -> Res<Store<UringDevice>> {
             shards: 1,
             log_bytes: 256 << 20,
             uuid: 0xbe,
+            ..Default::default()
         },
     )
     .map_err(|e| e.to_string())?;
@@ -234,6 +241,7 @@ fn fresh_store(a: &Args) -> Res<Store<UringDevice>> {
         max_dirty_nodes: 32 << 10,
         log_align: a.log_align,
         background_checkpoints: !a.blocking_checkpoints,
+        log_data_max_bytes: a.log_data_max,
         ordered_records_unbounded: ferrostore::store::ordered_records_unbounded_from_env(),
         ordered_lone_synced: ferrostore::store::ordered_lone_synced_from_env(true),
         ..Default::default()
@@ -952,7 +960,7 @@ fn main() {
         sh("uname", &["-r"])
     );
     println!(
-        "target: {} ({} MiB), runtime {:?} per test, durability: {}, log alignment {} B\n",
+        "target: {} ({} MiB), runtime {:?} per test, durability: {}, log alignment {} B, journaled writes up to {} B\n",
         a.path.display(),
         a.size >> 20,
         a.runtime,
@@ -963,7 +971,8 @@ fn main() {
         } else {
             "fdatasync per group commit"
         },
-        a.log_align
+        a.log_align,
+        a.log_data_max
     );
     println!(
         "| test | engine IOPS | p50 µs | p99 µs | CPU µs/op | dev B/user B | fio IOPS | fio p50 µs | fio p99 µs | fio CPU µs/op | engine/fio |"

@@ -497,6 +497,7 @@ pub fn sim_store(seed: u64, size: usize, log_bytes: u64, cfg: StoreConfig) -> St
             shards: 1,
             log_bytes,
             uuid: seed,
+            ..Default::default()
         },
     )
     .unwrap();
@@ -571,13 +572,20 @@ pub fn commit_acked<D: Device>(s: &mut Store<D>, model: &mut Model, t: &Transact
     wait_acked(s, 0);
 }
 
-/// Wait until fewer than `max(limit, 1)` transactions are unacknowledged (0: all acknowledged).
-pub fn wait_acked<D: Device>(s: &mut Store<D>, limit: usize) {
+/// Wait until fewer than `max(limit, 1)` transactions are unacknowledged (0: all acknowledged); returns the
+/// acknowledgements seen meanwhile.
+pub fn wait_acked<D: Device>(s: &mut Store<D>, limit: usize) -> usize {
     let mut ev = Vec::new();
+    let mut acks = 0;
     while s.unacked() >= limit.max(1) {
         ev.clear();
         s.wait(&mut ev).unwrap();
+        acks += ev
+            .iter()
+            .filter(|e| matches!(e, ferrostore::Event::Durable(_)))
+            .count();
     }
+    acks
 }
 
 pub fn env_u64(name: &str) -> Option<u64> {
@@ -672,6 +680,7 @@ pub fn uring_store(
             shards: 1,
             log_bytes: 1 << 20,
             uuid,
+            ..Default::default()
         },
     )
     .unwrap();

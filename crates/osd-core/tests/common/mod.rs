@@ -33,6 +33,7 @@ pub fn new_store(seed: u64) -> Store<SimDevice> {
             shards: 1,
             log_bytes: 4 << 20,
             uuid: seed,
+            ..Default::default()
         },
     )
     .unwrap();

@@ -49,6 +49,7 @@ pub fn new_store_sized(seed: u64, bytes: usize) -> Store<SimDevice> {
             shards: 1,
             log_bytes: 8 << 20,
             uuid: seed,
+            ..Default::default()
         },
     )
     .unwrap();

@@ -28,6 +28,7 @@ pub fn sim_store(device_bytes: usize, log_bytes: u64, uuid: u64, cfg: SimConfig)
             shards: 1,
             log_bytes,
             uuid,
+            ..Default::default()
         },
     )
     .unwrap();
