@@ -138,10 +138,9 @@ pub struct OsdOptions {
     pub read_pool_bytes: Option<u64>,
     /// `ferrostore_log_data_max_bytes` (or the environment's `FERROSTORE_LOG_DATA_MAX`): journal writes of up to
     /// this many bytes in their log record (`ferrostore::StoreConfig::log_data_max_bytes`; 0 = never). Unset:
-    /// 0. Meant for devices without FUA whose cache flushes are slow (a small write then waits for one flush
-    /// instead of two); on the benchmark VM, whose flushes cost ~3 µs, it halved the disk's flushes per 4K write
-    /// but neither latency nor throughput moved, and the core woke once more per QD1 write (docs/benchmarks.md,
-    /// "journaled small writes").
+    /// [`DEFAULT_LOG_DATA_MAX_BYTES`] where a durable write costs a cache flush (RWF_DSYNC writes on a device
+    /// without FUA), else 0 (with FUA a durable write is one write already; docs/benchmarks.md, "journaled small
+    /// writes").
     pub log_data_max_bytes: Option<u64>,
     /// `ferro_osd_busy_poll` (default false): while device IO is in flight, poll the ferrostore device ring on
     /// every loop turn instead of sleeping until it has completions (for CPUs dedicated to the OSD).
@@ -168,6 +167,9 @@ pub struct OsdOptions {
     /// All options as seen (for `config show`).
     pub all: BTreeMap<String, String>,
 }
+
+/// `ferrostore_log_data_max_bytes` when unset, on a device without FUA: writes of up to 16 KiB are journaled.
+pub const DEFAULT_LOG_DATA_MAX_BYTES: u64 = 16 << 10;
 
 /// The default `ferrostore_cache_bytes` per shard: 256 MiB for the whole OSD split over its shards, 16–128 MiB per
 /// shard. A quarter of it is the dirty budget that starts a checkpoint: at 128 MiB a shard under random 4K writes

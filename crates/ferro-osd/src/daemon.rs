@@ -2749,11 +2749,16 @@ impl Daemon {
             let shard = UringDevice::open(&device, None, uring_opts)
                 .map_err(|e| format!("opening {}: {e}", device.display()))
                 .and_then(|dev| {
-                    // Journaled small writes only when asked for (`ferrostore_log_data_max_bytes`): they save a
-                    // cache flush per small write where the device has no FUA, which pays only where flushes are
-                    // slow (not on the benchmark VM: args.rs).
+                    // Journaled small writes by default only where a durable write is a write plus a cache flush
+                    // (RWF_DSYNC without FUA): there a small write becomes one durable write instead of two.
                     let mut cfg = store_cfg.clone();
-                    cfg.log_data_max_bytes = log_data_max.unwrap_or(0);
+                    cfg.log_data_max_bytes = log_data_max.unwrap_or(
+                        if uring_opts.dsync_writes && dev.has_fua() == Some(false) {
+                            crate::args::DEFAULT_LOG_DATA_MAX_BYTES
+                        } else {
+                            0
+                        },
+                    );
                     Store::mount(dev, core as u32, cfg)
                         .map_err(|e| format!("mounting ferrostore shard {core}: {e}"))
                 })

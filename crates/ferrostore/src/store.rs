@@ -375,6 +375,11 @@ impl LogBufs {
     }
 }
 
+/// Deferred data writes of journaled runs are submitted once this many bytes wait (or at a checkpoint): at QD1
+/// their completions then wake the caller once per ~64 writes instead of once per write, and a batch is small
+/// next to the device queue a QD16 client keeps.
+const JOURNAL_WRITE_BATCH_BYTES: u64 = 256 << 10;
+
 /// Checkpoint node writes submitted per `poll` / `wait` at most, and in flight at most (see [`BgCkpt::queued`]).
 const CKPT_SLICE: usize = 32;
 const CKPT_MAX_IN_FLIGHT: usize = 64;
@@ -793,6 +798,10 @@ pub struct Store<D: Device> {
     /// Log records submitted and not yet completed (ordered commits write the next one only when this is 0).
     records_in_flight: usize,
     inflight_data: BTreeMap<u64, Run>,
+    /// Journaled runs whose own (unsynced) data write is not submitted yet (in `inflight_data` meanwhile), and
+    /// their bytes: written in batches of [`JOURNAL_WRITE_BATCH_BYTES`], and all before a checkpoint's barrier.
+    deferred: Vec<u64>,
+    deferred_bytes: u64,
     tags: FastMap<Tag, Purpose>,
     pending_free: Vec<(u64, u64)>,
     pending_free_blocks: u64,
@@ -886,6 +895,8 @@ impl<D: Device> Store<D> {
             flush_inflight: false,
             records_in_flight: 0,
             inflight_data: BTreeMap::new(),
+            deferred: Vec::new(),
+            deferred_bytes: 0,
             tags: FastMap::default(),
             pending_free: Vec::new(),
             pending_free_blocks: 0,
@@ -1368,14 +1379,15 @@ impl<D: Device> Store<D> {
             self.stats.journaled_bytes += data_bytes;
         }
         for (start, run) in ctx.runs {
-            let t = self.io.tag();
             self.stats.data_bytes += run.blocks * B;
             if journal {
-                // Not waited for: until it completes reads take the blocks from `inflight_data`, and the next
-                // checkpoint's barrier waits for it before its flush, so it is durable before the record's log
-                // space is reused.
-                self.tags.insert(t, Purpose::JournaledData { start });
-                self.io.dev.submit_write_unsynced(t, start * B, run.segs.clone());
+                // Its own write is deferred and batched (`flush_deferred`): nothing waits for it, and written
+                // one by one each would complete on its own and wake the caller once more per transaction.
+                // Until it completes reads take the blocks from `inflight_data`; every deferred write is
+                // submitted before a checkpoint's barrier, which waits for it before its flush, so it is durable
+                // before the record's log space is reused.
+                self.deferred.push(start);
+                self.deferred_bytes += run.blocks * B;
                 jdata.extend(run.segs.iter().cloned());
                 let j = JournalRun {
                     pblock: start,
@@ -1386,6 +1398,7 @@ impl<D: Device> Store<D> {
                 self.inflight_data.insert(start, run);
                 continue;
             }
+            let t = self.io.tag();
             self.tags.insert(t, Purpose::Data { seq, start });
             if ordered {
                 // Made durable by the flush of the log record's durable write, which waits for this completion.
@@ -1410,7 +1423,24 @@ impl<D: Device> Store<D> {
             data_len: if journal { data_bytes as usize } else { 0 },
         });
         self.stats.txns += 1;
+        if self.deferred_bytes >= JOURNAL_WRITE_BATCH_BYTES {
+            self.flush_deferred();
+        }
         Ok(seq)
+    }
+
+    /// Submit the deferred data writes of journaled runs (unsynced: a checkpoint's flush covers them).
+    fn flush_deferred(&mut self) {
+        for start in std::mem::take(&mut self.deferred) {
+            let Some(run) = self.inflight_data.get(&start) else {
+                continue;
+            };
+            let segs = run.segs.clone();
+            let t = self.io.tag();
+            self.tags.insert(t, Purpose::JournaledData { start });
+            self.io.dev.submit_write_unsynced(t, start * B, segs);
+        }
+        self.deferred_bytes = 0;
     }
 
     /// Ordered commits: a group commit's data writes are unsynced and its log record, a durable write that also
@@ -1698,6 +1728,8 @@ impl<D: Device> Store<D> {
     /// Snapshot the tree and start writing it; the superblock follows in the background (`advance_bg`).
     fn start_bg_checkpoint(&mut self) -> Result<()> {
         debug_assert!(self.bg.is_none());
+        // Before the barrier is taken below: the snapshot's flush must cover every journaled block it holds.
+        self.flush_deferred();
         let before = self.stats.checkpoints;
         self.write_pending_log()?;
         // With ordered commits, records of transactions whose data writes are still in flight stay queued: the
@@ -1910,6 +1942,7 @@ impl<D: Device> Store<D> {
         for p in std::mem::take(&mut self.pending_log) {
             self.io_done(p.seq);
         }
+        self.flush_deferred();
         self.drain()?;
         let alloc = &mut self.alloc;
         let (writes, root) = self
