@@ -351,11 +351,7 @@ pub fn load(args: &Args) -> Result<(OsdOptions, ceph_config::Config), String> {
         read_pool_bytes: get("ferrostore_read_pool_bytes").and_then(|s| parse_size(&s)),
         log_data_max_bytes: get("ferrostore_log_data_max_bytes")
             .and_then(|s| parse_size(&s))
-            .or_else(|| {
-                std::env::var(ferrostore::store::LOG_DATA_MAX_ENV)
-                    .ok()
-                    .and_then(|v| v.parse().ok())
-            }),
+            .or_else(|| ferrostore::store::env_u64(ferrostore::store::LOG_DATA_MAX_ENV)),
         busy_poll: get("ferro_osd_busy_poll").is_some_and(|v| parse_bool(&v)),
         memory: {
             let d = crate::memory::MemoryOptions::default();

@@ -95,12 +95,9 @@ pub struct StoreConfig {
 /// option wins when both are set).
 pub const LOG_DATA_MAX_ENV: &str = "FERROSTORE_LOG_DATA_MAX";
 
-/// [`StoreConfig::log_data_max_bytes`] as [`LOG_DATA_MAX_ENV`] sets it (`default` when unset or not a number).
-pub fn log_data_max_bytes_from_env(default: u64) -> u64 {
-    std::env::var(LOG_DATA_MAX_ENV)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
+/// A number from the environment variable `name` (`None` when unset or not a number): the A/B switches above.
+pub fn env_u64(name: &str) -> Option<u64> {
+    std::env::var(name).ok().and_then(|v| v.parse().ok())
 }
 
 /// The environment variable ferro-osd reads into [`StoreConfig::checkpoint_walk_slice`] (A/B runs).
@@ -125,10 +122,7 @@ pub const ORDERED_MIN_BYTES_ENV: &str = "FERROSTORE_ORDERED_MIN_BYTES";
 /// [`StoreConfig::ordered_min_data_bytes`] as [`ORDERED_MIN_BYTES_ENV`] sets it (`default` when unset or not a
 /// number).
 pub fn ordered_min_data_bytes_from_env(default: u64) -> u64 {
-    std::env::var(ORDERED_MIN_BYTES_ENV)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
+    env_u64(ORDERED_MIN_BYTES_ENV).unwrap_or(default)
 }
 
 /// [`StoreConfig::ordered_lone_synced`] as [`ORDERED_LONE_ENV`] sets it (`default` when unset or not 0/1).
@@ -1124,7 +1118,7 @@ impl<D: Device> Store<D> {
         let journaled = |p: u64, n: u64| {
             rec.journal
                 .iter()
-                .any(|j| j.pblock <= p && p + n <= j.pblock + j.crcs.len() as u64)
+                .any(|j| j.pblock <= p && p.saturating_add(n) <= j.pblock.saturating_add(j.crcs.len() as u64))
         };
         for d in &rec.deltas {
             if let Delta::Put(k, v) = d
@@ -1164,8 +1158,12 @@ impl<D: Device> Store<D> {
         Ok(true)
     }
 
+    /// `pblock..pblock + n` lies in the data area (values come from the media: no arithmetic may overflow).
     fn block_range_ok(&self, pblock: u64, n: u64) -> bool {
-        pblock >= self.sb.data_first_block && pblock + n <= self.sb.data_first_block + self.sb.data_blocks
+        pblock >= self.sb.data_first_block
+            && pblock
+                .checked_add(n)
+                .is_some_and(|end| end <= self.sb.data_first_block + self.sb.data_blocks)
     }
 
     /// Every block referenced by the tree (nodes, data) plus those awaiting release.

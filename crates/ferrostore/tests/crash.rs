@@ -335,26 +335,32 @@ fn crash_points_recover_to_an_acknowledged_prefix() {
     }
 }
 
+/// Run `seeds` with a seeded bug; returns how many failed. The sound version of the first few must pass (the main
+/// test checks them all).
+fn seeded_failures(seeds: impl Iterator<Item = u64>, faults: Faults, sound_below: u64) -> usize {
+    let mut failed = 0;
+    let mut tally = Tally::default();
+    for seed in seeds {
+        if run_seed(seed, faults, &mut tally).is_err() {
+            failed += 1;
+        }
+        if seed < sound_below {
+            run_seed(seed, Faults::default(), &mut Tally::default()).unwrap();
+        }
+    }
+    failed
+}
+
 /// The crash points catch a log record that is made durable without its data: with the seeded bug the ordered
 /// seeds' records go out before their data writes complete (so their flush does not cover them) and an
 /// acknowledged transaction is lost or its data torn after some crash.
 #[test]
 fn crash_points_catch_a_log_record_written_before_its_data() {
-    let mut failed = 0;
-    let mut tally = Tally::default();
-    for seed in (3..400).step_by(4) {
-        let faults = Faults {
-            unordered_log: true,
-            ..Faults::default()
-        };
-        if run_seed(seed, faults, &mut tally).is_err() {
-            failed += 1;
-        }
-        // The sound version of the same seeds passes (checked for some, the main test checks them all).
-        if seed < 40 {
-            run_seed(seed, Faults::default(), &mut Tally::default()).unwrap();
-        }
-    }
+    let faults = Faults {
+        unordered_log: true,
+        ..Faults::default()
+    };
+    let failed = seeded_failures((3..400).step_by(4), faults, 40);
     eprintln!("seeded unordered log: {failed} of 100 ordered seeds failed");
     assert!(failed > 0, "no crash point saw the unordered log record");
 }
@@ -363,20 +369,11 @@ fn crash_points_catch_a_log_record_written_before_its_data() {
 /// so after a crash that dropped one an acknowledged write reads back wrong (or fails its crc).
 #[test]
 fn crash_points_catch_a_replay_that_skips_journaled_data() {
-    let mut failed = 0;
-    let mut tally = Tally::default();
-    for seed in (1..300).step_by(3) {
-        let faults = Faults {
-            skip_journal_redo: true,
-            ..Faults::default()
-        };
-        if run_seed(seed, faults, &mut tally).is_err() {
-            failed += 1;
-        }
-        if seed < 30 {
-            run_seed(seed, Faults::default(), &mut Tally::default()).unwrap();
-        }
-    }
+    let faults = Faults {
+        skip_journal_redo: true,
+        ..Faults::default()
+    };
+    let failed = seeded_failures((1..300).step_by(3), faults, 30);
     eprintln!("seeded journal redo skipped: {failed} of 100 journaling seeds failed");
     assert!(failed > 0, "no crash point saw a journaled block lost");
 }

@@ -159,6 +159,41 @@ fn corrupt_log_record_is_dropped_not_applied() {
     assert!(s.fsck().unwrap().errors.is_empty());
 }
 
+/// A log record whose crcs hold but that journals blocks outside the data area (or at an offset that would overflow)
+/// fails the mount as corruption (EIO): replay never writes there, and nothing panics.
+#[test]
+fn a_valid_record_journaling_blocks_outside_the_data_area_fails_mount_with_eio() {
+    use ferrostore::wal::{JournalRun, LogRecord};
+    for pblock in [u64::MAX - 1, 1 << 40, 0] {
+        let mut s = fresh();
+        setup(&mut s);
+        s.checkpoint().unwrap();
+        let img = s.device().durable_image().to_vec();
+        let sb = newest_super(&img);
+        let block = vec![7u8; 4096];
+        let rec = LogRecord {
+            epoch: sb.log_epoch,
+            lsn: sb.next_lsn,
+            durable_upto: sb.next_lsn,
+            deltas: vec![],
+            journal: vec![JournalRun {
+                pblock,
+                crcs: vec![ferrostore::format::crc(&block), ferrostore::format::crc(&block)],
+            }],
+            data: [block.clone(), block].concat(),
+        };
+        let mut img = img;
+        let at = (sb.log_off + sb.log_tail) as usize;
+        let enc = rec.encode(512);
+        img[at..at + enc.len()].copy_from_slice(&enc);
+        match Store::mount(sim(img), 0, StoreConfig::default()) {
+            Err(StoreError::Corrupt(m)) => assert!(m.contains("outside the data area"), "{m}"),
+            Err(e) => panic!("pblock {pblock}: {e}"),
+            Ok(_) => panic!("pblock {pblock}: mounted a record journaling blocks outside the data area"),
+        }
+    }
+}
+
 #[test]
 fn out_of_space_is_enospc_and_recoverable() {
     let mut s = fresh();
