@@ -2708,6 +2708,8 @@ impl Daemon {
                 .ok()
                 .and_then(|v| v.parse().ok())
                 .unwrap_or(ferrostore::store::DEFAULT_CKPT_WALK_SLICE),
+            journal_batch_bytes: ferrostore::store::env_u64(ferrostore::store::JOURNAL_BATCH_ENV)
+                .unwrap_or(ferrostore::store::DEFAULT_JOURNAL_BATCH_BYTES),
             // FERROSTORE_ORDERED_RECORDS=unbounded: ordered commits write a record whenever data completed, not
             // one at a time (A/B runs).
             ordered_records_unbounded: ferrostore::store::ordered_records_unbounded_from_env(),

@@ -320,6 +320,7 @@ pub fn dump<'a>(
             "txns": sum(|s| s.store_txns),
             "journaled_txns": sum(|s| s.store_journaled_txns),
             "journaled_bytes": sum(|s| s.store_journaled_bytes),
+            "journaled_writes_skipped": sum(|s| s.store_journaled_writes_skipped),
             "log_records": sum(|s| s.store_log_records),
             "log_bytes": sum(|s| s.store_log_bytes),
         },

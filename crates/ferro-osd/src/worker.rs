@@ -91,10 +91,12 @@ pub struct ShardStats {
     /// What holds memory on this shard (`dump_mempools`), sampled with the other statistics.
     pub mem: ShardMemory,
     /// ferrostore counters (`perf dump` section `ferrostore`): transactions, those journaled (data in the log
-    /// record) and their data bytes, log records and log bytes written.
+    /// record) and their data bytes, journaled runs whose own data write was dropped (freed before it went
+    /// out), log records and log bytes written.
     pub store_txns: u64,
     pub store_journaled_txns: u64,
     pub store_journaled_bytes: u64,
+    pub store_journaled_writes_skipped: u64,
     pub store_log_records: u64,
     pub store_log_bytes: u64,
 }
@@ -635,6 +637,7 @@ impl Shard {
         s.store_txns = st.txns;
         s.store_journaled_txns = st.journaled_txns;
         s.store_journaled_bytes = st.journaled_bytes;
+        s.store_journaled_writes_skipped = st.journaled_writes_skipped;
         s.store_log_records = st.log_records;
         s.store_log_bytes = st.log_bytes;
         // The store's heap estimate walks its caches and free-extent map (1–2 ms on a 2 GiB shard after random

@@ -39,6 +39,8 @@ struct Tally {
     torn: u64,
     /// Background checkpoints completed by the workloads (crash points fall inside them too).
     bg_checkpoints: u64,
+    /// Journaled runs freed before their deferred data write went out, which then never did.
+    skipped_journal_writes: u64,
 }
 
 /// Mount a crash image; it must hold one of `models[lo..=hi]` and pass fsck. `recovery_crash`: also lose power
@@ -277,6 +279,7 @@ fn workload(
         }
     }
     tally.bg_checkpoints += s.stats.background_checkpoints;
+    tally.skipped_journal_writes += s.stats.journaled_writes_skipped;
     Ok(())
 }
 
@@ -318,20 +321,26 @@ fn crash_points_recover_to_an_acknowledged_prefix() {
         tally.kept += t.kept;
         tally.torn += t.torn;
         tally.bg_checkpoints += t.bg_checkpoints;
+        tally.skipped_journal_writes += t.skipped_journal_writes;
     }
     eprintln!(
-        "crash points checked: {} (unflushed writes at crash: {} dropped, {} kept, {} torn; {} background checkpoints completed) in {:?}",
+        "crash points checked: {} (unflushed writes at crash: {} dropped, {} kept, {} torn; {} background checkpoints completed; {} deferred journal writes skipped) in {:?}",
         tally.points,
         tally.dropped,
         tally.kept,
         tally.torn,
         tally.bg_checkpoints,
+        tally.skipped_journal_writes,
         start.elapsed()
     );
     assert!(tally.points >= min_points, "only {} crash points", tally.points);
     assert!(tally.torn > 0, "no torn write was exercised");
     if min_points > 0 {
         assert!(tally.bg_checkpoints > 0, "no background checkpoint was exercised");
+        assert!(
+            tally.skipped_journal_writes > 0,
+            "no journaled block was rewritten before its deferred write"
+        );
     }
 }
 
