@@ -805,7 +805,8 @@ pub struct Store<D: Device> {
     records_in_flight: usize,
     inflight_data: BTreeMap<u64, Run>,
     /// Journaled runs whose own (unsynced) data write is not submitted yet (in `inflight_data` meanwhile), and
-    /// their bytes: written in batches of [`StoreConfig::journal_batch_bytes`], and all before a checkpoint's barrier.
+    /// their bytes: written in batches of [`StoreConfig::journal_batch_bytes`], all before a checkpoint's
+    /// barrier.
     deferred: Vec<u64>,
     deferred_bytes: u64,
     tags: FastMap<Tag, Purpose>,
