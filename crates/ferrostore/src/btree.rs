@@ -457,6 +457,15 @@ impl Node {
 
 /// A node split: the separator key and the new right sibling.
 type Split = (Vec<u8>, Ptr);
+/// One change of [`Tree::apply_sorted`]: put `Some(value)` at the key, or delete it.
+pub type Change<'a> = (&'a [u8], Option<&'a [u8]>);
+/// An internal node during [`Tree::apply_sorted`]: as read, until one of its children changes; then its copy.
+enum Cur {
+    Clean(Rc<Node>),
+    Copied(u32),
+}
+/// Most changes one descent of [`Tree::apply_sorted`] carries.
+const APPLY_CHUNK: usize = 64;
 /// A serialised node to write: (block, bytes).
 pub type NodeWrite = (u64, Vec<u8>);
 /// A node of a checkpoint snapshot, not yet serialised: (block, node).
@@ -727,62 +736,11 @@ impl Tree {
         val: &[u8],
         old: &mut dyn FnMut(&[u8]),
     ) -> Result<()> {
-        if key.len() > MAX_KEY || key.len() + val.len() > MAX_ENTRY {
-            return Err(StoreError::TooLarge(
-                "metadata key/value exceeds the node entry limit",
-            ));
-        }
-        let (root, split) = self.put_rec(io, self.root, key, val, old)?;
-        self.root = root;
-        if let Some((sep, right)) = split {
-            let level = self.node(io, root)?.level + 1;
-            let n = Node::root(level, root, &sep, right);
-            self.root = Ptr::Mem(self.alloc_mem(n));
-        }
-        Ok(())
+        self.apply_sorted(io, &[(key, Some(val))], &mut |_, v| old(v))
     }
 
-    fn put_rec(
-        &mut self,
-        io: &mut dyn NodeIo,
-        p: Ptr,
-        key: &[u8],
-        val: &[u8],
-        old: &mut dyn FnMut(&[u8]),
-    ) -> Result<(Ptr, Option<Split>)> {
-        let id = self.make_mut(io, p)?;
-        if self.mem(id).is_leaf() {
-            let n = self.mem_mut(id);
-            match n.find(key) {
-                Ok(i) => {
-                    old(n.val(i));
-                    n.set_val(i, val)
-                }
-                Err(i) => n.insert_leaf(i, key, val),
-            }
-        } else {
-            let (idx, kid) = {
-                let n = self.mem(id);
-                let i = n.child_index(key);
-                (i, n.kids[i])
-            };
-            let (nk, split) = self.put_rec(io, kid, key, val, old)?;
-            let n = self.mem_mut(id);
-            n.kids[idx] = nk;
-            if let Some((sep, right)) = split {
-                n.insert_kid(idx + 1, &sep, right);
-            }
-        }
-        if self.mem(id).bytes > BLOCK {
-            let right = self.split(id);
-            let sep = right.key(0).to_vec();
-            let rid = self.alloc_mem(right);
-            return Ok((Ptr::Mem(id), Some((sep, Ptr::Mem(rid)))));
-        }
-        Ok((Ptr::Mem(id), None))
-    }
-
-    fn split(&mut self, id: u32) -> Node {
+    /// Move the upper half of node `id` (by bytes, at least one entry on each side) into a new right sibling.
+    fn split_half(&mut self, id: u32) -> Node {
         let n = self.mem_mut(id);
         let total = n.bytes - HEADER;
         let mut acc = 0;
@@ -794,9 +752,22 @@ impl Tree {
                 break;
             }
         }
-        let right = n.split_off(at);
-        debug_assert!(n.bytes <= BLOCK && right.bytes <= BLOCK);
-        right
+        n.split_off(at)
+    }
+
+    /// Split node `id` until every piece fits a block: the pieces right of it, in key order, with their lower
+    /// bounds. Nothing when it fits already. (A batch can leave a node several blocks large.)
+    fn split_all(&mut self, id: u32) -> Vec<Split> {
+        if self.mem(id).bytes <= BLOCK {
+            return Vec::new();
+        }
+        let right = self.split_half(id);
+        let sep = right.key(0).to_vec();
+        let rid = self.alloc_mem(right);
+        let mut out = self.split_all(id);
+        out.push((sep, Ptr::Mem(rid)));
+        out.extend(self.split_all(rid));
+        out
     }
 
     /// Remove `key`; returns whether it was present.
@@ -804,109 +775,178 @@ impl Tree {
         Ok(self.delete_sorted(io, &[key], &mut |_, _| ())? == 1)
     }
 
-    /// Remove every key of `keys` (sorted ascending, no duplicates) that is present; returns how many were. One
-    /// descent serves all keys under the same node (a punch of 16 one-block extents touches one or two leaves),
-    /// and nodes that lose nothing are not copied.
-    /// `removed(key, value)` is called for each entry before it goes.
+    /// Remove every key of `keys` (sorted ascending, no duplicates) that is present; returns how many were (one
+    /// pass, as [`Tree::apply_sorted`]). `removed(key, value)` is called for each entry before it goes.
     pub fn delete_sorted(
         &mut self,
         io: &mut dyn NodeIo,
         keys: &[&[u8]],
         on_removed: &mut dyn FnMut(&[u8], &[u8]),
     ) -> Result<usize> {
-        debug_assert!(keys.windows(2).all(|w| key_cmp(w[0], w[1]).is_lt()));
-        if keys.is_empty() {
-            return Ok(0);
-        }
+        let changes: Vec<Change<'_>> = keys.iter().map(|k| (*k, None)).collect();
         let mut removed = 0;
-        let Some((root, _)) = self.del_rec(io, self.root, keys, &mut removed, on_removed)? else {
-            return Ok(0);
-        };
-        self.root = root;
-        loop {
-            let n = self.node(io, self.root)?;
-            if n.is_leaf() {
-                break;
-            }
-            if n.kids.is_empty() {
-                if let Ptr::Mem(id) = self.root {
-                    self.free_mem(id);
-                }
-                self.root = Ptr::Mem(self.alloc_mem(Node::leaf()));
-                break;
-            }
-            if n.kids.len() > 1 {
-                break;
-            }
-            if let Ptr::Mem(id) = self.root {
-                self.free_mem(id);
-            }
-            self.root = n.kids[0];
-        }
+        self.apply_sorted(io, &changes, &mut |k, v| {
+            removed += 1;
+            on_removed(k, v);
+        })?;
         Ok(removed)
     }
 
-    /// Delete `keys` (sorted) under `p`. `None`: none of them is there and nothing was copied; otherwise the
-    /// node's new pointer and whether it is now empty.
-    fn del_rec(
+    /// Apply a transaction's changes in one pass: `changes` sorted ascending by key without duplicates, each a
+    /// put (`Some(value)`) or a delete (`None`). The keys under one node share its descent (one binary search per
+    /// group per level, then one compare per key against the child's upper bound): a write's onode, attrs and
+    /// extents sit together, as do its pg log entry and pg info, so a dozen changes take a few descents instead
+    /// of a dozen. A node whose keys change nothing (deletes of absent keys) is not copied. `old(key, value)`
+    /// sees the value each put replaces or each delete removes, before it goes. Every put is checked against
+    /// the entry limits before anything changes.
+    pub fn apply_sorted(
+        &mut self,
+        io: &mut dyn NodeIo,
+        changes: &[Change<'_>],
+        old: &mut dyn FnMut(&[u8], &[u8]),
+    ) -> Result<()> {
+        debug_assert!(changes.windows(2).all(|w| key_cmp(w[0].0, w[1].0).is_lt()));
+        if changes
+            .iter()
+            .any(|(k, v)| v.is_some_and(|v| k.len() > MAX_KEY || k.len() + v.len() > MAX_ENTRY))
+        {
+            return Err(StoreError::TooLarge(
+                "metadata key/value exceeds the node entry limit",
+            ));
+        }
+        // A bounded group per descent: a leaf takes at most this many changes before it is split, so a huge
+        // batch (thousands of omap keys) never builds one oversized node whose inserts shift long arrays.
+        for chunk in changes.chunks(APPLY_CHUNK) {
+            let Some((root, _, mut pieces)) = self.apply_rec(io, self.root, chunk, old)? else {
+                continue;
+            };
+            self.root = root;
+            // Grown: a new root over the old one and its new right siblings (split again if they overflow it).
+            while !pieces.is_empty() {
+                let level = self.node(io, self.root)?.level + 1;
+                let mut n = Node::root(level, self.root, &pieces[0].0, pieces[0].1);
+                for (i, (sep, p)) in pieces.iter().enumerate().skip(1) {
+                    n.insert_kid(i + 1, sep, *p);
+                }
+                let id = self.alloc_mem(n);
+                self.root = Ptr::Mem(id);
+                pieces = self.split_all(id);
+            }
+            self.collapse_root(io)?;
+        }
+        Ok(())
+    }
+
+    /// Changes (sorted) under `p`. `None`: nothing changed and nothing was copied; otherwise the node's new
+    /// pointer, whether it is now empty, and the new nodes right of it (lower bound, pointer) when it split.
+    fn apply_rec(
         &mut self,
         io: &mut dyn NodeIo,
         p: Ptr,
-        keys: &[&[u8]],
-        removed: &mut usize,
-        on_removed: &mut dyn FnMut(&[u8], &[u8]),
-    ) -> Result<Option<(Ptr, bool)>> {
+        changes: &[Change<'_>],
+        old: &mut dyn FnMut(&[u8], &[u8]),
+    ) -> Result<Option<(Ptr, bool, Vec<Split>)>> {
         let n = self.node(io, p)?;
         if n.is_leaf() {
-            if !keys.iter().any(|k| n.find(k).is_ok()) {
+            if changes.iter().all(|(k, v)| v.is_none() && n.find(k).is_err()) {
                 return Ok(None);
             }
             // Release our handle first: a dirty node shared with it would be copied by `Rc::make_mut`.
             drop(n);
             let id = self.make_mut(io, p)?;
             let node = self.mem_mut(id);
-            for k in keys {
-                if let Ok(i) = node.find(k) {
-                    on_removed(k, node.val(i));
-                    node.remove(i);
-                    *removed += 1;
+            for &(k, v) in changes {
+                match (node.find(k), v) {
+                    (Ok(i), Some(v)) => {
+                        old(k, node.val(i));
+                        node.set_val(i, v);
+                    }
+                    (Err(i), Some(v)) => node.insert_leaf(i, k, v),
+                    (Ok(i), None) => {
+                        old(k, node.val(i));
+                        node.remove(i);
+                    }
+                    (Err(_), None) => {}
                 }
             }
             let empty = node.is_empty();
-            return Ok(Some((Ptr::Mem(id), empty)));
+            let pieces = self.split_all(id);
+            return Ok(Some((Ptr::Mem(id), empty, pieces)));
         }
-        // Keys are sorted, so each child's keys are one contiguous group.
-        let mut changes: Vec<(usize, Ptr, bool)> = Vec::new();
+        // Keys are sorted, so each child's changes are one contiguous group: the keys below the next child's
+        // lower bound. The node is copied at the first child that changed; groups are found in the copy from
+        // then on (a child's new siblings have bounds below the next group's keys, an emptied child's
+        // successor takes over its range, so the next group's child is found the same way).
+        let mut cur = Cur::Clean(n);
         let mut i = 0;
-        while i < keys.len() {
-            let ci = n.child_index(keys[i]);
-            let mut j = i + 1;
-            while j < keys.len() && n.child_index(keys[j]) == ci {
-                j += 1;
-            }
-            if let Some((np, empty)) = self.del_rec(io, n.kids[ci], &keys[i..j], removed, on_removed)? {
-                changes.push((ci, np, empty));
-            }
+        while i < changes.len() {
+            let (ci, j, kid) = {
+                let node: &Node = match &cur {
+                    Cur::Clean(n) => n,
+                    Cur::Copied(id) => self.mem(*id),
+                };
+                let ci = node.child_index(changes[i].0);
+                let j = match node.ents.get(ci + 1) {
+                    Some(_) => {
+                        let upper = node.key(ci + 1);
+                        i + 1 + changes[i + 1..].partition_point(|c| key_cmp(c.0, upper).is_lt())
+                    }
+                    None => changes.len(),
+                };
+                (ci, j, node.kids[ci])
+            };
+            let group = &changes[i..j];
             i = j;
-        }
-        if changes.is_empty() {
-            return Ok(None);
-        }
-        drop(n);
-        let id = self.make_mut(io, p)?;
-        // Highest index first: removing an empty child shifts the ones after it.
-        for (ci, np, empty) in changes.into_iter().rev() {
+            let Some((np, empty, pieces)) = self.apply_rec(io, kid, group, old)? else {
+                continue;
+            };
+            let pid = match cur {
+                Cur::Copied(pid) => pid,
+                Cur::Clean(n) => {
+                    // Release our handle first: a dirty node shared with it would be copied by `Rc::make_mut`.
+                    drop(n);
+                    let pid = self.make_mut(io, p)?;
+                    cur = Cur::Copied(pid);
+                    pid
+                }
+            };
             if empty {
                 if let Ptr::Mem(cid) = np {
                     self.free_mem(cid);
                 }
-                self.mem_mut(id).remove(ci);
-            } else {
-                self.mem_mut(id).kids[ci] = np;
+                self.mem_mut(pid).remove(ci);
+                continue;
+            }
+            let node = self.mem_mut(pid);
+            node.kids[ci] = np;
+            for (k, (sep, kid)) in pieces.into_iter().enumerate() {
+                node.insert_kid(ci + 1 + k, &sep, kid);
             }
         }
+        let Cur::Copied(id) = cur else {
+            return Ok(None);
+        };
         let empty = self.mem(id).kids.is_empty();
-        Ok(Some((Ptr::Mem(id), empty)))
+        let pieces = self.split_all(id);
+        Ok(Some((Ptr::Mem(id), empty, pieces)))
+    }
+
+    /// After deletes: a root left without children becomes an empty leaf, and a root with one child gives way
+    /// to it (repeatedly).
+    fn collapse_root(&mut self, io: &mut dyn NodeIo) -> Result<()> {
+        loop {
+            let n = self.node(io, self.root)?;
+            if n.is_leaf() || n.kids.len() > 1 {
+                return Ok(());
+            }
+            if let Ptr::Mem(id) = self.root {
+                self.free_mem(id);
+            }
+            self.root = match n.kids.first() {
+                Some(&kid) => kid,
+                None => Ptr::Mem(self.alloc_mem(Node::leaf())),
+            };
+        }
     }
 
     /// Entries with `start <= key < end` (no upper bound if `end` is None), in order, at most `limit`.
@@ -1459,6 +1499,93 @@ mod tests {
             };
             assert_tree_is(&mut Tree::open(root, 8), &mut io, &model);
         }
+    }
+
+    /// Sorted batches of puts and deletes (`apply_sorted`, as a transaction commits), from a few neighbours to
+    /// hundreds of keys and values up to the entry limit (one leaf takes up to `APPLY_CHUNK` changes and splits
+    /// into several nodes, the root grows by more than one child), against the model: the tree's contents,
+    /// every `old` callback (the value replaced or removed, exactly once per present key), and the tree reopened
+    /// from a checkpoint. A tiny node cache makes descents read clean nodes back.
+    #[test]
+    fn sorted_batches_match_btreemap() {
+        for seed in 0..12u64 {
+            let mut rng = Rng::new(500 + seed);
+            let mut io = MemIo::default();
+            let mut t = Tree::empty(if seed % 3 == 0 { 8 } else { 4096 });
+            let mut model = Model::new();
+            let mut next = 0u64;
+            let space = [60, 600, 6000][(seed % 3) as usize];
+            for step in 0..400 {
+                let mut batch: BTreeMap<Vec<u8>, Option<Vec<u8>>> = BTreeMap::new();
+                let base = rng.below(space);
+                let n = [1, 4, 16, 70, 300][rng.below(5) as usize];
+                for _ in 0..n {
+                    let k = format!("k{:06}", base + rng.below(n * 2)).into_bytes();
+                    let v = match rng.below(3) {
+                        0 => None,
+                        // Mostly small values; some near the entry limit (a handful fill a node).
+                        _ if rng.below(8) == 0 => Some(vec![rng.below(256) as u8; MAX_ENTRY - 7]),
+                        _ => Some(vec![rng.below(256) as u8; rng.below(120) as usize]),
+                    };
+                    batch.insert(k, v);
+                }
+                let changes: Vec<Change<'_>> =
+                    batch.iter().map(|(k, v)| (k.as_slice(), v.as_deref())).collect();
+                let mut seen = Vec::new();
+                t.apply_sorted(&mut io, &changes, &mut |k, v| seen.push((k.to_vec(), v.to_vec())))
+                    .unwrap();
+                let mut want = Vec::new();
+                for (k, v) in batch {
+                    let before = match v {
+                        Some(v) => model.insert(k.clone(), v),
+                        None => model.remove(&k),
+                    };
+                    want.extend(before.map(|b| (k, b)));
+                }
+                assert_eq!(seen, want, "seed {seed} step {step}: old values");
+                if step % 37 == 0 {
+                    checkpoint(&mut t, &mut io, &mut next);
+                }
+                if step % 50 == 0 {
+                    assert_tree_is(&mut t, &mut io, &model);
+                }
+            }
+            assert_tree_is(&mut t, &mut io, &model);
+            // Every node fits its block: the checkpoint serialises them all.
+            checkpoint(&mut t, &mut io, &mut next);
+            let Ptr::Disk(root) = t.root() else {
+                panic!("root still dirty")
+            };
+            assert_tree_is(&mut Tree::open(root, 8), &mut io, &model);
+        }
+    }
+
+    /// A batch that deletes every key empties the tree back to one leaf; puts after it work.
+    #[test]
+    fn a_batch_deleting_everything_leaves_an_empty_tree() {
+        let mut io = MemIo::default();
+        let mut t = Tree::empty(4096);
+        let keys: Vec<Vec<u8>> = (0..2000u32).map(|i| format!("key{i:05}").into_bytes()).collect();
+        let val = vec![7u8; 100];
+        let puts: Vec<Change<'_>> = keys
+            .iter()
+            .map(|k| (k.as_slice(), Some(val.as_slice())))
+            .collect();
+        t.apply_sorted(&mut io, &puts, &mut |_, _| panic!("nothing to replace"))
+            .unwrap();
+        assert!(t.node(&mut io, t.root()).unwrap().level >= 1);
+        let dels: Vec<Change<'_>> = keys.iter().map(|k| (k.as_slice(), None)).collect();
+        let mut removed = 0;
+        t.apply_sorted(&mut io, &dels, &mut |_, _| removed += 1).unwrap();
+        assert_eq!(removed, keys.len());
+        let root = t.node(&mut io, t.root()).unwrap();
+        assert!(root.is_leaf() && root.is_empty());
+        t.put(&mut io, b"again", b"1").unwrap();
+        assert_tree_is(
+            &mut t,
+            &mut io,
+            &Model::from([(b"again".to_vec(), b"1".to_vec())]),
+        );
     }
 
     /// Keys built to stress the node's common prefix and 16-byte heads: families sharing 0, 1, 9 or 40 bytes,

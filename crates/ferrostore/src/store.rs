@@ -1315,9 +1315,6 @@ impl<D: Device> Store<D> {
         self.meta.commit(&ctx.overlay);
         self.extents.commit(&ctx.overlay);
         let mut deltas = Vec::with_capacity(ctx.overlay.len());
-        // Keys are distinct, so puts and deletes commute: the deletes go to the tree as one sorted batch (a
-        // punch of fragmented extents deletes up to 16 neighbouring keys: one descent instead of two each).
-        let mut dels: Vec<&[u8]> = Vec::new();
         // Spilled runs of replaced or deleted attr / omap values in the tree (see `TxnCtx::tree_released`).
         let mut old_runs: Vec<(u64, u64)> = Vec::new();
         let released = &ctx.tree_released;
@@ -1330,27 +1327,17 @@ impl<D: Device> Store<D> {
                 }
             }
         };
-        for (k, v) in &ctx.overlay {
-            let r = match v {
-                Some(v) => self
-                    .tree
-                    .put_with_old(&mut self.io, k, v, &mut |old| release_old(k, old)),
-                None => {
-                    dels.push(k);
-                    Ok(())
-                }
-            };
-            if let Err(e) = r {
-                return Err(self.fail(e));
-            }
-        }
-        if let Err(e) = self
-            .tree
-            .delete_sorted(&mut self.io, &dels, &mut |k, old| release_old(k, old))
-        {
+        // The overlay is sorted: its puts and deletes go to the tree as one batch, the keys under one node
+        // sharing a descent (a write's onode, attrs and extents; its pg log entry and pg info).
+        let changes: Vec<crate::btree::Change<'_>> = ctx
+            .overlay
+            .iter()
+            .map(|(k, v)| (k.as_slice(), v.as_deref()))
+            .collect();
+        if let Err(e) = self.tree.apply_sorted(&mut self.io, &changes, &mut release_old) {
             return Err(self.fail(e));
         }
-        drop(dels);
+        drop(changes);
         for (s, l) in old_runs {
             self.pending_free.push((s, l));
             self.pending_free_blocks += l;
