@@ -794,9 +794,9 @@ impl Tree {
 
     /// Apply a transaction's changes in one pass: `changes` sorted ascending by key without duplicates, each a
     /// put (`Some(value)`) or a delete (`None`). The keys under one node share its descent (one binary search per
-    /// group per level, then one compare per key against the child's upper bound): a write's onode, attrs and
-    /// extents sit together, as do its pg log entry and pg info, so a dozen changes take a few descents instead
-    /// of a dozen. A node whose keys change nothing (deletes of absent keys) is not copied. `old(key, value)`
+    /// group per level, then one compare per key against the child's upper bound): a write's extent keys sit
+    /// together, as do its attrs, and its pg log entry and pg info, so a dozen changes take a few leaf visits
+    /// under shared upper levels instead of a dozen descents. A node whose keys change nothing (deletes of absent keys) is not copied. `old(key, value)`
     /// sees the value each put replaces or each delete removes, before it goes. Every put is checked against
     /// the entry limits before anything changes.
     pub fn apply_sorted(
