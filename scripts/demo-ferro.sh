@@ -59,9 +59,9 @@ done
 
 for pool in ferro demo; do
     echo "== rados bench on pool '$pool' ($( [ "$pool" = ferro ] && echo "3 ferro-osds, size 3" || echo "BlueStore, size 1" )): 5 s each, 4 KiB and 64 KiB, 16 in flight"
-    timeout 120 rados bench -p "$pool" 5 write -b 4096 -t 16 --no-cleanup | grep -E '^(Bandwidth|Average IOPS|Average Latency)'
+    timeout 120 rados bench -p "$pool" 5 write -b 4096 -t 16 --max-objects 20000 --no-cleanup | grep -E '^(Bandwidth|Average IOPS|Average Latency)'
     timeout 120 rados bench -p "$pool" 5 rand -t 16 | grep -E '^(Bandwidth|Average IOPS|Average Latency)'
-    timeout 120 rados bench -p "$pool" 5 write -b 65536 -t 16 --no-cleanup | grep -E '^(Bandwidth|Average IOPS|Average Latency)'
+    timeout 120 rados bench -p "$pool" 5 write -b 65536 -t 16 --max-objects 6000 --no-cleanup | grep -E '^(Bandwidth|Average IOPS|Average Latency)'
     timeout 120 rados bench -p "$pool" 5 seq -t 16 | grep -E '^(Bandwidth|Average IOPS|Average Latency)'
 done
 

@@ -37,7 +37,7 @@ ceph -s
 echo "== workload: rados bench, 10 s of 64 KiB writes, 8 in flight, pool 'demo'"
 ceph osd pool create demo 16 16 replicated >/dev/null
 ceph osd pool application enable demo rados >/dev/null
-timeout 180 rados bench -p demo 10 write -b 65536 -t 8
+timeout 180 rados bench -p demo 10 write -b 65536 -t 8 --max-objects 6000
 
 # The hook runs with CEPH_CONF and FERRO_CLUSTER_DIR exported, the cluster up and pool 'demo' present.
 if [ -f scripts/demo-ferro.sh ]; then
