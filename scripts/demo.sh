@@ -34,7 +34,7 @@ export FERRO_CLUSTER_DIR="$dir"
 echo "== cluster up in $(( ($(date +%s%N) - start_ns) / 1000000 )) ms; $conf_line"
 ceph -s
 
-echo "== workload: rados bench, 10 s of 64 KiB writes, 8 in flight, pool 'demo'"
+echo "== workload: rados bench, 64 KiB writes for 10 s or 6,000 objects (375 MiB), 8 in flight, pool 'demo'"
 ceph osd pool create demo 16 16 replicated >/dev/null
 ceph osd pool application enable demo rados >/dev/null
 timeout 180 rados bench -p demo 10 write -b 65536 -t 8 --max-objects 6000
