@@ -61,6 +61,12 @@ pub struct CompareArgs {
     /// report's header.
     #[arg(long = "ferro-conf", value_name = "KEY=VALUE")]
     pub ferro_conf: Vec<String>,
+    /// Set the VM guest's halt polling (the `haltpoll` cpuidle driver's `guest_halt_poll_ns`, root only) to
+    /// this many ns for the run, and back after it: how long an idle vCPU polls before it halts, so a wake-up
+    /// within it skips a trip through the hypervisor. It moves both kinds' QD1 rows; the report records the
+    /// machine's setting either way (docs/benchmarks.md, "What the VM's idle vCPUs cost").
+    #[arg(long, value_name = "NS")]
+    pub guest_halt_poll_ns: Option<u64>,
     /// Output directory (default target/bench-compare/<date>-<time>).
     #[arg(long)]
     pub out: Option<PathBuf>,
@@ -230,6 +236,21 @@ pub fn write_outputs(r: &Report, dir: &Path) -> Result<()> {
 /// failed on a group that ran, so CI notices.
 pub fn main_with_args(a: CompareArgs) -> Result<()> {
     let opts = options(&a)?;
+    // Held until the outputs are written; dropping it restores the machine's value.
+    let _halt_poll = match a.guest_halt_poll_ns {
+        Some(ns) => {
+            let g = crate::idle::set_halt_poll(ns)?;
+            eprintln!(
+                "bench compare: guest_halt_poll_ns {} -> {ns} for this run (restored at its end; if the run is \
+                 killed: echo {} > {})",
+                g.old(),
+                g.old(),
+                crate::idle::HALT_POLL_NS
+            );
+            Some(g)
+        }
+        None => None,
+    };
     let report = run(&opts)?;
     let dir = a.out.clone().unwrap_or_else(|| {
         let now = SystemTime::now()
@@ -350,6 +371,9 @@ mod tests {
             let t = T::parse_from(["x", "--no-build", "--ferro-conf", bad]);
             assert!(options(&t.a).is_err(), "{bad}");
         }
+        let t = T::parse_from(["x", "--no-build", "--guest-halt-poll-ns", "200000"]);
+        assert_eq!(t.a.guest_halt_poll_ns, Some(200_000));
+        assert!(T::try_parse_from(["x", "--guest-halt-poll-ns", "-1"]).is_err());
         assert!(T::try_parse_from(["x", "--pool-size", "4"]).is_err());
         // `--size 3` is the short spelling of `--pool-size 3`.
         let t = T::parse_from(["x", "--size", "3", "--no-build"]);

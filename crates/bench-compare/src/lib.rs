@@ -19,6 +19,7 @@
 mod cli;
 mod error;
 mod fio;
+mod idle;
 mod matrix;
 mod omap;
 mod osdperf;
@@ -32,6 +33,7 @@ mod util;
 pub use cli::{CompareArgs, main_with_args};
 pub use error::{BenchError, Result};
 pub use fio::{FioJob, job_file, parse_fio_json};
+pub use idle::{HALT_POLL_NS, HaltPollGuard, set_halt_poll};
 pub use matrix::{MATRIX, OmapOp, TestDef, Workload, select_tests};
 pub use omap::{OMAP_SCRIPT, parse_omap_json};
 pub use procstat::{ProcSample, parse_stat_cpu_ticks, parse_status_rss_kib};

@@ -91,6 +91,9 @@ pub fn markdown_table(r: &Report) -> String {
             classes.join("; ")
         );
     }
+    if !m.cpu_idle.is_empty() {
+        let _ = writeln!(s, "Idle CPUs: {}.", m.cpu_idle);
+    }
     if !m.load_start.is_empty() || !m.load_end.is_empty() {
         let _ = writeln!(
             s,
@@ -732,6 +735,10 @@ mod tests {
             "{runq}"
         );
         assert!(t.contains("Thread scheduling after boot (`/proc`): bluestore threads SCHED_OTHER nice 0 slice 1400 µs (×1); ferro reactor threads SCHED_OTHER"), "{t}");
+        assert!(
+            t.contains("Idle CPUs: cpuidle driver haltpoll, governor haltpoll, guest_halt_poll_ns 0."),
+            "{t}"
+        );
         assert_eq!(
             ctxt.lines().filter(|l| l.starts_with("| ")).count(),
             1 + 2,

@@ -269,6 +269,8 @@ pub struct Meta {
     pub machine: String,
     /// Kernel release.
     pub kernel: String,
+    /// How idle CPUs wait: cpuidle driver, governor, and the VM's halt polling budget if it has one.
+    pub cpu_idle: String,
     /// `/proc/loadavg` (1, 5, 15 min) when the run started and when it ended: the machine may be shared.
     pub load_start: String,
     pub load_end: String,
@@ -500,6 +502,7 @@ impl Report {
             "tool": "cargo xtask bench compare",
             "meta": {
                 "date_utc": m.date_utc, "commit": m.commit, "machine": m.machine, "kernel": m.kernel,
+                "cpu_idle": m.cpu_idle,
                 "ceph_version": m.ceph_version, "fio_version": m.fio_version, "pool_size": m.pool_size,
                 "osds_per_group": m.osds_per_group, "device_size_bytes": m.device_size_bytes,
                 "device_files": m.device_files, "objects": m.objects, "object_size_bytes": crate::fio::OBJECT_SIZE_BYTES,
@@ -600,6 +603,7 @@ pub(crate) mod tests {
                 commit: "abc1234".into(),
                 pool_size: 1,
                 osds_per_group: 1,
+                cpu_idle: "cpuidle driver haltpoll, governor haltpoll, guest_halt_poll_ns 0".into(),
                 ..Meta::default()
             },
             groups,
@@ -728,6 +732,10 @@ pub(crate) mod tests {
         assert_eq!(j["tests"][0]["results"]["ferro"]["iops"], 2000.0);
         assert_eq!(j["tests"][1]["ratio"]["iops"], 0.5);
         assert_eq!(j["groups"][1]["status"], "ran");
+        assert_eq!(
+            j["meta"]["cpu_idle"],
+            "cpuidle driver haltpoll, governor haltpoll, guest_halt_poll_ns 0"
+        );
         assert_eq!(
             j["groups"][1]["thread_sched"],
             "SCHED_OTHER nice 0 slice 1400 µs (×1)"

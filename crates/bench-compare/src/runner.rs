@@ -166,6 +166,7 @@ pub fn run(o: &RunOptions) -> Result<Report> {
         commit: util::commit(&o.workspace),
         machine: util::machine(),
         kernel: util::kernel(),
+        cpu_idle: crate::idle::describe(),
         load_start: util::load_average(),
         load_end: String::new(),
         ceph_version: util::first_line("ceph", &["--version"]),
