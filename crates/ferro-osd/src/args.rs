@@ -152,6 +152,9 @@ pub struct OsdOptions {
     /// Reactor thread scheduling: `ferro_reactor_sched_slice_us`, `ferro_reactor_nice`,
     /// `ferro_reactor_sched_policy`, `ferro_reactor_sched_priority` (see [`crate::sched`]).
     pub reactor_sched: crate::sched::ReactorSched,
+    /// The PGs' Ceph options (osd_id is set per shard): `osd_min_pg_log_entries`, `osd_max_pg_log_entries`,
+    /// `osd_pg_log_trim_min`, `osd_pg_log_dups_tracked`, `osd_pg_object_context_cache_count`.
+    pub pg: pg::PgConfig,
     pub beacon_interval_s: u64,
     /// `osd_heartbeat_interval`, `osd_heartbeat_grace`, `osd_heartbeat_min_peers`, `osd_heartbeat_min_size`.
     pub heartbeat_interval_s: u64,
@@ -219,6 +222,30 @@ pub fn parse_cpu_list(s: &str) -> Result<Vec<usize>, String> {
         }
     }
     Ok(out)
+}
+
+/// The PG options Ceph operators set in ceph.conf; a value that is not a number fails the start, as ceph-osd
+/// refuses a malformed option.
+fn pg_config(get: impl Fn(&str) -> Option<String>) -> Result<pg::PgConfig, String> {
+    let mut c = pg::PgConfig::default();
+    let set = |k: &str, slot: &mut usize| -> Result<(), String> {
+        if let Some(v) = get(k) {
+            *slot = v
+                .trim()
+                .parse()
+                .map_err(|_| format!("{k}: {v:?} is not a non-negative integer"))?;
+        }
+        Ok(())
+    };
+    set("osd_min_pg_log_entries", &mut c.osd_min_pg_log_entries)?;
+    set("osd_max_pg_log_entries", &mut c.osd_max_pg_log_entries)?;
+    set("osd_pg_log_trim_min", &mut c.osd_pg_log_trim_min)?;
+    set("osd_pg_log_dups_tracked", &mut c.osd_pg_log_dups_tracked)?;
+    set(
+        "osd_pg_object_context_cache_count",
+        &mut c.osd_pg_object_context_cache_count,
+    )?;
+    Ok(c)
 }
 
 fn parse_bool(s: &str) -> bool {
@@ -381,6 +408,7 @@ pub fn load(args: &Args) -> Result<(OsdOptions, ceph_config::Config), String> {
             }
             s
         },
+        pg: pg_config(get)?,
         beacon_interval_s: num("osd_beacon_report_interval", 300),
         heartbeat_interval_s: num("osd_heartbeat_interval", 6),
         heartbeat_grace_s: num("osd_heartbeat_grace", 20),
@@ -482,6 +510,35 @@ mod tests {
             load_with(&conf, "").unwrap().0.cpus.is_empty(),
             "default: no list"
         );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn pg_options_from_conf_and_flags() {
+        let load_with = |conf: &std::path::Path, extra: &str| {
+            load(&parse(&argv(&format!("-i 1 -c {} {extra}", conf.display()))).unwrap())
+        };
+        let (dir, conf) = temp_conf(
+            "pg",
+            "osd min pg log entries = 500\nosd_pg_log_dups_tracked = 10\n",
+        );
+        let pg = load_with(&conf, "--osd_pg_log_trim_min=1").unwrap().0.pg;
+        assert_eq!(
+            (
+                pg.osd_min_pg_log_entries,
+                pg.osd_max_pg_log_entries,
+                pg.osd_pg_log_trim_min,
+                pg.osd_pg_log_dups_tracked
+            ),
+            (500, 10_000, 1, 10)
+        );
+        let e = load_with(&conf, "--osd_max_pg_log_entries=lots").unwrap_err();
+        assert!(e.contains("osd_max_pg_log_entries"), "{e}");
+        let _ = std::fs::remove_dir_all(&dir);
+        let (dir, conf) = temp_conf("pg-default", "");
+        let pg = load_with(&conf, "").unwrap().0.pg;
+        assert_eq!(pg.osd_pg_log_trim_min, 100);
+        assert_eq!(pg.osd_pg_object_context_cache_count, 256);
         let _ = std::fs::remove_dir_all(&dir);
     }
 

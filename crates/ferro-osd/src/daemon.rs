@@ -2697,6 +2697,7 @@ impl Daemon {
             ..RuntimeConfig::default()
         };
         let common2 = common.clone();
+        let pg_cfg = opts.pg.clone();
         let store_cfg = StoreConfig {
             cache_bytes: opts
                 .cache_bytes
@@ -2787,7 +2788,7 @@ impl Daemon {
                     }
                     Ok(store)
                 })
-                .map(|store| Shard::new(core as u32, shards, whoami, store, common2.mono_base));
+                .map(|store| Shard::new(core as u32, shards, whoami, &pg_cfg, store, common2.mono_base));
             let shard = match shard {
                 Ok(s) => Some(s),
                 Err(e) => {

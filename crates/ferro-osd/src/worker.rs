@@ -313,9 +313,18 @@ pub struct Shard {
 }
 
 impl Shard {
-    pub fn new(index: u32, shards: u32, osd_id: i32, store: Store<UringDevice>, start: Instant) -> Self {
+    pub fn new(
+        index: u32,
+        shards: u32,
+        osd_id: i32,
+        pg: &pg::PgConfig,
+        store: Store<UringDevice>,
+        start: Instant,
+    ) -> Self {
         let total_bytes = store.device().size_bytes() / u64::from(shards.max(1));
-        let core = OsdShard::new(ShardConfig::new(osd_id, index, shards), store);
+        let mut cfg = ShardConfig::new(osd_id, index, shards);
+        cfg.pg = pg::PgConfig { osd_id, ..pg.clone() };
+        let core = OsdShard::new(cfg, store);
         Shard {
             index,
             osd_id,
