@@ -387,6 +387,9 @@ impl LogBufs {
 pub const DEFAULT_JOURNAL_BATCH_BYTES: u64 = 64 << 10;
 
 /// Checkpoint node writes submitted per `poll` / `wait` at most, and in flight at most (see [`BgCkpt::queued`]).
+/// Freed runs a poll moves into the allocator's maps after a background checkpoint (~1 µs each): enough to keep
+/// up with the frees of any workload at thousands of polls per second, few enough not to lengthen a turn.
+const RELEASE_PER_POLL: usize = 64;
 const CKPT_SLICE: usize = 32;
 const CKPT_MAX_IN_FLIGHT: usize = 64;
 
@@ -1484,6 +1487,7 @@ impl<D: Device> Store<D> {
             self.write_pending_log()?;
         }
         self.maybe_checkpoint()?;
+        self.alloc.release(RELEASE_PER_POLL);
         out.append(&mut self.events);
         Ok(())
     }
@@ -1499,6 +1503,7 @@ impl<D: Device> Store<D> {
             }
         }
         self.maybe_checkpoint()?;
+        self.alloc.release(RELEASE_PER_POLL);
         out.append(&mut self.events);
         Ok(())
     }
@@ -1891,12 +1896,9 @@ impl<D: Device> Store<D> {
                     let Some(c) = self.bg.take() else { return Ok(()) };
                     self.sb = c.sb;
                     self.log_used -= c.log_used;
-                    for (s, l) in c.frees {
-                        self.alloc.free(s, l);
-                    }
-                    for b in c.superseded {
-                        self.alloc.free(b, 1);
-                    }
+                    // Released a slice per poll (`RELEASE_PER_POLL`), not in this turn.
+                    self.alloc.free_later(c.frees);
+                    self.alloc.free_later(c.superseded.into_iter().map(|b| (b, 1)));
                     self.stats.checkpoints += 1;
                     self.stats.background_checkpoints += 1;
                     return Ok(());
@@ -3919,6 +3921,7 @@ impl<D: Device> Store<D> {
             }
         }
         // Allocator: free runs must be exactly the complement of what is in use.
+        self.alloc.release_all();
         used.extend(self.tree.superseded.iter().map(|b| (*b, 1)));
         used.extend(self.pending_free.iter().copied());
         let used = union(used);
