@@ -271,6 +271,26 @@ pub fn parse_proc_stat_busy_ticks(stat: &str) -> Option<u64> {
     Some(at(0)? + at(1)? + at(2)? + at(5)? + at(6)?)
 }
 
+/// (steal, all) ticks of the aggregate `cpu` line: on a VM, steal is time a vCPU was runnable but the host ran
+/// something else — another guest's load slows every row, of both kinds, and says why two runs differ.
+pub fn parse_proc_stat_steal_ticks(stat: &str) -> Option<(u64, u64)> {
+    let line = stat.lines().find(|l| l.starts_with("cpu "))?;
+    let v: Vec<u64> = line
+        .split_whitespace()
+        .skip(1)
+        .take(8)
+        .map(|f| f.parse().ok())
+        .collect::<Option<_>>()?;
+    Some((*v.get(7)?, v.iter().sum()))
+}
+
+/// The machine's (steal, all) ticks so far; None where /proc/stat has no steal field.
+pub fn steal_ticks() -> Option<(u64, u64)> {
+    std::fs::read_to_string("/proc/stat")
+        .ok()
+        .and_then(|s| parse_proc_stat_steal_ticks(&s))
+}
+
 /// Busy CPU time of the whole machine so far, in microseconds: it also counts what no OSD process owns (kernel
 /// worker threads that complete O_DSYNC writes, the mon and mgr, the other kind's idle OSDs), so a cost moved
 /// out of an OSD's threads into the kernel still shows per op.
@@ -349,6 +369,13 @@ mod tests {
         assert_eq!(parse_proc_stat_busy_ticks("cpu0 1 2 3\n"), None);
         assert_eq!(parse_proc_stat_busy_ticks("cpu  1 x 3 4 5 6 7\n"), None);
         assert!(machine_busy_us() > 0.0);
+        let st = "cpu  520059 0 120100 470599 129870 0 26067 61633 0 0\ncpu0 1 2 3 4 5 6 7 8 9 10\n";
+        assert_eq!(
+            parse_proc_stat_steal_ticks(st),
+            Some((61633, 520059 + 120100 + 470599 + 129870 + 26067 + 61633))
+        );
+        assert_eq!(parse_proc_stat_steal_ticks("cpu  1 2 3 4 5 6 7\n"), None);
+        assert!(steal_ticks().is_some_and(|(s, a)| s <= a && a > 0));
     }
 
     #[test]

@@ -101,6 +101,12 @@ pub fn markdown_table(r: &Report) -> String {
             m.load_start, m.load_end
         );
     }
+    if let Some(p) = m.cpu_steal_percent {
+        let _ = writeln!(
+            s,
+            "CPU time stolen by the host over the run (`/proc/stat` steal): {p:.1} % of the vCPUs' time."
+        );
+    }
     for g in &r.groups {
         if let GroupStatus::Skipped(why) = &g.status {
             let _ = writeln!(
@@ -737,6 +743,10 @@ mod tests {
         assert!(t.contains("Thread scheduling after boot (`/proc`): bluestore threads SCHED_OTHER nice 0 slice 1400 µs (×1); ferro reactor threads SCHED_OTHER"), "{t}");
         assert!(
             t.contains("Idle CPUs: cpuidle driver haltpoll, governor haltpoll, guest_halt_poll_ns 0."),
+            "{t}"
+        );
+        assert!(
+            t.contains("stolen by the host over the run (`/proc/stat` steal): 12.5 %"),
             "{t}"
         );
         assert_eq!(

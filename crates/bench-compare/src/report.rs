@@ -274,6 +274,9 @@ pub struct Meta {
     /// `/proc/loadavg` (1, 5, 15 min) when the run started and when it ended: the machine may be shared.
     pub load_start: String,
     pub load_end: String,
+    /// Share of the vCPUs' time the host stole over the run (`/proc/stat` steal), in percent; None where the
+    /// kernel does not count it.
+    pub cpu_steal_percent: Option<f64>,
     /// `ceph --version`.
     pub ceph_version: String,
     /// `fio --version`.
@@ -508,6 +511,7 @@ impl Report {
                 "device_files": m.device_files, "objects": m.objects, "object_size_bytes": crate::fio::OBJECT_SIZE_BYTES,
                 "runtime_s": m.runtime_s, "quick": m.quick, "ferro_shards": m.ferro_shards, "ferro_conf": m.ferro_conf,
                 "load_average_start": m.load_start, "load_average_end": m.load_end,
+                "cpu_steal_percent": m.cpu_steal_percent,
                 "raw": m.raw.as_ref().map_or(Value::Null, |r| json!({
                     "engine": r.engine, "direct": true, "sync": "dsync", "files": r.files,
                     "file_size_bytes": r.file_size_bytes, "region_bytes": r.region_bytes, "prepared": r.prepared,
@@ -604,6 +608,7 @@ pub(crate) mod tests {
                 pool_size: 1,
                 osds_per_group: 1,
                 cpu_idle: "cpuidle driver haltpoll, governor haltpoll, guest_halt_poll_ns 0".into(),
+                cpu_steal_percent: Some(12.5),
                 ..Meta::default()
             },
             groups,
@@ -732,6 +737,7 @@ pub(crate) mod tests {
         assert_eq!(j["tests"][0]["results"]["ferro"]["iops"], 2000.0);
         assert_eq!(j["tests"][1]["ratio"]["iops"], 0.5);
         assert_eq!(j["groups"][1]["status"], "ran");
+        assert_eq!(j["meta"]["cpu_steal_percent"], 12.5);
         assert_eq!(
             j["meta"]["cpu_idle"],
             "cpuidle driver haltpoll, governor haltpoll, guest_halt_poll_ns 0"

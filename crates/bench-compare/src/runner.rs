@@ -161,6 +161,7 @@ pub fn run(o: &RunOptions) -> Result<Report> {
     let started = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
+    let steal_start = crate::procstat::steal_ticks();
     let meta = Meta {
         date_utc: util::utc_string(started),
         commit: util::commit(&o.workspace),
@@ -169,6 +170,7 @@ pub fn run(o: &RunOptions) -> Result<Report> {
         cpu_idle: crate::idle::describe(),
         load_start: util::load_average(),
         load_end: String::new(),
+        cpu_steal_percent: None,
         ceph_version: util::first_line("ceph", &["--version"]),
         fio_version: util::first_line("fio", &["--version"]),
         pool_size: o.pool_size,
@@ -361,6 +363,10 @@ pub fn run(o: &RunOptions) -> Result<Report> {
     eprintln!("bench compare: done in {:.0} s", t0.elapsed().as_secs_f64());
     let mut meta = meta;
     meta.load_end = util::load_average();
+    meta.cpu_steal_percent = match (steal_start, crate::procstat::steal_ticks()) {
+        (Some((s0, a0)), Some((s1, a1))) if a1 > a0 => Some((s1 - s0) as f64 * 100.0 / (a1 - a0) as f64),
+        _ => None,
+    };
     Ok(Report {
         meta,
         groups: groups.into_iter().map(|g| g.report).collect(),
