@@ -21,7 +21,7 @@ pub struct Allocator {
     free_blocks: u64,
     /// Runs that are free but not yet in the maps: a checkpoint frees every block that went out of use since
     /// the previous one (after random 4K overwrites tens of thousands of one-block runs), and inserting them
-    /// all at once held the core for 20–30 ms (a client op's p99). They join the maps a slice per loop turn
+    /// all at once held the core for 20–95 ms (client ops' p99). They join the maps a slice per loop turn
     /// ([`Allocator::release`]), or all at once when an allocation needs them.
     releasing: Vec<(u64, u64)>,
     releasing_blocks: u64,

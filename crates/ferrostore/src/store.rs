@@ -386,10 +386,10 @@ impl LogBufs {
 /// four, QD1 even; docs/benchmarks.md).
 pub const DEFAULT_JOURNAL_BATCH_BYTES: u64 = 64 << 10;
 
-/// Checkpoint node writes submitted per `poll` / `wait` at most, and in flight at most (see [`BgCkpt::queued`]).
 /// Freed runs a poll moves into the allocator's maps after a background checkpoint (~1 µs each): enough to keep
 /// up with the frees of any workload at thousands of polls per second, few enough not to lengthen a turn.
 const RELEASE_PER_POLL: usize = 64;
+/// Checkpoint node writes submitted per `poll` / `wait` at most, and in flight at most (see [`BgCkpt::queued`]).
 const CKPT_SLICE: usize = 32;
 const CKPT_MAX_IN_FLIGHT: usize = 64;
 
@@ -1897,8 +1897,11 @@ impl<D: Device> Store<D> {
                     self.sb = c.sb;
                     self.log_used -= c.log_used;
                     // Released a slice per poll (`RELEASE_PER_POLL`), not in this turn.
-                    self.alloc.free_later(c.frees);
-                    self.alloc.free_later(c.superseded.into_iter().map(|b| (b, 1)));
+                    self.alloc.free_later(
+                        c.frees
+                            .into_iter()
+                            .chain(c.superseded.into_iter().map(|b| (b, 1))),
+                    );
                     self.stats.checkpoints += 1;
                     self.stats.background_checkpoints += 1;
                     return Ok(());
