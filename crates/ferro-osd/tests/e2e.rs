@@ -672,6 +672,43 @@ fn three_ferro_osds_replicate_a_size_3_pool() {
 }
 
 /// Every OSD holds `pgs` PGs, all active, and `pgs` of them (the primaries' view) are active+clean.
+/// What the cluster says about writes a client still waits for: the client's ops in flight (its objecter, through
+/// its admin socket `asok`), the OSD map, each OSD's ops in flight and the end of its log. A write that never
+/// completes is a liveness bug; this is what finding it takes once the cluster is gone.
+fn stuck_writer_report(c: &Cluster, ids: &[u32], asok: &Path) -> String {
+    let mut report = String::new();
+    let mut show = |title: &str, args: &[&str]| {
+        // `timeout`: a hung daemon must not hang the report
+        let out = env_cmd(c, "timeout").arg("20").args(args).output();
+        let text = match out {
+            Ok(o) => format!(
+                "{}{}",
+                String::from_utf8_lossy(&o.stdout),
+                String::from_utf8_lossy(&o.stderr)
+            ),
+            Err(e) => format!("({e})"),
+        };
+        report.push_str(&format!("---- {title}\n{}\n", text.trim_end()));
+    };
+    let asok = asok.display().to_string();
+    show(
+        "client: objecter_requests",
+        &["ceph", "--admin-daemon", &asok, "objecter_requests"],
+    );
+    show("osd dump", &["ceph", "osd", "dump"]);
+    for id in ids {
+        let name = format!("osd.{id}");
+        show(&format!("{name}: status"), &["ceph", "daemon", &name, "status"]);
+        show(
+            &format!("{name}: dump_ops_in_flight"),
+            &["ceph", "daemon", &name, "dump_ops_in_flight"],
+        );
+        let log = c.log_path(&name).display().to_string();
+        show(&format!("{name}: end of log"), &["tail", "-n", "60", &log]);
+    }
+    report
+}
+
 fn wait_replicated_clean(c: &Cluster, ids: &[u32], pgs: u64, timeout: Duration) {
     c.wait_for(
         "every PG active+clean on its primary, active on its replicas",
@@ -727,11 +764,14 @@ fn replica_killed_under_load_recovers_and_replicas_agree() {
     wait_replicated_clean(&c, &ids, 8, Duration::from_secs(60));
     let acks = c.dir().join("acks");
     let ackf = std::fs::File::create(&acks).unwrap();
+    // the writer's admin socket: if one of its writes never completes, its objecter tells where that op went
+    let asok = c.dir().join("writer.asok");
     let mut writer = Command::new("/usr/bin/python3")
         .arg(script("acked_writer.py"))
         .arg(c.conf_path())
         .arg("kp")
         .arg("16")
+        .env("FERRO_WRITER_CONF", format!("admin_socket={}", asok.display()))
         .stdout(ackf)
         .spawn()
         .unwrap();
@@ -759,7 +799,11 @@ fn replica_killed_under_load_recovers_and_replicas_agree() {
     .unwrap();
     let start = Instant::now();
     while writer.try_wait().unwrap().is_none() {
-        assert!(start.elapsed() < Duration::from_secs(60), "writer did not finish");
+        if start.elapsed() > Duration::from_secs(60) {
+            let report = stuck_writer_report(&c, &ids, &asok);
+            let _ = writer.kill();
+            panic!("writer did not finish\n{report}");
+        }
         std::thread::sleep(Duration::from_millis(100));
     }
     let total = std::fs::read_to_string(&acks).unwrap().lines().count();
