@@ -268,6 +268,8 @@ pub struct Common {
     long_turn_us: u64,
     /// `ferro_osd_turn_cpu_time`: read the thread's CPU clock every turn, for the long turns' `cpu_us`.
     turn_cpu_time: bool,
+    /// `ferro_osd_inject_peer_resets`: break one in N peer OSD connections' messages (0: never; tests only).
+    inject_peer_resets: u64,
     /// The PGs each core found on its ferrostore shard at mount, with their split bits (set by the core factory
     /// before the core serves; core 0 builds the route table once every core has reported).
     stored_pgs: Mutex<Vec<Option<StoredPgs>>>,
@@ -351,6 +353,8 @@ pub struct Core {
     unrouted: VecDeque<Unrouted>,
     /// What the current loop turn did, and this core's long turns ([`crate::turns`]).
     turns: TurnLog,
+    /// State of [`Core::inject_peer_reset`]'s random stream (never 0).
+    rng: u64,
 }
 
 /// A message waiting for a newer route table.
@@ -368,10 +372,34 @@ struct OsdConn {
     queue: VecDeque<msgr2::Message>,
     /// No new connection before this (after a failure).
     retry_at: Instant,
+    /// Attempts that failed before a session was established, since the last one that was (for the log).
+    failed_attempts: u32,
+}
+
+/// How long to wait before connecting to a peer OSD again after `failed` attempts in a row failed: Ceph's
+/// messenger backoff (`ms_initial_backoff` 0.2 s, doubling up to `ms_max_backoff` 15 s).
+fn osd_backoff(failed: u32) -> Duration {
+    let ms = 200u64.saturating_mul(1 << failed.saturating_sub(1).min(7));
+    Duration::from_millis(ms.min(15_000))
 }
 
 /// Messages queued per peer OSD while its connection is (re)opening.
 const OSD_QUEUE_MAX: usize = 65536;
+
+/// `ferro_osd_inject_peer_resets = n`: whether this message to or from a peer OSD breaks its connection instead
+/// (one in n, at random; never for 0), to test that nothing waits for what such a failure loses.
+fn inject_peer_reset(n: u64, rng: &mut u64) -> bool {
+    if n == 0 {
+        return false;
+    }
+    // xorshift64: no dependency; the stream need not be good, only not constant
+    let mut x = *rng;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    *rng = x;
+    x.is_multiple_of(n)
+}
 
 /// The core that owns our connection to `osd` (one connection per peer and daemon).
 fn osd_conn_core(osd: i32, ncores: usize) -> usize {
@@ -424,7 +452,7 @@ impl Core {
         if !s.pending.is_empty() {
             if s.pending.len() >= PENDING_MAX {
                 ctx.close(conn);
-                self.conn_gone(ctx, conn);
+                self.conn_gone(ctx, conn, CloseReason::Io(libc::ENOBUFS));
                 return;
             }
             s.pending.push_back(m);
@@ -511,6 +539,7 @@ impl Core {
             ready: false,
             queue: VecDeque::new(),
             retry_at: now,
+            failed_attempts: 0,
         });
         if oc.addr != addr {
             // The peer restarted: the old session is gone.
@@ -521,10 +550,18 @@ impl Core {
             oc.addr = addr;
             oc.ready = false;
             oc.queue.clear();
+            oc.failed_attempts = 0;
+            oc.retry_at = now;
         }
         let m = to_m2(msg);
         if oc.ready && oc.queue.is_empty() {
             if let Some(c) = oc.conn {
+                if inject_peer_reset(self.common.inject_peer_resets, &mut self.rng) {
+                    // the message is lost with the connection, as it could be in a real failure
+                    ctx.close(c);
+                    self.osd_conn_reset(ctx, c, CloseReason::Io(libc::ECONNRESET));
+                    return;
+                }
                 match ctx.send_message(c, m) {
                     Ok(()) => {}
                     Err(SendError::Backpressure(m)) => oc.queue.push_back(*m),
@@ -572,7 +609,10 @@ impl Core {
                 oc.ready = false;
                 self.osd_by_conn.insert(id, osd);
             }
-            Err(_) => oc.retry_at = Instant::now() + Duration::from_secs(1),
+            Err(_) => {
+                oc.failed_attempts += 1;
+                oc.retry_at = Instant::now() + osd_backoff(oc.failed_attempts);
+            }
         }
     }
 
@@ -582,6 +622,7 @@ impl Core {
         };
         let Some(oc) = self.osds.get_mut(&osd) else { return };
         oc.ready = true;
+        oc.failed_attempts = 0;
         while let Some(m) = oc.queue.pop_front() {
             match ctx.send_message(conn, m) {
                 Ok(()) => {}
@@ -594,19 +635,34 @@ impl Core {
         }
     }
 
-    fn osd_conn_reset(&mut self, ctx: &mut CoreCtx<Msg>, conn: RConn) {
+    fn osd_conn_reset(&mut self, ctx: &mut CoreCtx<Msg>, conn: RConn, reason: CloseReason) {
         let Some(osd) = self.osd_by_conn.remove(&conn) else {
             return;
         };
-        if let Some(oc) = self.osds.get_mut(&osd)
-            && oc.conn == Some(conn)
-        {
-            oc.conn = None;
-            oc.ready = false;
-            oc.queue.clear();
-            oc.retry_at = Instant::now() + Duration::from_secs(1);
+        let Some(oc) = self.osds.get_mut(&osd).filter(|oc| oc.conn == Some(conn)) else {
+            return;
+        };
+        oc.conn = None;
+        if !oc.ready {
+            // No session was established, so nothing went out on it: the queue is still all there is to send
+            // (a replica's commit replies among it, which nothing would send again) and the tick retries.
+            oc.failed_attempts += 1;
+            let n = oc.failed_attempts;
+            oc.retry_at = Instant::now() + osd_backoff(n);
+            if n.is_power_of_two() {
+                self.log(&format!(
+                    "connecting to osd.{osd} failed ({reason:?}; {n} attempt(s)), retrying"
+                ));
+            }
+            return;
         }
-        // osd-core resends what osd.N did not acknowledge; the next send reconnects.
+        oc.ready = false;
+        oc.queue.clear();
+        // a session that worked is reopened at once (by the resends below), as Ceph's messenger does
+        oc.retry_at = Instant::now();
+        self.log(&format!("connection to osd.{osd} reset ({reason:?})"));
+        // What went out on it may be lost: osd-core resends what osd.N did not acknowledge; the next send
+        // reconnects.
         for core in 0..ctx.num_cores() {
             let _ = ctx.post(core, Msg::PeerReset(osd));
         }
@@ -685,12 +741,21 @@ impl Core {
         self.send_local(ctx, conn, to_m2(m.to_message(f)));
     }
 
-    fn conn_gone(&mut self, ctx: &mut CoreCtx<Msg>, conn: RConn) {
+    fn conn_gone(&mut self, ctx: &mut CoreCtx<Msg>, conn: RConn, reason: CloseReason) {
         let Some(s) = self.conns.remove(&conn) else { return };
         self.by_gid.remove(&s.gid);
         if s.kind == ListenerKind::Public {
             for core in 0..ctx.num_cores() {
                 let _ = ctx.post(core, Msg::ClientReset(s.gid));
+            }
+        } else if s.ready && s.client.ty == ENTITY_TYPE_OSD {
+            // A peer's session to us broke: what it sent on it may be lost, and it resends nothing that
+            // answers us (a replica's commit replies, recovery replies). Our side resends what that peer has
+            // not acknowledged, as for a reset of our own connection to it.
+            let osd = s.client.num as i32;
+            self.log(&format!("session from osd.{osd} closed ({reason:?})"));
+            for core in 0..ctx.num_cores() {
+                let _ = ctx.post(core, Msg::PeerReset(osd));
             }
         }
     }
@@ -762,6 +827,11 @@ impl Core {
             _ => {
                 if s.client.ty == ENTITY_TYPE_OSD {
                     let from = s.client.num as i32;
+                    if inject_peer_reset(self.common.inject_peer_resets, &mut self.rng) {
+                        ctx.close(conn);
+                        self.conn_gone(ctx, conn, CloseReason::Io(libc::ECONNRESET));
+                        return;
+                    }
                     self.route_peer(ctx, from, from_m2(m));
                 }
             }
@@ -860,6 +930,11 @@ impl Service for Core {
         }
         if let Some(&osd) = self.osd_by_conn.get(&conn) {
             self.messages_received += 1;
+            if inject_peer_reset(self.common.inject_peer_resets, &mut self.rng) {
+                ctx.close(conn);
+                self.osd_conn_reset(ctx, conn, CloseReason::Io(libc::ECONNRESET));
+                return;
+            }
             self.route_peer(ctx, osd, from_m2(msg));
             return;
         }
@@ -907,10 +982,10 @@ impl Service for Core {
             return;
         }
         if self.osd_by_conn.contains_key(&conn) {
-            self.osd_conn_reset(ctx, conn);
+            self.osd_conn_reset(ctx, conn, reason);
             return;
         }
-        self.conn_gone(ctx, conn);
+        self.conn_gone(ctx, conn, reason);
     }
 
     fn on_timer(&mut self, ctx: &mut CoreCtx<Msg>, _t: TimerId, token: u64) {
@@ -2576,6 +2651,13 @@ impl Daemon {
             .get("ferro_osd_long_turn_us")
             .and_then(|v| v.trim().parse::<u64>().ok())
             .unwrap_or(crate::turns::DEFAULT_LONG_TURN_US);
+        let inject_peer_resets = match opts.all.get("ferro_osd_inject_peer_resets") {
+            None => 0,
+            Some(v) => v
+                .trim()
+                .parse::<u64>()
+                .map_err(|_| format!("ferro_osd_inject_peer_resets = {v}: not a count"))?,
+        };
         let nonce = (seed as u32 ^ (seed >> 32) as u32) | 1;
         let common = Arc::new(Common {
             whoami,
@@ -2597,6 +2679,7 @@ impl Daemon {
                 .all
                 .get("ferro_osd_turn_cpu_time")
                 .is_some_and(|v| matches!(v.trim(), "true" | "1" | "yes" | "on")),
+            inject_peer_resets,
             stored_pgs: Mutex::new(vec![None; dd.shards.max(1) as usize]),
             stored_maps: Mutex::new(vec![None; dd.shards.max(1) as usize]),
         });
@@ -2830,6 +2913,7 @@ impl Daemon {
                 routes: Arc::new(PgRouter::new(whoami, shards)),
                 unrouted: VecDeque::new(),
                 turns: TurnLog::new(core, common2.long_turn_us, common2.turn_cpu_time),
+                rng: (u64::from(common2.nonce) << 8 | core as u64) | 1,
             }
         };
         let rt = Arc::new(Runtime::start(cfg, factory).map_err(|e| format!("starting the cores: {e}"))?);

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use testcluster::{Cluster, ClusterSpec, FerroOsd};
 
 mod live;
-use live::{ferro_size3_pool, python_available, run, script};
+use live::{ferro_size3_pool, python_available, run, script, verify_acks};
 
 const PGS: u32 = 8;
 
@@ -327,26 +327,12 @@ fn assert_writes_flow(per_sec: &[usize], longest: Duration) {
     assert!(longest <= MAX_ACK_GAP, "{longest:?}");
 }
 
+/// Reading back every acknowledged write: writes no longer stall while PGs move, so there are 2-4x as many to
+/// read back (one at a time).
+const VERIFY_TIMEOUT: Duration = Duration::from_secs(240);
+
 fn acked(acks: &PathBuf) -> usize {
     std::fs::read_to_string(acks).unwrap_or_default().lines().count()
-}
-
-/// Reads every acknowledged write back (python3-rados, through the primaries); panics on any mismatch.
-fn verify_acks(c: &Cluster, pool: &str, acks: &PathBuf) -> String {
-    let o = run(
-        Command::new("/usr/bin/python3")
-            .arg(script("acked_writer.py"))
-            .arg(c.conf_path())
-            .arg(pool)
-            .arg("--verify")
-            .arg(acks),
-        // writes no longer stall while PGs move, so there are 2-4x as many to read back (one at a time)
-        Duration::from_secs(240),
-    );
-    let o = o.trim().to_string();
-    eprintln!("{o}");
-    assert!(o.contains(", 0 bad"), "{o}");
-    o
 }
 
 /// Acceptance 1: A write is acknowledged only once all three replicas have it: with a (non-primary) replica of the
@@ -446,7 +432,7 @@ fn osd_marked_out_under_writes_is_backfilled_elsewhere() {
             "pg {pgid} still on the out osd.{victim}"
         );
     }
-    verify_acks(&c, "op", &acks);
+    verify_acks(&c, "op", &acks, VERIFY_TIMEOUT);
     let objects = assert_replicas_identical(&c, pool);
     assert!(
         objects as usize >= total,
@@ -481,7 +467,7 @@ fn fresh_osd_added_is_backfilled() {
         .count();
     eprintln!("{on_new} of {PGS} PGs now on osd.{new}");
     assert!(on_new > 0, "no PG moved to the new osd.{new}");
-    verify_acks(&c, "ap", &acks);
+    verify_acks(&c, "ap", &acks, VERIFY_TIMEOUT);
     let objects = assert_replicas_identical(&c, pool);
     assert!(
         objects as usize >= total,
@@ -560,7 +546,7 @@ fn two_of_three_down_io_waits_and_resumes() {
         t_back.elapsed().as_secs_f64()
     );
     assert!(osd_field(&c, a, "up_from") > up_before.0);
-    verify_acks(&c, "dp", &acks);
+    verify_acks(&c, "dp", &acks, VERIFY_TIMEOUT);
     c.restart_osd(b, &f).unwrap();
     assert!(osd_field(&c, b, "up_from") > up_before.1);
     wait_clean(&c, pool, Duration::from_secs(120));
@@ -571,7 +557,7 @@ fn two_of_three_down_io_waits_and_resumes() {
     )
     .unwrap();
     assert_eq!(std::fs::read(&out).unwrap(), std::fs::read(&src).unwrap());
-    verify_acks(&c, "dp", &acks);
+    verify_acks(&c, "dp", &acks, VERIFY_TIMEOUT);
     let objects = assert_replicas_identical(&c, pool);
     assert!(
         objects as usize > before,
@@ -653,7 +639,7 @@ fn soak_random_kills_under_load() {
     assert!(st.success());
     let total = acked(&acks);
     wait_clean(&c, pool, Duration::from_secs(180));
-    let v = verify_acks(&c, "sp", &acks);
+    let v = verify_acks(&c, "sp", &acks, VERIFY_TIMEOUT);
     let objects = assert_replicas_identical(&c, pool);
     let max_clean = clean_times.iter().copied().fold(0.0, f64::max);
     let avg_clean = clean_times.iter().sum::<f64>() / clean_times.len().max(1) as f64;

@@ -690,7 +690,26 @@ impl PgState {
                 0,
                 cx.cfg.peer_features,
             );
-            self.replica_pending.push_back((self.last_seq, from, reply));
+            if self.last_seq <= self.durable && self.replica_pending.is_empty() {
+                // already durable: no durable event is coming to send it
+                cx.out.push_back(Output::ToOsd {
+                    osd: from,
+                    msg: reply,
+                });
+            } else {
+                self.replica_pending.push_back((self.last_seq, from, reply));
+            }
+            return Ok(());
+        }
+        let first = entries.first().map_or(m.version, |e| e.version);
+        if first.version > head.version + 1 {
+            // An earlier write is missing: its message was lost with a broken connection and the primary's
+            // resend of it comes behind this one (it resends every write not yet acknowledged, in order).
+            // Applying this one would leave a hole in the log; it is applied when the resend comes.
+            cx.log(format!(
+                "pg {}: rep op {} from osd.{from} ahead of our log head {}: dropped until resent",
+                self.spgid, m.version, head
+            ));
             return Ok(());
         }
         let seq = glue::apply_repop(cx.store, &mut self.pg, &m, &entries)?;

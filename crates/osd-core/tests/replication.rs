@@ -223,12 +223,27 @@ fn restarted_osd_reloads_its_pgs() {
     assert_identical(&mut c, "r0");
 }
 
+/// The PG of `name`, its primary and one of its other acting OSDs.
+fn primary_and_replica(c: &Cluster, name: &str) -> (denc::SpgId, i32, i32) {
+    let (spgid, _, primary) = c.locate(name);
+    let acting = c.map.pg_to_up_acting_osds(spgid.pgid).unwrap().acting;
+    let replica = *acting.iter().find(|&&o| o != primary).unwrap();
+    (spgid, primary, replica)
+}
+
+/// `at` learns that its connection to `osd` broke.
+fn peer_reset(c: &mut Cluster, at: i32, osd: i32) {
+    let (now, wall) = (c.now, c.wall);
+    c.osds
+        .get_mut(&at)
+        .unwrap()
+        .handle(now, wall, Input::PeerReset(osd));
+}
+
 #[test]
 fn lost_repop_is_resent_after_peer_reset() {
     let mut c = Cluster::new(3, 3, 2, 8);
-    let (spgid, _, primary) = c.locate("lost");
-    let acting = c.map.pg_to_up_acting_osds(spgid.pgid).unwrap().acting;
-    let victim = *acting.iter().find(|&&o| o != primary).unwrap();
+    let (_, primary, victim) = primary_and_replica(&c, "lost");
     let w = c.write_full("lost", b"again and again");
     c.drain_outputs();
     let before = c.bus.len();
@@ -241,14 +256,88 @@ fn lost_repop_is_resent_after_peer_reset() {
     );
     c.run();
     assert!(c.reply(w).is_none(), "acknowledged without osd.{victim}");
-    let (now, wall) = (c.now, c.wall);
-    c.osds
-        .get_mut(&primary)
-        .unwrap()
-        .handle(now, wall, Input::PeerReset(victim));
+    peer_reset(&mut c, primary, victim);
     c.run();
     assert_eq!(c.reply(w).unwrap().result, 0);
     assert_identical(&mut c, "lost");
+}
+
+/// A second object in the PG of `name` (found by trying names).
+fn same_pg_as(c: &Cluster, name: &str) -> String {
+    let (spgid, _, _) = c.locate(name);
+    (0..10_000)
+        .map(|i| format!("{name}-{i}"))
+        .find(|n| c.locate(n).0 == spgid)
+        .unwrap()
+}
+
+/// A write's MOSDRepOp is lost with a broken connection and the next write's overtakes the primary's resend of
+/// it: the replica must not apply the later one over the hole (it would then take the resend for a duplicate and
+/// answer it without having the data). It drops it; the resends bring both, in order.
+#[test]
+fn repop_overtaking_a_lost_one_waits_for_its_resend() {
+    let mut c = Cluster::new(3, 3, 2, 8);
+    let (spgid, primary, victim) = primary_and_replica(&c, "first");
+    let second = same_pg_as(&c, "first");
+    let w1 = c.write_full("first", b"lost on the way");
+    c.drain_outputs();
+    let before = c.bus.len();
+    c.bus
+        .retain(|(_, to, m)| !(*to == victim && m.msg_type == rep_msg::REPOP));
+    assert_eq!(c.bus.len() + 1, before, "one MOSDRepOp to osd.{victim} dropped");
+    let w2 = c.write_full(&second, b"arrives first");
+    c.run();
+    assert!(
+        c.reply(w1).is_none(),
+        "first write acknowledged without osd.{victim}"
+    );
+    assert!(
+        c.reply(w2).is_none(),
+        "second write acknowledged while osd.{victim} misses the first"
+    );
+    assert!(
+        c.dump_pg(victim, spgid).is_empty(),
+        "osd.{victim} applied a write over a hole in its log"
+    );
+    peer_reset(&mut c, primary, victim);
+    c.run();
+    assert_eq!(c.reply(w1).unwrap().result, 0);
+    assert_eq!(c.reply(w2).unwrap().result, 0);
+    assert_eq!(c.dump_pg(victim, spgid).len(), 2);
+    assert_identical(&mut c, "first");
+}
+
+/// A replica's commit reply is lost with its connection; the primary resends the write, and the replica, which
+/// has it durable already and has nothing more to write, answers the duplicate at once.
+#[test]
+fn lost_commit_reply_is_answered_again_on_resend() {
+    let mut c = Cluster::new(3, 3, 2, 8);
+    let (spgid, primary, victim) = primary_and_replica(&c, "quiet");
+    let w = c.write_full("quiet", b"committed, reply lost");
+    // deliver everything except the victim's commit reply
+    for _ in 0..1000 {
+        let mut any = c.drain_outputs();
+        c.bus
+            .retain(|(from, _, m)| !(*from == victim && m.msg_type == rep_msg::REPOPREPLY));
+        any |= c.pump_stores();
+        while let Some((from, to, msg)) = c.bus.pop_front() {
+            any = true;
+            let (now, wall) = (c.now, c.wall);
+            c.osds
+                .get_mut(&to)
+                .unwrap()
+                .handle(now, wall, Input::Peer { from, msg });
+        }
+        if !any {
+            break;
+        }
+    }
+    assert!(c.reply(w).is_none(), "acknowledged without osd.{victim}'s reply");
+    assert_eq!(c.dump_pg(victim, spgid).len(), 1, "osd.{victim} has the write");
+    peer_reset(&mut c, primary, victim);
+    c.run();
+    assert_eq!(c.reply(w).unwrap().result, 0);
+    assert_identical(&mut c, "quiet");
 }
 
 #[test]

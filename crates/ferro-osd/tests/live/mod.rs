@@ -141,3 +141,21 @@ pub fn split_objects(c: &Cluster, pool: &str, mode: &str, n: u32, timeout: Durat
         .args([pool, mode, &n.to_string()]);
     run(&mut cmd, timeout)
 }
+
+/// Reads back every write `acked_writer.py` listed as acknowledged in `acks` (python3-rados, through the
+/// primaries); panics on any mismatch. Returns the script's verdict line.
+pub fn verify_acks(c: &Cluster, pool: &str, acks: &std::path::Path, timeout: Duration) -> String {
+    let o = run(
+        Command::new("/usr/bin/python3")
+            .arg(script("acked_writer.py"))
+            .arg(c.conf_path())
+            .arg(pool)
+            .arg("--verify")
+            .arg(acks),
+        timeout,
+    );
+    let o = o.trim().to_string();
+    eprintln!("{o}");
+    assert!(o.contains(", 0 bad"), "{o}");
+    o
+}
