@@ -184,9 +184,11 @@ impl PgState {
         repl::acting_recovery_backfill(&v.acting, self.peering.backfill_targets(), whoami)
     }
 
-    /// Start peering over as for a new PG (after a split: the next map starts a new interval here, as on
-    /// every OSD holding a copy).
-    pub fn restart_peering(&mut self, cfg: &ShardConfig) {
+    /// Start peering over as for a new PG after a split at `epoch`: the next map starts a new interval here, as
+    /// on every OSD holding a copy. The interval the PG was in until then is recorded first (it may have gone
+    /// read-write on OSDs a later primary must probe).
+    pub fn restart_peering(&mut self, cfg: &ShardConfig, epoch: u32) {
+        let last = self.peering.last_map().cloned();
         let d = glue::peering_state(&self.pg);
         self.peering = peering::Pg::new(
             cfg.whoami,
@@ -197,6 +199,9 @@ impl PgState {
             d.past_intervals,
             cfg.peering,
         );
+        if let Some(l) = last {
+            self.peering.close_interval_for_split(&l, epoch);
+        }
         self.view = None;
     }
 

@@ -483,16 +483,18 @@ impl<D: Device> OsdShard<D> {
         let Some(p) = self.pgs.get_mut(&parent) else {
             return;
         };
+        // the parent's mapping before the split: the children's interval until now was the parent's
+        let last = p.peering.last_map().cloned();
         match p.pg.split(&mut self.store, new_pg_num, epoch) {
             Ok((kids, seq)) => {
                 if let Some(seq) = seq {
                     p.note_seq(seq);
                 }
-                p.restart_peering(&self.cfg);
+                p.restart_peering(&self.cfg, epoch);
                 for kid in kids {
                     let spgid = kid.spgid();
                     let d = glue::peering_state(&kid);
-                    let peering = peering::Pg::new(
+                    let mut peering = peering::Pg::new(
                         self.cfg.whoami,
                         spgid,
                         d.info,
@@ -501,6 +503,9 @@ impl<D: Device> OsdShard<D> {
                         d.past_intervals,
                         self.cfg.peering,
                     );
+                    if let Some(l) = &last {
+                        peering.close_interval_for_split(l, epoch);
+                    }
                     let mut st = PgState::new(spgid, kid, peering, epoch, false);
                     if let Some(seq) = seq {
                         st.note_seq(seq);

@@ -230,3 +230,74 @@ fn restart_takes_newly_placed_pgs_history_from_the_persisted_placement() {
         );
     }
 }
+
+/// Size 1 on 2 OSDs (the simulator's seed 10 with `--faults all`). osd.0 is marked out: its PGs move to osd.1,
+/// which takes newer writes. osd.1 then stops without the monitor noticing, and the pool splits while osd.0
+/// holds its old copies as a stray (the split rebuilds osd.0's peering state). osd.1 is marked down and osd.0 in
+/// again: osd.0's past intervals must still hold the interval in which osd.1 went read-write, so its PGs wait
+/// for osd.1 (down) instead of serving the old copies and reusing the versions of writes osd.1 acknowledged.
+/// The intervals after the split cannot have gone read-write (osd.1 never had an up_thru in them), so only the
+/// split's record of the interval it ended keeps osd.1 in the prior set.
+#[test]
+fn split_keeps_the_interval_it_ends() {
+    let mut c = Cluster::new(2, 1, 1, 4);
+    let n = 48;
+    let name = |i: u32| format!("s{i}");
+    for i in 0..n {
+        c.write_full(&name(i), format!("v1 {i}").as_bytes());
+    }
+    c.run();
+    let on_osd0: Vec<u32> = (0..n).filter(|&i| c.locate(&name(i)).2 == 0).collect();
+    assert!(!on_osd0.is_empty(), "no object has its PG on osd.0");
+    c.publish(|b| {
+        b.mark_out(0).unwrap();
+    });
+    c.run();
+    c.settle(2);
+    let mut tids = Vec::new();
+    for i in 0..n {
+        tids.push(c.write_full(&name(i), format!("v2 {i}").as_bytes()));
+    }
+    c.run();
+    for t in &tids {
+        assert_eq!(c.reply(*t).map(|r| r.result), Some(0), "write {t}");
+    }
+    c.stop_unnoticed(1);
+    c.publish(|b| {
+        b.split_pg_num(1, 8).unwrap();
+    });
+    c.run();
+    // both sides of the split are checked: objects that stayed in a parent and objects that moved to a child
+    let seeds: Vec<u32> = on_osd0.iter().map(|&i| c.locate(&name(i)).0.pgid.seed).collect();
+    assert!(
+        seeds.iter().any(|&s| s < 4) && seeds.iter().any(|&s| s >= 4),
+        "{seeds:?}"
+    );
+    c.publish(|b| {
+        b.mark_down(1).unwrap();
+        b.mark_in(0).unwrap();
+    });
+    c.run();
+    c.settle(3);
+    for &i in &on_osd0 {
+        assert_eq!(c.locate(&name(i)).2, 0, "{} moved off osd.0", name(i));
+        let got = c.read_eventually(&name(i), 2);
+        assert!(
+            got.is_none() || got.as_deref() == Some(format!("v2 {i}").as_bytes()),
+            "{}: osd.0 served a stale copy {got:?} while osd.1 was down: {:?}",
+            name(i),
+            &c.logs[c.logs.len().saturating_sub(20)..]
+        );
+    }
+    c.restart(1);
+    c.settle(10);
+    for i in 0..n {
+        let got = c.read_eventually(&name(i), 5);
+        assert_eq!(
+            got.expect("acknowledged object lost or unreadable"),
+            format!("v2 {i}").as_bytes(),
+            "{}",
+            name(i)
+        );
+    }
+}

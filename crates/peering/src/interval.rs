@@ -41,8 +41,21 @@ pub fn check_new_interval(
     if !is_new_interval(old, new) {
         return false;
     }
+    close_interval(old, new.epoch, history, past);
+    if old.up != new.up || old.up_primary != new.up_primary {
+        history.same_up_since = new.epoch;
+    }
+    if old.acting_primary != new.acting_primary {
+        history.same_primary_since = new.epoch;
+    }
+    true
+}
+
+/// End the interval `[history.same_interval_since, epoch - 1]`, mapped as in `old`, into `past` and start the
+/// next one at `epoch` (the part of [`check_new_interval`] that does not depend on the new map).
+pub fn close_interval(old: &MapView, epoch: u32, history: &mut PgHistory, past: &mut PastIntervals) {
     let first = history.same_interval_since;
-    let last = new.epoch.saturating_sub(1);
+    let last = epoch.saturating_sub(1);
     if first <= last && !old.acting.is_empty() {
         let acting = shards(&old.acting);
         let primary = old.acting_primary;
@@ -52,14 +65,7 @@ pub fn check_new_interval(
                 || (history.last_epoch_clean >= first && history.last_epoch_clean <= last));
         past.add_interval(first, last, acting, maybe_went_rw);
     }
-    history.same_interval_since = new.epoch;
-    if old.up != new.up || old.up_primary != new.up_primary {
-        history.same_up_since = new.epoch;
-    }
-    if old.acting_primary != new.acting_primary {
-        history.same_primary_since = new.epoch;
-    }
-    true
+    history.same_interval_since = epoch;
 }
 
 /// Peering's prior set: whom to probe, and whether some interval that may have gone read-write has no surviving

@@ -382,6 +382,16 @@ impl Pg {
         self
     }
 
+    /// A split at `epoch` ends the interval this PG was in at `last` (its last map before the split; a child's
+    /// is its parent's). For a peering state rebuilt from the store at the split (the parent's, or a child's
+    /// copy of it), which has no last map and starts its interval at the next map: without this the interval
+    /// since `same_interval_since` was never recorded, so a later primary's prior set could miss an OSD that
+    /// acknowledged writes in it and activate without them (Ceph's `is_new_interval` ends the interval on a
+    /// pg_num change and records it).
+    pub fn close_interval_for_split(&mut self, last: &MapView, epoch: u32) {
+        interval::close_interval(last, epoch, &mut self.info.history, &mut self.past_intervals);
+    }
+
     /// The last map processed (to persist with the PG).
     pub fn last_map(&self) -> Option<&MapView> {
         self.map.as_ref()

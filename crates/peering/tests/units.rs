@@ -249,3 +249,48 @@ fn catch_up_records_intervals_and_peers_on_the_newest_epoch() {
     assert!(!p.is_active(), "went active without osd.0's writes");
     assert_eq!(p.state_name(), "Started/Primary/Peering/Down");
 }
+
+#[test]
+fn split_closes_the_interval_of_the_last_map() {
+    // size 1: osd.0 is a stray of a PG that osd.2 served alone since epoch 2 (up_thru 2: it may have gone rw)
+    let map = |epoch, acting: &[i32], up: &[i32], up_thru: &[(i32, u32)]| MapView {
+        pool: PoolView { size: 1, min_size: 1 },
+        ..map(epoch, acting, up, up_thru)
+    };
+    let last = map(4, &[2], &[0, 2], &[(2, 2)]);
+    // the split at epoch 5 rebuilds peering from the store: no last map, the interval since 2 still open
+    let pgid = SpgId::new(PgId { pool: 1, seed: 0 }, ShardId::NO_SHARD);
+    let mut info = PgInfo {
+        pgid: pgid.pgid,
+        ..Default::default()
+    };
+    info.history.same_interval_since = 2;
+    let mut p = Pg::new(
+        0,
+        pgid,
+        info,
+        PgLog::default(),
+        PgMissing::default(),
+        PastIntervals::new_compact(),
+        Config::default(),
+    );
+    p.close_interval_for_split(&last, 5);
+    assert_eq!(p.info().history.same_interval_since, 5);
+    let rw: Vec<(u32, u32, Vec<i32>)> = p
+        .past_intervals()
+        .intervals()
+        .iter()
+        .map(|i| (i.first, i.last, i.acting.iter().map(|s| s.osd).collect()))
+        .collect();
+    assert_eq!(rw, vec![(2, 4, vec![2])]);
+    // osd.2 (silently dead: no up_thru after the split) is marked down and osd.0 becomes the primary: the
+    // interval [2, 4] keeps osd.2 in the prior set, so the PG is down instead of active with the old copy
+    p.handle(
+        Duration::ZERO,
+        Event::AdvanceMap(map(5, &[2], &[0, 2], &[(2, 2)])),
+    );
+    p.handle(Duration::ZERO, Event::AdvanceMap(map(9, &[0], &[0], &[(2, 2)])));
+    let _: Vec<Output> = std::iter::from_fn(|| p.poll_output()).collect();
+    assert!(!p.is_active(), "went active without osd.2's writes");
+    assert_eq!(p.state_name(), "Started/Primary/Peering/Down");
+}

@@ -82,3 +82,21 @@ fn regression_split_across_restart_loses_objects() {
         }
     }
 }
+
+/// Regression: `cargo xtask sim --seed 10 --steps 3000 --osds 3 --faults
+/// crash,reset,partition,slow,out-in,pools,split` (size 1, 2 shards per OSD) failed with "two writes on 1/obj-6
+/// acknowledged at the same version 26". osd.0 was marked out and kept its copy of pg 1.4 as a stray while osd.2
+/// served it alone and acknowledged v25-v27, then crashed; two splits rebuilt osd.0's peering state and forgot
+/// the interval osd.2 served (the later ones could not have gone read-write: osd.2 was dead). Marked in again
+/// with osd.2 down, osd.0 activated with its old copy and reused v25-v26. A split now records the interval it
+/// ends (osd-core's `split_keeps_the_interval_it_ends`).
+#[test]
+fn regression_split_forgets_the_interval_it_ends() {
+    let cfg = Config {
+        faults: Faults::ALL,
+        ..Config::new(10)
+    };
+    if let Err(f) = run(&cfg) {
+        panic!("{f}");
+    }
+}

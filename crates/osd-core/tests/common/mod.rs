@@ -252,6 +252,16 @@ impl Cluster {
 
     /// Stop an OSD cleanly (its store is kept) and mark it down.
     pub fn stop(&mut self, osd: i32) {
+        self.stop_unnoticed(osd);
+        self.publish(|b| {
+            b.mark_down(osd).unwrap();
+        });
+        self.run();
+    }
+
+    /// Stop an OSD cleanly (its store is kept) without the monitor noticing: it stays up in the maps (and is
+    /// not asked for up_thru) until marked down.
+    pub fn stop_unnoticed(&mut self, osd: i32) {
         let mut s = self.osds.remove(&osd).unwrap();
         let mut evs = Vec::new();
         while s.store_mut().unacked() > 0 {
@@ -259,14 +269,10 @@ impl Cluster {
         }
         self.stopped.insert(osd, s.into_store());
         self.bus.retain(|(f, t, _)| *f != osd && *t != osd);
-        for (o, s) in self.osds.iter_mut() {
-            let _ = o;
+        self.want_up_thru.remove(&osd);
+        for s in self.osds.values_mut() {
             s.handle(self.now, self.wall, Input::PeerReset(osd));
         }
-        self.publish(|b| {
-            b.mark_down(osd).unwrap();
-        });
-        self.run();
     }
 
     /// Restart a stopped OSD on its store (remount), replay the epochs it missed and mark it up.
