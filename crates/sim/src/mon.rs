@@ -92,6 +92,8 @@ impl Mon {
         let mut later = Vec::new();
         let mut changed = false;
         let mut booting = Vec::new();
+        // pg_num already raised in this epoch, per pool: a second request in the same batch compares with it
+        let mut raised: std::collections::HashMap<i64, u32> = std::collections::HashMap::new();
         for r in pending {
             let e = |e: osdmap::build::BuildError| e.to_string();
             match r {
@@ -159,8 +161,11 @@ impl Mon {
                     }
                 }
                 MonReq::PgNum { pool, pg_num } => {
-                    if m.pools.get(&pool).is_some_and(|p| p.pg_num < pg_num) {
+                    let current = m.pools.get(&pool).map(|p| p.pg_num);
+                    let now = raised.get(&pool).copied().max(current);
+                    if now.is_some_and(|n| n < pg_num) {
                         b.split_pg_num(pool, pg_num).map_err(e)?;
+                        raised.insert(pool, pg_num);
                         changed = true;
                     }
                 }
