@@ -232,12 +232,7 @@ fn catch_up_records_intervals_and_peers_on_the_newest_epoch() {
     );
     assert!(!outs.is_empty(), "the closed intervals are persisted");
     // compact past intervals keep the intervals that may have gone read-write
-    let rw: Vec<(u32, u32, Vec<i32>)> = p
-        .past_intervals()
-        .intervals()
-        .iter()
-        .map(|i| (i.first, i.last, i.acting.iter().map(|s| s.osd).collect()))
-        .collect();
+    let rw = interval_list(&p);
     assert!(
         rw.contains(&(6, 8, vec![0])),
         "the interval osd.0 served alone: {rw:?}"
@@ -248,6 +243,15 @@ fn catch_up_records_intervals_and_peers_on_the_newest_epoch() {
     let _: Vec<Output> = std::iter::from_fn(|| p.poll_output()).collect();
     assert!(!p.is_active(), "went active without osd.0's writes");
     assert_eq!(p.state_name(), "Started/Primary/Peering/Down");
+}
+
+/// The past intervals kept: (first, last, acting OSDs).
+fn interval_list(p: &Pg) -> Vec<(u32, u32, Vec<i32>)> {
+    p.past_intervals()
+        .intervals()
+        .iter()
+        .map(|i| (i.first, i.last, i.acting.iter().map(|s| s.osd).collect()))
+        .collect()
 }
 
 #[test]
@@ -276,12 +280,7 @@ fn split_closes_the_interval_of_the_last_map() {
     );
     p.close_interval_for_split(&last, 5);
     assert_eq!(p.info().history.same_interval_since, 5);
-    let rw: Vec<(u32, u32, Vec<i32>)> = p
-        .past_intervals()
-        .intervals()
-        .iter()
-        .map(|i| (i.first, i.last, i.acting.iter().map(|s| s.osd).collect()))
-        .collect();
+    let rw = interval_list(&p);
     assert_eq!(rw, vec![(2, 4, vec![2])]);
     // osd.2 (silently dead: no up_thru after the split) is marked down and osd.0 becomes the primary: the
     // interval [2, 4] keeps osd.2 in the prior set, so the PG is down instead of active with the old copy
