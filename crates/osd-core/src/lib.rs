@@ -333,9 +333,10 @@ pub struct OsdShard<D: Device> {
     /// this shard computes it itself from the maps.
     routes: Arc<PgRouter>,
     own_routes: bool,
-    /// Each PG of this shard's last mapping with an acting set, from the maps this shard has seen (the history
-    /// a PG newly placed here starts from: see `shard::OsdShard::open_pg`).
-    last_placed: BTreeMap<SpgId, peering::MapView>,
+    /// Each PG's history from the maps this shard has seen: its last mapping with an acting set and the
+    /// intervals before it that may have gone read-write (the history a PG newly placed here starts from: see
+    /// `shard::OsdShard::open_pg`).
+    last_placed: BTreeMap<SpgId, history::Placed>,
     /// `last_placed` is persisted (src/history.rs): whether its store object exists yet.
     history_created: bool,
     /// The newest map handled is persisted (src/mapstore.rs): whether its store object exists yet, and the

@@ -10,6 +10,7 @@ use ferrostore::Device;
 use osdmap::OsdMap;
 use peering::{MapView, PoolView};
 
+use crate::history::Placed;
 use crate::pgstate::{Cx, PgState};
 use crate::{ClientOp, MAX_WAITING_FOR_MAP, OsdShard, Output, PgRouter, glue, repl};
 
@@ -84,6 +85,11 @@ fn placed_view(
     }
 }
 
+/// `pg_t::get_ancestor`: the seed that `seed` split off from when the pool had `old_pg_num` PGs.
+fn ancestor(seed: u32, old_pg_num: u32) -> u32 {
+    denc::ceph_stable_mod(seed, old_pg_num, u32::MAX >> old_pg_num.leading_zeros())
+}
+
 /// The stand-in for a PG's unknown history: an interval just before `m` in which every up OSD acted.
 fn unknown_history_view(m: &OsdMap, pool: &osdmap::PgPool, b: &Base) -> MapView {
     let acting: Vec<i32> = b.up_osds.iter().copied().collect();
@@ -143,7 +149,8 @@ impl<D: Device> OsdShard<D> {
                 self.routes.epoch()
             ));
         }
-        let first_map = self.map.replace(m.clone()).is_none();
+        let prev_map = self.map.replace(m.clone());
+        let first_map = prev_map.is_none();
         let jumped = first_map || m.epoch > prev_epoch + 1;
         let b = base(&m);
         let forgotten: Vec<SpgId> = self
@@ -156,7 +163,7 @@ impl<D: Device> OsdShard<D> {
             self.last_placed.remove(s);
         }
         // placements that changed in this map, persisted below (src/history.rs)
-        let mut placed_changed: Vec<(SpgId, MapView)> = Vec::new();
+        let mut placed_changed: Vec<(SpgId, Placed)> = Vec::new();
         let me = self.cfg.whoami;
         // PGs of deleted pools stop (their data stays on the store until PG removal exists)
         let gone: Vec<SpgId> = self
@@ -221,6 +228,10 @@ impl<D: Device> OsdShard<D> {
             for parent in parents {
                 self.split_pg(parent, pool.pg_num, m.epoch);
             }
+            let old_pg_num = prev_map
+                .as_ref()
+                .and_then(|p| p.pools.get(&pid))
+                .map_or(pool.pg_num, |p| p.pg_num);
             for seed in 0..pool.pg_num {
                 let spgid = glue::spgid(pid, seed);
                 // Another shard's PG. A PG without an entry is not on this OSD yet: every shard remembers its
@@ -237,24 +248,43 @@ impl<D: Device> OsdShard<D> {
                 let Ok(ua) = m.pg_to_up_acting_osds(spgid.pgid) else {
                     continue;
                 };
+                if seed >= old_pg_num && !self.last_placed.contains_key(&spgid) {
+                    // A child split off in this map: its history up to here is its parent's (Ceph's split copies
+                    // the parent's history and past intervals), even while it maps nowhere, so that the OSD it
+                    // lands on later probes the parent's copies instead of activating empty.
+                    let parent = glue::spgid(pid, ancestor(seed, old_pg_num));
+                    if let Some(r) = self.last_placed.get(&parent).cloned() {
+                        placed_changed.push((spgid, r.clone()));
+                        self.last_placed.insert(spgid, r);
+                    }
+                }
                 let mut last = self.last_placed.get(&spgid).cloned();
                 if jumped && last.is_none() && pool.last_change < m.epoch {
                     // No earlier map here and no placement persisted before a restart (the pool was created
                     // while this OSD was down and the monitor trimmed the maps since): the PG's history is
                     // unknown, so peering probes every up OSD (those without it answer empty) rather than
                     // activating as if the PG were new.
-                    last = Some(unknown_history_view(&m, pool, &b));
+                    last = Some(Placed::new(unknown_history_view(&m, pool, &b)));
                 }
                 if ua.acting.iter().any(|&o| o >= 0) {
                     let v = placed_view(&m, pool, &ua.up, &ua.acting, &b, ua.up_primary, ua.acting_primary);
-                    if !self
-                        .last_placed
-                        .get(&spgid)
-                        .is_some_and(|old| crate::history::same_placement(old, &v))
-                    {
-                        placed_changed.push((spgid, v.clone()));
+                    // (the unknown-history stand-in above is for this creation only, not remembered)
+                    let mut rec = match self.last_placed.get(&spgid) {
+                        Some(r) => {
+                            let mut r = r.clone();
+                            r.advance(v);
+                            r
+                        }
+                        None => Placed::new(v),
+                    };
+                    // what a copy held here saw clean needs no probing (Ceph trims past intervals then too)
+                    if let Some(p) = self.pgs.get(&spgid) {
+                        rec.past.trim_before(p.peering.info().history.last_epoch_clean);
                     }
-                    self.last_placed.insert(spgid, v);
+                    if !self.last_placed.get(&spgid).is_some_and(|old| old.same(&rec)) {
+                        placed_changed.push((spgid, rec.clone()));
+                    }
+                    self.last_placed.insert(spgid, rec);
                 }
                 if !self.owns(&spgid) {
                     continue;
@@ -372,7 +402,7 @@ impl<D: Device> OsdShard<D> {
         info: &pg::PoolInfo,
         epoch: u32,
         primary: bool,
-        last: Option<MapView>,
+        last: Option<Placed>,
     ) -> bool {
         let mut p = pg::Pg::new(spgid, info.clone(), self.cfg.pg.clone());
         let exists =
@@ -393,9 +423,10 @@ impl<D: Device> OsdShard<D> {
                 self.cfg.peering,
             );
             // Its last placement before the restart: the first map then closes the interval the PG was in when
-            // this OSD stopped (Ceph replays the maps in between), so peering probes that interval's OSDs.
+            // this OSD stopped (Ceph replays the maps in between), so peering probes that interval's OSDs. Its
+            // earlier intervals are in its own stored past intervals.
             if let Some(l) = last {
-                peering = peering.with_last_map(l);
+                peering = peering.with_last_map(l.last);
             }
             self.on_disk.remove(&spgid);
             self.pgs
@@ -403,7 +434,13 @@ impl<D: Device> OsdShard<D> {
         } else {
             match p.create(&mut self.store, epoch) {
                 Ok(seq) => {
-                    let d = glue::peering_state(&p);
+                    let mut d = glue::peering_state(&p);
+                    // the PG's history from the maps (`build_initial_pg_history`): every interval that may
+                    // have gone read-write is probed, not only the last placement's
+                    if let Some(l) = &last {
+                        d.info.history.same_interval_since = l.since;
+                        d.past_intervals = l.past.clone();
+                    }
                     let mut peering = peering::Pg::new(
                         self.cfg.whoami,
                         spgid,
@@ -414,7 +451,7 @@ impl<D: Device> OsdShard<D> {
                         self.cfg.peering,
                     );
                     if let Some(l) = last {
-                        peering = peering.with_last_map(l);
+                        peering = peering.with_last_map(l.last);
                     }
                     let mut st = PgState::new(spgid, p, peering, epoch, primary);
                     st.note_seq(seq);

@@ -36,15 +36,7 @@ fn pg_newly_placed_here_keeps_acknowledged_writes() {
     });
     c.run();
     c.settle(20);
-    for i in 0..24 {
-        let got = c.read_eventually(&format!("p{i}"), 5);
-        assert_eq!(
-            got.expect("acknowledged object lost or unreadable"),
-            format!("placed {i}").as_bytes(),
-            "{:?}",
-            &c.logs[c.logs.len().saturating_sub(20)..]
-        );
-    }
+    read_all(&mut c, 24, |i| format!("p{i}"), "placed");
 }
 
 /// Size 2 / min_size 1 on 2 OSDs. osd.1 stops; osd.0 serves alone (and has its up_thru recorded), taking newer
@@ -300,4 +292,121 @@ fn split_keeps_the_interval_it_ends() {
             name(i)
         );
     }
+}
+
+/// Write `"{ver} {i}"` to each of `n` objects and check that every write is acknowledged.
+fn write_all(c: &mut Cluster, n: u32, name: impl Fn(u32) -> String, ver: &str) {
+    let tids: Vec<u64> = (0..n)
+        .map(|i| c.write_full(&name(i), format!("{ver} {i}").as_bytes()))
+        .collect();
+    c.run();
+    c.settle(1);
+    for t in &tids {
+        assert_eq!(c.reply(*t).map(|r| r.result), Some(0), "write {t}");
+    }
+}
+
+/// Every one of `n` objects reads back as `"{ver} {i}"`.
+fn read_all(c: &mut Cluster, n: u32, name: impl Fn(u32) -> String, ver: &str) {
+    for i in 0..n {
+        let got = c.read_eventually(&name(i), 5);
+        assert_eq!(
+            got.expect("acknowledged object lost or unreadable"),
+            format!("{ver} {i}").as_bytes(),
+            "{} (pg {})",
+            name(i),
+            c.locate(&name(i)).0
+        );
+    }
+}
+
+/// A read of `name` that the cluster either does not answer yet (the PG waits for an OSD) or answers with
+/// `want`: never with ENOENT or older data.
+fn read_not_stale(c: &mut Cluster, name: &str, want: &str) {
+    let r = c.read(name);
+    c.run();
+    c.settle(2);
+    if let Some(rep) = c.reply(r) {
+        assert_eq!(
+            (rep.result, c.read_data(r).as_deref()),
+            (0, Some(want.as_bytes())),
+            "{name}: served without its acknowledged write: {:?}",
+            &c.logs[c.logs.len().saturating_sub(20)..]
+        );
+    }
+}
+
+/// Size 1 on 3 OSDs (`ferro-sim --seed 0 --faults all`). osd.1 serves its PGs, then stops without the monitor
+/// noticing. Marked out, its PGs move to osd.0 or osd.2, which cannot peer (osd.1 holds the writes and does not
+/// answer) and never go active; osd.2 is marked out too, so the PGs that went to it move on to osd.0, which
+/// never held them. osd.0 must still probe osd.1 (the interval in which it went read-write is two placements
+/// back) and wait for it — down once osd.1 is marked down — instead of activating empty; when osd.1 returns,
+/// every write reads back.
+#[test]
+fn a_pg_moved_twice_keeps_the_interval_before_the_last() {
+    let mut c = Cluster::new(3, 1, 1, 16);
+    let n = 64;
+    let name = |i: u32| format!("t{i}");
+    write_all(&mut c, n, name, "v1");
+    let on_osd1: Vec<u32> = (0..n).filter(|&i| c.locate(&name(i)).2 == 1).collect();
+    c.stop_unnoticed(1);
+    c.publish(|b| {
+        b.mark_out(1).unwrap();
+    });
+    c.run();
+    // the objects whose PG goes osd.1 → osd.2 → osd.0
+    let twice: Vec<u32> = on_osd1
+        .iter()
+        .copied()
+        .filter(|&i| c.locate(&name(i)).2 == 2)
+        .collect();
+    assert!(!twice.is_empty(), "no PG of osd.1 moved to osd.2");
+    c.publish(|b| {
+        b.mark_out(2).unwrap();
+    });
+    c.run();
+    for &i in &twice {
+        assert_eq!(c.locate(&name(i)).2, 0);
+        read_not_stale(&mut c, &name(i), &format!("v1 {i}"));
+    }
+    c.publish(|b| {
+        b.mark_down(1).unwrap();
+    });
+    c.run();
+    for &i in &twice {
+        read_not_stale(&mut c, &name(i), &format!("v1 {i}"));
+    }
+    c.restart(1);
+    c.settle(10);
+    read_all(&mut c, n, name, "v1");
+}
+
+/// Size 1 on 2 OSDs (`ferro-sim --seed 51 --faults all`, with the fix above). osd.0 is out, so osd.1 holds
+/// every PG; then osd.1 is marked out in the epoch pool 1 splits: the children map nowhere, and osd.0, marked
+/// in, is the first OSD a child is ever placed on. The child's history is its parent's (osd.1 acting), so
+/// osd.0 must take the child's objects from osd.1 rather than activate it empty.
+#[test]
+fn a_split_child_first_placed_later_keeps_its_parents_history() {
+    let mut c = Cluster::new(2, 1, 1, 4);
+    let n = 48;
+    let name = |i: u32| format!("c{i}");
+    c.publish(|b| {
+        b.mark_out(0).unwrap();
+    });
+    c.run();
+    c.settle(2);
+    write_all(&mut c, n, name, "v1");
+    c.publish(|b| {
+        b.mark_out(1).unwrap();
+        b.split_pg_num(1, 8).unwrap();
+    });
+    c.run();
+    let children: Vec<u32> = (0..n).filter(|&i| c.locate(&name(i)).0.pgid.seed >= 4).collect();
+    assert!(!children.is_empty(), "no object moved to a child");
+    c.publish(|b| {
+        b.mark_in(0).unwrap();
+    });
+    c.run();
+    c.settle(10);
+    read_all(&mut c, n, name, "v1");
 }

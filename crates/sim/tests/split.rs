@@ -100,3 +100,25 @@ fn regression_split_forgets_the_interval_it_ends() {
         panic!("{f}");
     }
 }
+
+/// Regression: `cargo xtask sim --seed 0 --steps 3000 --osds 3 --faults
+/// crash,reset,partition,slow,out-in,pools,split` (size 1, 2 shards per OSD) failed with "read of 1/obj-5
+/// returned absent; newest write acknowledged before it is v57", and seed 55 (1 shard per OSD) with a read of
+/// 1/obj-8 returning v1's data after v33 was acknowledged. osd.1 served the PG and crashed without the
+/// monitor noticing; marked out, the PG moved to osd.2, whose peering waited for osd.1 and never went active;
+/// osd.2 marked out, the PG moved to osd.0, which never held it. osd.0 took only the PG's last placement (osd.2)
+/// as history, probed osd.2 (empty) and went active empty. A shard now keeps each PG's past intervals from the
+/// maps (osd-core's `a_pg_moved_twice_keeps_the_interval_before_the_last`). Seed 51 failed on the way (a split
+/// child first placed on an OSD after mapping nowhere got no history; `a_split_child_first_placed_later_keeps_its_parents_history`).
+#[test]
+fn regression_pg_moved_twice_forgets_the_interval_before_the_last() {
+    for seed in [0, 55, 51] {
+        let cfg = Config {
+            faults: Faults::ALL,
+            ..Config::new(seed)
+        };
+        if let Err(f) = run(&cfg) {
+            panic!("seed {seed}: {f}");
+        }
+    }
+}
