@@ -707,7 +707,7 @@ impl PgState {
             return Ok(());
         }
         let first = entries.first().map_or(m.version, |e| e.version);
-        if first.version > head.version + 1 {
+        if first.version > head.version.saturating_add(1) {
             // An earlier write is missing: its message was lost with a broken connection and the primary's
             // resend of it comes behind this one (it resends every write not yet acknowledged, in order).
             // Applying this one would leave a hole in the log; it is applied when the resend comes.

@@ -87,7 +87,9 @@ fn placed_view(
 
 /// `pg_t::get_ancestor`: the seed that `seed` split off from when the pool had `old_pg_num` PGs.
 fn ancestor(seed: u32, old_pg_num: u32) -> u32 {
-    denc::ceph_stable_mod(seed, old_pg_num, u32::MAX >> old_pg_num.leading_zeros())
+    // the mask covers old_pg_num's bits (a 0 from a malformed map must not overflow the shift)
+    let mask = u32::MAX.checked_shr(old_pg_num.leading_zeros()).unwrap_or(0);
+    denc::ceph_stable_mod(seed, old_pg_num, mask)
 }
 
 /// The stand-in for a PG's unknown history: an interval just before `m` in which every up OSD acted.
@@ -248,7 +250,7 @@ impl<D: Device> OsdShard<D> {
                 let Ok(ua) = m.pg_to_up_acting_osds(spgid.pgid) else {
                     continue;
                 };
-                if seed >= old_pg_num && !self.last_placed.contains_key(&spgid) {
+                if old_pg_num > 0 && seed >= old_pg_num && !self.last_placed.contains_key(&spgid) {
                     // A child split off in this map: its history up to here is its parent's (Ceph's split copies
                     // the parent's history and past intervals), even while it maps nowhere, so that the OSD it
                     // lands on later probes the parent's copies instead of activating empty.
@@ -681,5 +683,21 @@ impl<D: Device> OsdShard<D> {
     /// The wall clock as last given (for tests and reports).
     pub fn wall(&self) -> Utime {
         self.wall
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ancestor;
+
+    #[test]
+    fn a_child_seed_finds_the_parent_it_split_from() {
+        // 8 → 16: seed 13 split from 5; 8 → 32: 25 from 1; 13 (not a power of two) → 16: 14 from 6
+        assert_eq!(ancestor(13, 8), 5);
+        assert_eq!(ancestor(25, 8), 1);
+        assert_eq!(ancestor(14, 13), 6);
+        assert_eq!(ancestor(3, 1), 0);
+        // a pg_num of 0 (malformed map) does not overflow
+        let _ = ancestor(7, 0);
     }
 }
