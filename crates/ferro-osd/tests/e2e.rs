@@ -4,6 +4,7 @@
 //! Skips when Ceph is not installed (unless FERRO_REQUIRE_CLUSTER is set). Each test runs its own cluster.
 #![allow(clippy::unwrap_used)]
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -675,36 +676,71 @@ fn three_ferro_osds_replicate_a_size_3_pool() {
 /// its admin socket `asok`), the OSD map, each OSD's ops in flight and the end of its log. A write that never
 /// completes is a liveness bug; this is what finding it takes once the cluster is gone.
 fn stuck_writer_report(c: &Cluster, ids: &[u32], asok: &Path) -> String {
-    let mut report = String::new();
-    let mut show = |title: &str, args: &[&str]| {
+    let output = |args: &[&str]| {
         // `timeout`: a hung daemon must not hang the report
-        let out = env_cmd(c, "timeout").arg("20").args(args).output();
-        let text = match out {
+        match env_cmd(c, "timeout").arg("20").args(args).output() {
             Ok(o) => format!(
                 "{}{}",
                 String::from_utf8_lossy(&o.stdout),
                 String::from_utf8_lossy(&o.stderr)
             ),
             Err(e) => format!("({e})"),
-        };
-        report.push_str(&format!("---- {title}\n{}\n", text.trim_end()));
+        }
     };
+    let mut report = String::new();
     let asok = asok.display().to_string();
-    show(
-        "client: objecter_requests",
-        &["ceph", "--admin-daemon", &asok, "objecter_requests"],
-    );
-    show("osd dump", &["ceph", "osd", "dump"]);
+    // The client's ops, summed up per PG and OSD (the whole dump would crowd out the OSDs' side in CI logs).
+    let objecter = output(&["ceph", "--admin-daemon", &asok, "objecter_requests"]);
+    let mut waiting: BTreeMap<(String, i64), (usize, f64)> = BTreeMap::new();
+    if let Ok(v) = serde_json::from_str::<serde_json::Value>(&objecter) {
+        for op in v["ops"].as_array().into_iter().flatten() {
+            let key = (
+                op["pg"].as_str().unwrap_or("?").to_owned(),
+                op["osd"].as_i64().unwrap_or(-1),
+            );
+            let e = waiting.entry(key).or_default();
+            e.0 += 1;
+            e.1 = e.1.max(op["age"].as_f64().unwrap_or(0.0));
+        }
+        report.push_str("---- client: ops not completed (pg, osd: count, oldest age s)\n");
+        for ((pg, osd), (n, age)) in &waiting {
+            report.push_str(&format!("{pg} osd.{osd}: {n}, {age:.1}\n"));
+        }
+    } else {
+        report.push_str(&format!("---- client: objecter_requests\n{objecter}\n"));
+    }
+    let mut show = |title: &str, args: &[&str]| {
+        report.push_str(&format!("---- {title}\n{}\n", output(args).trim_end()));
+    };
+    // CI shows the start of a long failure output: the short summaries first, the dumps last
     for id in ids {
         let name = format!("osd.{id}");
-        show(&format!("{name}: status"), &["ceph", "daemon", &name, "status"]);
+        let status = output(&["ceph", "daemon", &name, "status"]);
+        let states = serde_json::from_str::<serde_json::Value>(&status)
+            .map(|v| v["pgs_by_state"].to_string())
+            .unwrap_or(status);
+        show(&format!("{name}: PGs by state"), &["echo", &states]);
+        let log = c.log_path(&name).display().to_string();
+        // what replication logged: resets, rep ops dropped or sent again
+        show(
+            &format!("{name}: replication lines of its log (last 15)"),
+            &[
+                "sh",
+                "-c",
+                &format!("grep -E 'rep op|reset|closed|connecting' {log} | tail -n 15"),
+            ],
+        );
+    }
+    for id in ids {
+        let name = format!("osd.{id}");
         show(
             &format!("{name}: dump_ops_in_flight"),
             &["ceph", "daemon", &name, "dump_ops_in_flight"],
         );
         let log = c.log_path(&name).display().to_string();
-        show(&format!("{name}: end of log"), &["tail", "-n", "60", &log]);
+        show(&format!("{name}: end of log"), &["tail", "-n", "20", &log]);
     }
+    show("osd dump", &["ceph", "osd", "dump"]);
     report
 }
 
@@ -817,16 +853,20 @@ fn peer_connection_failures_stall_no_write() {
     };
     let mut writer = AckedWriter::start(&c, "rp", 10);
     let total = writer.finish(&c, &ids, Duration::from_secs(60));
-    let resets: usize = ids
-        .iter()
-        .map(|id| {
-            let log = std::fs::read_to_string(c.log_path(&format!("osd.{id}"))).unwrap_or_default();
-            log.lines()
-                .filter(|l| l.contains("connection to osd.") && l.contains(" reset ("))
-                .count()
-        })
-        .sum();
-    eprintln!("{total} writes acknowledged, {resets} peer connections broken");
+    let logged = |f: &dyn Fn(&str) -> bool| -> usize {
+        ids.iter()
+            .map(|id| {
+                let log = std::fs::read_to_string(c.log_path(&format!("osd.{id}"))).unwrap_or_default();
+                log.lines().filter(|l| f(l)).count()
+            })
+            .sum()
+    };
+    let resets = logged(&|l| l.contains("connection to osd.") && l.contains(" reset ("));
+    // rep ops the primary had to send again on a timeout: a loss that no reset made up for
+    let overdue = logged(&|l| l.contains(" rep op ") && l.contains(" sent again"));
+    eprintln!(
+        "{total} writes acknowledged, {resets} peer connections broken, {overdue} rep ops sent again when overdue"
+    );
     assert!(resets > 0, "no peer connection was broken");
     assert!(total > 0, "no write was acknowledged");
     wait_replicated_clean(&c, &ids, 8, Duration::from_secs(90));

@@ -25,6 +25,21 @@ const RESEND_KEEP: usize = 16;
 const SUPPRESS_MAX: usize = 4096;
 /// Ops handed to the engine and not answered yet that are remembered (past this the set restarts).
 const OUTSTANDING_MAX: usize = 65_536;
+/// A replicated write a replica has not answered this long is sent to it again, then after twice as long, up to
+/// [`REPOP_RESEND_MAX`]. A connection reset is what normally triggers a resend; this covers a loss that nothing
+/// reported (the replica answers a duplicate from its log, so a resend is harmless).
+const REPOP_RESEND_AFTER: Duration = Duration::from_secs(5);
+const REPOP_RESEND_MAX: Duration = Duration::from_secs(30);
+
+/// A replicated write waiting for replicas' commits.
+struct InFlight {
+    op: RepOp,
+    /// Replicas that have not answered.
+    waiting: BTreeSet<i32>,
+    /// When it is sent again to those that still have not answered, and how long it waited before that.
+    resend_at: Duration,
+    wait: Duration,
+}
 
 /// Everything the shard lends a PG for one call.
 pub(crate) struct Cx<'a, D: Device> {
@@ -68,7 +83,7 @@ pub(crate) struct PgState {
     /// Read ops whose data the store is prefetching, and the ops on the same objects behind them (prefetch.rs).
     parked: crate::prefetch::Parked,
     /// Replicated writes of this interval not yet committed by every replica (resent after a connection reset).
-    inflight: BTreeMap<Eversion, (RepOp, BTreeSet<i32>)>,
+    inflight: BTreeMap<Eversion, InFlight>,
     /// Ops handed to the engine whose reply has not come out yet (dropped if this OSD stops being primary).
     outstanding: BTreeSet<(ConnId, u64)>,
     /// Engine replies to drop: ops of a primary term that ended (the clients resend to the new primary).
@@ -466,22 +481,18 @@ impl PgState {
         if replicas.is_empty() {
             return;
         }
-        let lc = self.peering.info().last_complete;
         for &o in &replicas {
-            let msg = glue::repop_message(
-                &self.pg,
-                &r,
-                me,
-                cx.epoch,
-                self.same_interval_since(),
-                lc,
-                cx.cfg.peer_features,
-                self.backfill
-                    .should_send_op(self.peering.backfill_targets(), o, &r.soid),
-            );
-            cx.out.push_back(Output::ToOsd { osd: o, msg });
+            self.send_repop(cx, &r, o);
         }
-        self.inflight.insert(glue::repop_version(&r), (r, replicas));
+        self.inflight.insert(
+            glue::repop_version(&r),
+            InFlight {
+                op: r,
+                waiting: replicas,
+                resend_at: cx.now + REPOP_RESEND_AFTER,
+                wait: REPOP_RESEND_AFTER,
+            },
+        );
     }
 
     /// Route the engine's outputs: notifies first, then replies (those of ended primary terms dropped).
@@ -571,6 +582,7 @@ impl PgState {
             self.backfill.tick(&mut rc);
         }
         self.recovery_events(cx, evs);
+        self.resend_overdue_repops(cx);
         self.drain(cx, false);
         self.dispatch(cx);
     }
@@ -622,7 +634,7 @@ impl PgState {
                 let v = self
                     .inflight
                     .iter()
-                    .find(|(_, (r, w))| r.reqid == m.reqid && w.contains(&from))
+                    .find(|(_, f)| f.op.reqid == m.reqid && f.waiting.contains(&from))
                     .map(|(v, _)| *v);
                 if let Some(v) = v {
                     if m.result != 0 {
@@ -631,9 +643,9 @@ impl PgState {
                             self.spgid, m.result
                         ));
                     }
-                    if let Some((_, w)) = self.inflight.get_mut(&v) {
-                        w.remove(&from);
-                        if w.is_empty() {
+                    if let Some(f) = self.inflight.get_mut(&v) {
+                        f.waiting.remove(&from);
+                        if f.waiting.is_empty() {
                             self.inflight.remove(&v);
                         }
                     }
@@ -743,28 +755,54 @@ impl PgState {
         Ok(())
     }
 
+    /// Send replicated write `r` to replica `osd` (again: it answers a duplicate from its log once durable).
+    fn send_repop<D: Device>(&self, cx: &mut Cx<'_, D>, r: &RepOp, osd: i32) {
+        let with_data = self
+            .backfill
+            .should_send_op(self.peering.backfill_targets(), osd, &r.soid);
+        let msg = glue::repop_message(
+            &self.pg,
+            r,
+            cx.cfg.whoami,
+            cx.epoch,
+            self.same_interval_since(),
+            self.peering.info().last_complete,
+            cx.cfg.peer_features,
+            with_data,
+        );
+        cx.out.push_back(Output::ToOsd { osd, msg });
+    }
+
+    /// Send again the replicated writes a replica has left unanswered too long ([`REPOP_RESEND_AFTER`]).
+    fn resend_overdue_repops<D: Device>(&mut self, cx: &mut Cx<'_, D>) {
+        let now = cx.now;
+        let mut overdue = Vec::new();
+        for (v, f) in self.inflight.iter_mut() {
+            if f.resend_at <= now {
+                overdue.push((*v, f.wait));
+                f.wait = (f.wait * 2).min(REPOP_RESEND_MAX);
+                f.resend_at = now + f.wait;
+            }
+        }
+        for (v, waited) in overdue {
+            let Some(f) = self.inflight.get(&v) else { continue };
+            for &osd in &f.waiting {
+                cx.log(format!(
+                    "pg {}: rep op {v} unanswered by osd.{osd} for {} s: sent again",
+                    self.spgid,
+                    waited.as_secs()
+                ));
+                self.send_repop(cx, &f.op, osd);
+            }
+        }
+    }
+
     /// The connection to `osd` broke: resend what it has not acknowledged (replicated writes; and, while the
     /// PG is still peering, this interval's peering messages, which peering tolerates twice).
     pub fn peer_reset<D: Device>(&mut self, cx: &mut Cx<'_, D>, osd: i32) {
-        let me = cx.cfg.whoami;
-        let sis = self.same_interval_since();
-        let lc = self.peering.info().last_complete;
-        for (r, w) in self.inflight.values() {
-            if w.contains(&osd) {
-                let with_data = self
-                    .backfill
-                    .should_send_op(self.peering.backfill_targets(), osd, &r.soid);
-                let msg = glue::repop_message(
-                    &self.pg,
-                    r,
-                    me,
-                    cx.epoch,
-                    sis,
-                    lc,
-                    cx.cfg.peer_features,
-                    with_data,
-                );
-                cx.out.push_back(Output::ToOsd { osd, msg });
+        for f in self.inflight.values() {
+            if f.waiting.contains(&osd) {
+                self.send_repop(cx, &f.op, osd);
             }
         }
         // recovery and backfill requests it has not answered

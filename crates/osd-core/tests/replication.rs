@@ -315,10 +315,67 @@ fn lost_commit_reply_is_answered_again_on_resend() {
     let (spgid, primary, victim) = primary_and_replica(&c, "quiet");
     let w = c.write_full("quiet", b"committed, reply lost");
     // deliver everything except the victim's commit reply
+    assert_eq!(run_losing_replies_of(&mut c, victim), 1);
+    assert!(c.reply(w).is_none(), "acknowledged without osd.{victim}'s reply");
+    assert_eq!(c.dump_pg(victim, spgid).len(), 1, "osd.{victim} has the write");
+    peer_reset(&mut c, primary, victim);
+    c.run();
+    assert_eq!(c.reply(w).unwrap().result, 0);
+    assert_identical(&mut c, "quiet");
+}
+
+/// A rep op lost with nothing reported (no connection reset): the primary sends it again once it has waited
+/// too long, the replica applies it, and the write is acknowledged.
+#[test]
+fn rep_op_lost_unnoticed_is_sent_again() {
+    let mut c = Cluster::new(3, 3, 2, 8);
+    let (spgid, _, victim) = primary_and_replica(&c, "unnoticed");
+    let w = c.write_full("unnoticed", b"lost, no reset");
+    c.drain_outputs();
+    let before = c.bus.len();
+    c.bus
+        .retain(|(_, to, m)| !(*to == victim && m.msg_type == rep_msg::REPOP));
+    assert_eq!(c.bus.len() + 1, before, "one MOSDRepOp to osd.{victim} dropped");
+    c.run();
+    assert!(c.reply(w).is_none(), "acknowledged without osd.{victim}");
+    c.advance_time(Duration::from_secs(2));
+    c.run();
+    assert!(c.reply(w).is_none(), "sent again before it was overdue");
+    c.advance_time(Duration::from_secs(4));
+    c.run();
+    assert_eq!(c.reply(w).unwrap().result, 0);
+    assert_eq!(c.dump_pg(victim, spgid).len(), 1);
+    assert_identical(&mut c, "unnoticed");
+}
+
+/// A replica's commit reply lost with nothing reported: the primary's resend of the overdue write is answered
+/// as a duplicate.
+#[test]
+fn lost_commit_reply_unnoticed_is_answered_again() {
+    let mut c = Cluster::new(3, 3, 2, 8);
+    let (_, _, victim) = primary_and_replica(&c, "quiet2");
+    let w = c.write_full("quiet2", b"committed, reply lost");
+    assert_eq!(
+        run_losing_replies_of(&mut c, victim),
+        1,
+        "one reply of osd.{victim} dropped"
+    );
+    assert!(c.reply(w).is_none(), "acknowledged without osd.{victim}'s reply");
+    c.advance_time(Duration::from_secs(6));
+    c.run();
+    assert_eq!(c.reply(w).unwrap().result, 0);
+    assert_identical(&mut c, "quiet2");
+}
+
+/// Run the cluster until it settles, losing every commit reply `victim` sends; returns how many were lost.
+fn run_losing_replies_of(c: &mut Cluster, victim: i32) -> usize {
+    let mut lost = 0;
     for _ in 0..1000 {
         let mut any = c.drain_outputs();
+        let before = c.bus.len();
         c.bus
             .retain(|(from, _, m)| !(*from == victim && m.msg_type == rep_msg::REPOPREPLY));
+        lost += before - c.bus.len();
         any |= c.pump_stores();
         while let Some((from, to, msg)) = c.bus.pop_front() {
             any = true;
@@ -332,12 +389,7 @@ fn lost_commit_reply_is_answered_again_on_resend() {
             break;
         }
     }
-    assert!(c.reply(w).is_none(), "acknowledged without osd.{victim}'s reply");
-    assert_eq!(c.dump_pg(victim, spgid).len(), 1, "osd.{victim} has the write");
-    peer_reset(&mut c, primary, victim);
-    c.run();
-    assert_eq!(c.reply(w).unwrap().result, 0);
-    assert_identical(&mut c, "quiet");
+    lost
 }
 
 #[test]
