@@ -658,14 +658,17 @@ impl Core {
         }
         oc.ready = false;
         oc.queue.clear();
-        // a session that worked is reopened at once (by the resends below), as Ceph's messenger does
         oc.retry_at = Instant::now();
         self.log(&format!("connection to osd.{osd} reset ({reason:?})"));
-        // What went out on it may be lost: osd-core resends what osd.N did not acknowledge; the next send
-        // reconnects.
+        // What went out on it may be lost: osd-core resends what osd.N did not acknowledge.
         for core in 0..ctx.num_cores() {
             let _ = ctx.post(core, Msg::PeerReset(osd));
         }
+        // A session that worked is reopened at once, with or without something to send (Ceph's lossless peer
+        // reconnects the same way): osd.N resends what it has not had answered when it sees the new session
+        // (our commit replies lost on the old one among it), so the resend cannot race a reply still going
+        // out on the dead session, as one triggered by N seeing the old session close can.
+        self.connect_osd(ctx, osd);
     }
 
     /// Park a message until the route table reaches its epoch (bounded like osd-core's waiting_for_map: the
@@ -915,6 +918,15 @@ impl Service for Core {
         let pa = s.auth_peer.lock().unwrap_or_else(PoisonError::into_inner).clone();
         let text = pa.and_then(|a| a.caps.caps_text().ok()).unwrap_or_default();
         s.caps = Some(Arc::new(OsdCap::parse(&text).unwrap_or_default()));
+        if s.kind == ListenerKind::Cluster && p.peer_type == ENTITY_TYPE_OSD {
+            // A new session from osd.N: it opens one when its last broke, and what it sent on that one may be
+            // lost — its commit replies to our writes, which it does not send again. Our resends (after this
+            // in every core's queue) are answered on this session, which N is now the only one to use.
+            let osd = p.peer_num as i32;
+            for core in 0..ctx.num_cores() {
+                let _ = ctx.post(core, Msg::PeerReset(osd));
+            }
+        }
     }
 
     fn on_message(&mut self, ctx: &mut CoreCtx<Msg>, conn: RConn, msg: msgr2::Message) {
@@ -2495,6 +2507,8 @@ impl Control {
                 "num_pgs": self.stats().map(|s| s.pgs.len()).sum::<usize>(),
                 "pgs_by_state": self.pgs_by_state(),
                 "objectstore": "ferrostore",
+                // ferro-osd's own: writes sent again to a replica that left them unanswered too long
+                "repops_resent_overdue": self.stats().map(|s| s.status.repops_resent_overdue).sum::<u64>(),
             }),
             "version" | "git_version" => serde_json::json!({
                 "version": "16.2.15-ferro",

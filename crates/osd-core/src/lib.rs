@@ -236,6 +236,9 @@ pub struct ShardStatus {
     /// Malformed or unexpected peer messages dropped, and store/engine errors seen.
     pub peer_msgs_dropped: u64,
     pub errors: u64,
+    /// Replicated writes sent again to a replica that left them unanswered too long (a loss no connection
+    /// reset reported; 0 in a healthy cluster).
+    pub repops_resent_overdue: u64,
     /// PGs holding one of the shard's `osd_max_backfills` slots now, and the most ever at once.
     pub backfills_active: usize,
     pub backfills_max_seen: usize,
@@ -354,6 +357,7 @@ pub struct OsdShard<D: Device> {
     wall: Utime,
     peer_msgs_dropped: u64,
     errors: u64,
+    repops_resent_overdue: u64,
     /// `osd_max_backfills` slots of this shard, PGs just granted one, and the most ever granted at once.
     reserver: backfill::Reserver,
     granted: Vec<SpgId>,
@@ -426,6 +430,7 @@ impl<D: Device> OsdShard<D> {
             wall: Utime::default(),
             peer_msgs_dropped: 0,
             errors,
+            repops_resent_overdue: 0,
             reserver: backfill::Reserver::new(cfg.osd_max_backfills as usize),
             granted: Vec::new(),
             max_backfills_seen: 0,
@@ -512,6 +517,7 @@ impl<D: Device> OsdShard<D> {
             ops_waiting_for_map: self.waiting_for_map.len(),
             peer_msgs_dropped: self.peer_msgs_dropped,
             errors: self.errors,
+            repops_resent_overdue: self.repops_resent_overdue,
             backfills_active: self.reserver.granted(),
             backfills_max_seen: self.max_backfills_seen,
             ..ShardStatus::default()

@@ -50,6 +50,8 @@ pub(crate) struct Cx<'a, D: Device> {
     pub wall: Utime,
     pub epoch: u32,
     pub errors: &'a mut u64,
+    /// Replicated writes sent again because a replica left them unanswered too long.
+    pub repops_resent_overdue: &'a mut u64,
     /// The shard's `osd_max_backfills` slots; PGs granted a slot by a release are listed in `granted`.
     pub reserver: &'a mut crate::backfill::Reserver,
     pub granted: &'a mut Vec<SpgId>,
@@ -793,6 +795,7 @@ impl PgState {
                     waited.as_secs()
                 ));
                 self.send_repop(cx, &f.op, osd);
+                *cx.repops_resent_overdue += 1;
             }
         }
     }

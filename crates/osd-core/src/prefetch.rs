@@ -203,6 +203,7 @@ impl<D: Device> OsdShard<D> {
                 wall: self.wall,
                 epoch,
                 errors: &mut self.errors,
+                repops_resent_overdue: &mut self.repops_resent_overdue,
                 reserver: &mut self.reserver,
                 granted: &mut self.granted,
             };

@@ -47,6 +47,7 @@ macro_rules! cx {
             wall: $s.wall,
             epoch: $s.map.as_ref().map_or(0, |m| m.epoch),
             errors: &mut $s.errors,
+            repops_resent_overdue: &mut $s.repops_resent_overdue,
             reserver: &mut $s.reserver,
             granted: &mut $s.granted,
         }

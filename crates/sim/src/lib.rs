@@ -135,6 +135,10 @@ pub enum Bug {
     /// it stored (how ferro-osd worked before map history): intervals that began and ended while it was down
     /// are unknown to it.
     NoMapReplay,
+    /// An OSD seeing a new session from a peer whose last one broke does not resend what that peer has not
+    /// answered (ferro-osd before it did): the peer's answers sent on the dead session before it noticed are
+    /// lost, and the writes wait for the primary's overdue-resend timer (`repops_resent_overdue`).
+    NoReconnectReset,
 }
 
 impl Bug {
@@ -147,9 +151,10 @@ impl Bug {
             "ack-before-replicas" => Ok(Bug::AckBeforeReplicas),
             "worst-log" => Ok(Bug::WorstLog),
             "no-map-replay" => Ok(Bug::NoMapReplay),
+            "no-reconnect-reset" => Ok(Bug::NoReconnectReset),
             _ => Err(format!(
                 "unknown bug {s:?} (none, lying-flush, ack-without-replica, replay-order, ack-before-replicas, \
-                 worst-log, no-map-replay)"
+                 worst-log, no-map-replay, no-reconnect-reset)"
             )),
         }
     }
@@ -162,6 +167,7 @@ impl Bug {
             Bug::AckBeforeReplicas => "ack-before-replicas",
             Bug::WorstLog => "worst-log",
             Bug::NoMapReplay => "no-map-replay",
+            Bug::NoReconnectReset => "no-reconnect-reset",
         }
     }
 }
@@ -197,6 +203,9 @@ pub struct Config {
     /// Every OSD–OSD partition is followed, 50–250 ms later, by a crash of one side (a fault schedule that
     /// leaves writes only one side holds on a down OSD; `--partition-crash`).
     pub partition_crash: bool,
+    /// One OSD–OSD reset in two is noticed by its second end 1–50 ms late, and what that end sends meanwhile is
+    /// lost (`--late-notice`; off by default, which keeps the recorded seeds' paths).
+    pub late_notice: bool,
 }
 
 impl Config {
@@ -220,6 +229,7 @@ impl Config {
             verbose: false,
             device_mib: 6,
             partition_crash: false,
+            late_notice: false,
         }
     }
 
@@ -250,6 +260,9 @@ impl Config {
         }
         if self.device_mib != d.device_mib {
             s.push_str(&format!(" --device-mib {}", self.device_mib));
+        }
+        if self.late_notice {
+            s.push_str(" --late-notice");
         }
         if self.partition_crash {
             s.push_str(" --partition-crash");
@@ -283,6 +296,10 @@ pub struct Report {
     pub misdirected: u64,
     pub unroutable: u64,
     pub objects_compared: u64,
+    /// Messages sent on a session whose end had not noticed it broke (lost).
+    pub messages_lost: u64,
+    /// Replicated writes the primaries sent again on their overdue timer (running shards at the end).
+    pub repops_resent_overdue: u64,
 }
 
 impl fmt::Display for Report {
@@ -290,8 +307,8 @@ impl fmt::Display for Report {
         write!(
             f,
             "seed {}: {} osds x {} shards, size {}; {} events, {:.3}s simulated, {} epochs, {} messages; \
-             {} ops ({} writes acked, {} reads checked, {} resends); {} crashes, {} resets, {} partitions; \
-             {} object copies compared",
+             {} ops ({} writes acked, {} reads checked, {} resends); {} crashes, {} resets ({} messages lost on \
+             dead sessions), {} partitions; {} rep ops resent when overdue; {} object copies compared",
             self.seed,
             self.osds,
             self.shards,
@@ -306,7 +323,9 @@ impl fmt::Display for Report {
             self.resends,
             self.crashes,
             self.resets,
+            self.messages_lost,
             self.partitions,
+            self.repops_resent_overdue,
             self.objects_compared
         )
     }
@@ -365,7 +384,7 @@ pub mod cli {
 
     pub const USAGE: &str = "usage: sim [--seed S | --seeds A..B] [--steps N] [--osds K] [--size N] [--shards N] \
 [--pg-num N] [--objects N] [--clients N] [--faults all|none|crash,reset,partition,slow,out-in,pools,split] \
-[--bug none|lying-flush|ack-without-replica|replay-order|ack-before-replicas|worst-log|no-map-replay] [--partition-crash] [--verbose] [--trace LINES] [--device-mib N]";
+[--bug none|lying-flush|ack-without-replica|replay-order|ack-before-replicas|worst-log|no-map-replay|no-reconnect-reset] [--partition-crash] [--late-notice] [--verbose] [--trace LINES] [--device-mib N]";
 
     /// Parse arguments (without the program name) into a template config and a seed range.
     pub fn parse(args: &[String]) -> Result<(Config, std::ops::Range<u64>), String> {
@@ -397,6 +416,7 @@ pub mod cli {
                 "--bug" => cfg.bug = Bug::parse(&val()?)?,
                 "--verbose" => cfg.verbose = true,
                 "--partition-crash" => cfg.partition_crash = true,
+                "--late-notice" => cfg.late_notice = true,
                 "--trace" => cfg.trace_len = num(val()?)? as usize,
                 "--device-mib" => cfg.device_mib = (num(val()?)? as u32).max(2),
                 "-h" | "--help" => return Err(USAGE.into()),

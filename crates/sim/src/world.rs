@@ -102,6 +102,11 @@ enum Ev {
         b: Node,
         id: u64,
     },
+    /// `me` notices that its session to `other` broke (see [`World::reset`]).
+    ResetNotice {
+        me: i32,
+        other: i32,
+    },
     SlowEnd {
         osd: i32,
     },
@@ -115,6 +120,8 @@ struct Link {
     /// In-order delivery: nothing on this link arrives before this.
     last_arrival: Duration,
     seq: u64,
+    /// The sender has not noticed its session broke: what it sends is lost.
+    dead: bool,
 }
 
 struct Osd {
@@ -383,6 +390,10 @@ impl World {
         let lat = self.latency(from, to);
         let now = self.now;
         let link = self.links.entry((from, to)).or_default();
+        if link.dead {
+            self.report.messages_lost += 1;
+            return Ok(());
+        }
         link.seq += 1;
         let frame = wire::to_wire(msg, link.seq)?;
         let at = (now + lat).max(link.last_arrival + Duration::from_nanos(1));
@@ -402,7 +413,11 @@ impl World {
         Ok(())
     }
 
-    /// Break the connection between `a` and `b`: frames in flight are lost, both ends are told.
+    /// Break the connection between `a` and `b`: frames in flight are lost, both ends are told. Between two OSDs
+    /// (with [`Config::late_notice`]), one time in two the end that closed it (`a`) knows at once and `b` only some milliseconds later, as over
+    /// TCP: what `b` sends to `a` until then goes out on the dead session and is lost. Noticing, `b` opens a new
+    /// session, and `a` seeing it is told of a reset again (ferro-osd's rule: our resends after that are
+    /// answered on the new session).
     fn reset(&mut self, a: Node, b: Node) -> Result<(), String> {
         for k in [(a, b), (b, a)] {
             let l = self.links.entry(k).or_default();
@@ -410,9 +425,32 @@ impl World {
             l.seq = 0;
         }
         self.report.resets += 1;
+        if let (Node::Osd(x), Node::Osd(y)) = (a, b)
+            && self.cfg.late_notice
+            && self.rng.below(2) == 0
+        {
+            self.trace(format!("reset {a} <-> {b} ({b} notices late)"));
+            self.links.entry((b, a)).or_default().dead = true;
+            self.on_reset(a, b)?;
+            let d = ms(1 + self.rng.below(50));
+            self.schedule(d, Ev::ResetNotice { me: y, other: x });
+            return Ok(());
+        }
         self.trace(format!("reset {a} <-> {b}"));
         for (me, other) in [(a, b), (b, a)] {
             self.on_reset(me, other)?;
+        }
+        Ok(())
+    }
+
+    /// `me` notices its session to `other` broke ([`World::reset`]), opens a new one, and `other` sees it.
+    fn reset_noticed(&mut self, me: i32, other: i32) -> Result<(), String> {
+        let (m, o) = (Node::Osd(me), Node::Osd(other));
+        self.links.entry((m, o)).or_default().dead = false;
+        self.trace(format!("{m} notices the reset, reconnects to {o}"));
+        self.on_reset(m, o)?;
+        if self.cfg.bug != Bug::NoReconnectReset {
+            self.on_reset(o, m)?;
         }
         Ok(())
     }
@@ -1312,6 +1350,12 @@ impl World {
                 rep.events = self.events;
                 rep.sim_time = self.now;
                 rep.reads_checked = self.oracle.reads_checked;
+                rep.repops_resent_overdue = self
+                    .osds
+                    .iter()
+                    .flat_map(|o| o.shards.iter())
+                    .map(|s| s.status().repops_resent_overdue)
+                    .sum();
                 Ok(rep)
             }
             Ok(Err(reason)) => {
@@ -1422,6 +1466,7 @@ impl World {
                 }
             }
             Ev::Heal { a, b, id } => self.heal(a, b, id)?,
+            Ev::ResetNotice { me, other } => self.reset_noticed(me, other)?,
             Ev::SlowEnd { osd } => {
                 self.osds[osd as usize].slow = false;
             }
