@@ -307,21 +307,28 @@ fn repop_overtaking_a_lost_one_waits_for_its_resend() {
     assert_identical(&mut c, "first");
 }
 
-/// A replica's commit reply is lost with its connection; the primary resends the write, and the replica, which
-/// has it durable already and has nothing more to write, answers the duplicate at once.
+/// A replica's commit reply is lost; the primary resends the write — after a connection reset at once, else when
+/// it is overdue (5 s) — and the replica, which has it durable already and has nothing more to write, answers
+/// the duplicate at once.
 #[test]
 fn lost_commit_reply_is_answered_again_on_resend() {
-    let mut c = Cluster::new(3, 3, 2, 8);
-    let (spgid, primary, victim) = primary_and_replica(&c, "quiet");
-    let w = c.write_full("quiet", b"committed, reply lost");
-    // deliver everything except the victim's commit reply
-    assert_eq!(run_losing_replies_of(&mut c, victim), 1);
-    assert!(c.reply(w).is_none(), "acknowledged without osd.{victim}'s reply");
-    assert_eq!(c.dump_pg(victim, spgid).len(), 1, "osd.{victim} has the write");
-    peer_reset(&mut c, primary, victim);
-    c.run();
-    assert_eq!(c.reply(w).unwrap().result, 0);
-    assert_identical(&mut c, "quiet");
+    for reset in [true, false] {
+        let mut c = Cluster::new(3, 3, 2, 8);
+        let (spgid, primary, victim) = primary_and_replica(&c, "quiet");
+        let w = c.write_full("quiet", b"committed, reply lost");
+        // deliver everything except the victim's commit reply
+        assert_eq!(run_losing_replies_of(&mut c, victim), 1);
+        assert!(c.reply(w).is_none(), "acknowledged without osd.{victim}'s reply");
+        assert_eq!(c.dump_pg(victim, spgid).len(), 1, "osd.{victim} has the write");
+        if reset {
+            peer_reset(&mut c, primary, victim);
+        } else {
+            c.advance_time(Duration::from_secs(6));
+        }
+        c.run();
+        assert_eq!(c.reply(w).unwrap().result, 0, "reset: {reset}");
+        assert_identical(&mut c, "quiet");
+    }
 }
 
 /// A rep op lost with nothing reported (no connection reset): the primary sends it again once it has waited
@@ -346,25 +353,6 @@ fn rep_op_lost_unnoticed_is_sent_again() {
     assert_eq!(c.reply(w).unwrap().result, 0);
     assert_eq!(c.dump_pg(victim, spgid).len(), 1);
     assert_identical(&mut c, "unnoticed");
-}
-
-/// A replica's commit reply lost with nothing reported: the primary's resend of the overdue write is answered
-/// as a duplicate.
-#[test]
-fn lost_commit_reply_unnoticed_is_answered_again() {
-    let mut c = Cluster::new(3, 3, 2, 8);
-    let (_, _, victim) = primary_and_replica(&c, "quiet2");
-    let w = c.write_full("quiet2", b"committed, reply lost");
-    assert_eq!(
-        run_losing_replies_of(&mut c, victim),
-        1,
-        "one reply of osd.{victim} dropped"
-    );
-    assert!(c.reply(w).is_none(), "acknowledged without osd.{victim}'s reply");
-    c.advance_time(Duration::from_secs(6));
-    c.run();
-    assert_eq!(c.reply(w).unwrap().result, 0);
-    assert_identical(&mut c, "quiet2");
 }
 
 /// Run the cluster until it settles, losing every commit reply `victim` sends; returns how many were lost.
