@@ -245,15 +245,7 @@ fn lost_repop_is_resent_after_peer_reset() {
     let mut c = Cluster::new(3, 3, 2, 8);
     let (_, primary, victim) = primary_and_replica(&c, "lost");
     let w = c.write_full("lost", b"again and again");
-    c.drain_outputs();
-    let before = c.bus.len();
-    c.bus
-        .retain(|(_, to, m)| !(*to == victim && m.msg_type == rep_msg::REPOP));
-    assert_eq!(
-        c.bus.len() + 1,
-        before,
-        "exactly one MOSDRepOp to osd.{victim} was dropped"
-    );
+    drop_one_repop_to(&mut c, victim);
     c.run();
     assert!(c.reply(w).is_none(), "acknowledged without osd.{victim}");
     peer_reset(&mut c, primary, victim);
@@ -280,11 +272,7 @@ fn repop_overtaking_a_lost_one_waits_for_its_resend() {
     let (spgid, primary, victim) = primary_and_replica(&c, "first");
     let second = same_pg_as(&c, "first");
     let w1 = c.write_full("first", b"lost on the way");
-    c.drain_outputs();
-    let before = c.bus.len();
-    c.bus
-        .retain(|(_, to, m)| !(*to == victim && m.msg_type == rep_msg::REPOP));
-    assert_eq!(c.bus.len() + 1, before, "one MOSDRepOp to osd.{victim} dropped");
+    drop_one_repop_to(&mut c, victim);
     let w2 = c.write_full(&second, b"arrives first");
     c.run();
     assert!(
@@ -338,11 +326,7 @@ fn rep_op_lost_unnoticed_is_sent_again() {
     let mut c = Cluster::new(3, 3, 2, 8);
     let (spgid, _, victim) = primary_and_replica(&c, "unnoticed");
     let w = c.write_full("unnoticed", b"lost, no reset");
-    c.drain_outputs();
-    let before = c.bus.len();
-    c.bus
-        .retain(|(_, to, m)| !(*to == victim && m.msg_type == rep_msg::REPOP));
-    assert_eq!(c.bus.len() + 1, before, "one MOSDRepOp to osd.{victim} dropped");
+    drop_one_repop_to(&mut c, victim);
     c.run();
     assert!(c.reply(w).is_none(), "acknowledged without osd.{victim}");
     c.advance_time(Duration::from_secs(2));
@@ -353,6 +337,15 @@ fn rep_op_lost_unnoticed_is_sent_again() {
     assert_eq!(c.reply(w).unwrap().result, 0);
     assert_eq!(c.dump_pg(victim, spgid).len(), 1);
     assert_identical(&mut c, "unnoticed");
+}
+
+/// Lose the one MOSDRepOp on its way to `victim` (nothing reports the loss).
+fn drop_one_repop_to(c: &mut Cluster, victim: i32) {
+    c.drain_outputs();
+    let before = c.bus.len();
+    c.bus
+        .retain(|(_, to, m)| !(*to == victim && m.msg_type == rep_msg::REPOP));
+    assert_eq!(c.bus.len() + 1, before, "one MOSDRepOp to osd.{victim} dropped");
 }
 
 /// Run the cluster until it settles, losing every commit reply `victim` sends; returns how many were lost.
