@@ -570,7 +570,9 @@ impl Connection {
         c
     }
 
-    /// Serve an accepted socket. The banner is queued for output at once.
+    /// Serve an accepted socket. The banner is queued for output at once. Give it the socket's peer address
+    /// (`set_peer_socket_addr`) before feeding it input: our HELLO carries it, and real Ceph clients abort on a
+    /// blank one.
     pub fn acceptor(cfg: Config, auth: Box<dyn ServerAuth + Send>, now: Instant) -> Self {
         let mut c = Connection::new(cfg, now);
         c.server_auth = Some(auth);
