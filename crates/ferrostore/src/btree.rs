@@ -115,6 +115,24 @@ fn head_of(k: &[u8], cpl: usize) -> [u64; 2] {
     [w(x), w(y)]
 }
 
+/// Spare buffer bytes and entry slots a node gets when it is copied or rebuilt for changes: without them the
+/// next insert reallocates (copies) what was just copied.
+const BUF_ROOM: usize = 512;
+const ENT_ROOM: usize = 8;
+
+/// The live key and value bytes of `ents` (offsets into `buf`) packed in entry order into a new buffer with
+/// capacity for `room` more bytes; the entries' offsets are rewritten to it.
+fn pack(buf: &[u8], ents: &mut [Ent], room: usize) -> Vec<u8> {
+    let live: usize = ents.iter().map(|e| e.klen as usize + e.vlen as usize).sum();
+    let mut out = Vec::with_capacity(live + room);
+    for e in ents {
+        let (a, n) = (e.off as usize, e.klen as usize + e.vlen as usize);
+        e.off = out.len() as u32;
+        out.extend_from_slice(&buf[a..a + n]);
+    }
+    out
+}
+
 fn common_prefix(a: &[u8], b: &[u8]) -> usize {
     a.iter().zip(b).take_while(|(x, y)| x == y).count()
 }
@@ -186,21 +204,15 @@ impl Node {
     fn live_bytes(&self) -> usize {
         self.ents.iter().map(|e| e.klen as usize + e.vlen as usize).sum()
     }
-    /// Rewrite the buffer with the live entries only, in entry order.
-    fn compact(&mut self) {
-        let mut buf = Vec::with_capacity(self.live_bytes());
-        for e in &mut self.ents {
-            let (a, n) = (e.off as usize, e.klen as usize + e.vlen as usize);
-            e.off = buf.len() as u32;
-            buf.extend_from_slice(&self.buf[a..a + n]);
-        }
-        self.buf = buf;
+    /// Rewrite the buffer with the live entries only, in entry order, with capacity for `room` more bytes.
+    fn compact(&mut self, room: usize) {
+        self.buf = pack(&self.buf, &mut self.ents, room);
     }
     /// Room for `add` more bytes at the end of the buffer: compacts when dead bytes would grow it past two
     /// blocks (a node's live bytes stay below a block plus one entry).
     fn reserve(&mut self, add: usize) {
         if self.buf.len() + add > 2 * BLOCK && self.buf.len() > self.live_bytes() {
-            self.compact();
+            self.compact(add + BUF_ROOM);
         }
     }
     /// Recompute the common prefix and every head (after a decode, a split, or a key outside the prefix).
@@ -346,24 +358,39 @@ impl Node {
             cpl: 0,
             bytes: 0,
         };
-        let mut buf = Vec::with_capacity(right.live_bytes());
-        for e in &mut right.ents {
-            let (a, n) = (e.off as usize, e.klen as usize + e.vlen as usize);
-            e.off = buf.len() as u32;
-            buf.extend_from_slice(&self.buf[a..a + n]);
-        }
-        right.buf = buf;
-        self.compact();
+        right.buf = pack(&self.buf, &mut right.ents, BUF_ROOM);
+        self.compact(BUF_ROOM);
         for n in [&mut *self, &mut right] {
             n.recompute();
             n.reindex();
         }
         right
     }
+    /// The copy a write makes of a clean or frozen node: live entries only, with room for the changes of the
+    /// transaction that copies it. (The derived clone's exact capacities made the first insert into a copied
+    /// node reallocate its buffer and its entry table: two more allocations and copies per copied node.)
+    fn copy_for_write(&self) -> Node {
+        let mut ents = Vec::with_capacity(self.ents.len() + ENT_ROOM);
+        ents.extend_from_slice(&self.ents);
+        let buf = pack(&self.buf, &mut ents, BUF_ROOM);
+        let mut kids = Vec::new();
+        if !self.is_leaf() {
+            kids.reserve_exact(self.kids.len() + ENT_ROOM);
+            kids.extend_from_slice(&self.kids);
+        }
+        Node {
+            level: self.level,
+            buf,
+            ents,
+            kids,
+            cpl: self.cpl,
+            bytes: self.bytes,
+        }
+    }
     /// A clean copy for the node cache: buffer without dead bytes.
     fn compacted(mut self) -> Node {
         if self.buf.len() > self.live_bytes() + 256 {
-            self.compact();
+            self.compact(0);
         }
         self.buf.shrink_to_fit();
         self.ents.shrink_to_fit();
@@ -686,7 +713,7 @@ impl Tree {
         match p {
             Ptr::Mem(id) if self.frozen[id as usize].is_some() => {
                 // Part of the snapshot being written: copy on write, as for a clean node.
-                let n = (**self.mem(id)).clone();
+                let n = self.mem(id).copy_for_write();
                 self.supersede_frozen(id);
                 Ok(self.alloc_mem(n))
             }
@@ -697,7 +724,7 @@ impl Tree {
                     self.cache_bytes -= bytes;
                 }
                 self.superseded.push(b);
-                Ok(self.alloc_mem((*n).clone()))
+                Ok(self.alloc_mem(n.copy_for_write()))
             }
         }
     }
@@ -1646,6 +1673,44 @@ mod tests {
             let mut reopened = Tree::open(root, 8);
             assert_eq!(reopened.scan(&mut io, b"", None, usize::MAX).unwrap(), want);
         }
+    }
+
+    #[test]
+    fn a_node_copied_for_a_write_has_its_entries_and_room_for_an_insert() {
+        let mut n = Node::leaf();
+        for i in 0..40u32 {
+            let k = format!("key.{i:05}");
+            n.insert_leaf(i as usize, k.as_bytes(), &[i as u8; 24]);
+        }
+        // Dead bytes: a value replaced by a longer one is appended, its old bytes stay.
+        for i in (0..40).step_by(3) {
+            n.set_val(i, &[0xee; 40]);
+        }
+        assert!(n.buf.len() > n.live_bytes());
+        let mut c = n.copy_for_write();
+        assert_eq!(c.buf.len(), n.live_bytes(), "the copy holds live bytes only");
+        assert_eq!(
+            (c.len(), c.bytes, c.cpl, c.level),
+            (n.len(), n.bytes, n.cpl, n.level)
+        );
+        for i in 0..n.len() {
+            assert_eq!(
+                (c.key(i), c.val(i), c.ents[i].head),
+                (n.key(i), n.val(i), n.ents[i].head)
+            );
+        }
+        let (buf, ents) = (c.buf.as_ptr(), c.ents.as_ptr());
+        c.insert_leaf(40, b"key.00040", &[1; 100]);
+        c.set_val(0, &[2; 60]);
+        assert_eq!(
+            (c.buf.as_ptr(), c.ents.as_ptr()),
+            (buf, ents),
+            "no reallocation for one transaction's changes"
+        );
+        assert_eq!(
+            (c.key(40), c.val(40), c.val(0)),
+            (&b"key.00040"[..], &[1; 100][..], &[2; 60][..])
+        );
     }
 
     #[test]
