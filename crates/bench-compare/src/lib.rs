@@ -17,6 +17,7 @@
 //! the rest still runs. Numbers are never invented for a group that did not run.
 
 mod cli;
+mod diskstat;
 mod error;
 mod fio;
 mod idle;

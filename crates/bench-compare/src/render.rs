@@ -188,6 +188,7 @@ pub fn markdown_table(r: &Report) -> String {
     osd_read_latency_table(r, &mut s);
     ctxt_table(r, &mut s);
     runq_table(r, &mut s);
+    device_table(r, &mut s);
     s
 }
 
@@ -353,6 +354,65 @@ fn runq_table(r: &Report, s: &mut String) {
                 } else {
                     " – | – | – |"
                 }),
+            }
+        }
+        s.push('\n');
+    }
+}
+
+/// The disk under the OSDs' files during each group's test: its reads, writes and cache flushes per client op
+/// and their average service times. A row that collapsed with long service times waited for the disk (on a VM,
+/// the host's); with short ones and few IOs, the OSD stopped asking.
+fn device_table(r: &Report, s: &mut String) {
+    let ok = |t: &crate::report::TestReport| {
+        t.results
+            .iter()
+            .any(|x| x.as_ref().is_ok_and(|r| r.device.is_some()))
+    };
+    if !r.tests.iter().any(ok) {
+        return;
+    }
+    let _ = write!(
+        s,
+        "\nThe disk under the OSDs' files during each test (`/sys/dev/block/*/stat` of the device holding the \
+         cluster: all its IO, the idle group's and the mon's included): reads, writes and cache flushes it completed \
+         per client op, and their average service time in ms:\n\n| test |"
+    );
+    let mut align = String::from("|---|");
+    for g in &r.groups {
+        for col in [
+            "reads/op",
+            "read ms",
+            "writes/op",
+            "write ms",
+            "flushes/op",
+            "flush ms",
+        ] {
+            let _ = write!(s, " {} {col} |", g.label);
+            align.push_str("---:|");
+        }
+    }
+    let _ = writeln!(s, "\n{align}");
+    let ms = |v: Option<f64>| v.map_or("–".to_string(), |x| format!("{x:.2}"));
+    for t in &r.tests {
+        let _ = write!(s, "| {} |", t.title);
+        for res in &t.results {
+            match res.as_ref().ok().and_then(|row| row.device.map(|d| (row, d))) {
+                Some((row, d)) => {
+                    let per_op = |n: u64| n as f64 / row.m.ops.max(1) as f64;
+                    let [rd, wr, fl] = d.avg_ms();
+                    let _ = write!(
+                        s,
+                        " {:.2} | {} | {:.2} | {} | {:.2} | {} |",
+                        per_op(d.reads),
+                        ms(rd),
+                        per_op(d.writes),
+                        ms(wr),
+                        per_op(d.flushes),
+                        ms(fl)
+                    );
+                }
+                None => s.push_str(" – | – | – | – | – | – |"),
             }
         }
         s.push('\n');
@@ -726,6 +786,23 @@ mod tests {
             "{ctxt}"
         );
         let (ctxt, runq) = ctxt.split_once("Run-queue wait").expect("the run-queue table");
+        let (runq, disk) = runq
+            .split_once("The disk under the OSDs' files")
+            .expect("the device table");
+        // bluestore: 2000 ops, ferro: 4000; each saw 8000 writes of 0.5 ms and 4000 flushes of 0.5 ms, no reads.
+        assert!(
+            disk.contains("| 4k-randread-qd16 | 0.00 | – | 4.00 | 0.50 | 2.00 | 0.50 | 0.00 | – | 2.00 | 0.50 | 1.00 | 0.50 |"),
+            "{disk}"
+        );
+        assert!(
+            disk.contains("| bluestore reads/op | bluestore read ms | bluestore writes/op |"),
+            "{disk}"
+        );
+        assert_eq!(
+            disk.lines().filter(|l| l.starts_with("| ")).count(),
+            1 + 2,
+            "{disk}"
+        );
         assert!(
             runq.contains("| bluestore wait µs/op | bluestore wait µs/slice | bluestore slices/op | ferro wait µs/op | ferro wait µs/slice | ferro slices/op | ferro reactor wait µs/slice |"),
             "{runq}"

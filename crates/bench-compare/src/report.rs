@@ -72,6 +72,9 @@ pub struct Row {
     pub osd_sched: crate::procstat::SchedStat,
     /// The same for ferro-osd's reactor threads (`ferro-core-*`) only; `None` for other kinds.
     pub reactor_sched: Option<crate::procstat::SchedStat>,
+    /// The block device under the OSDs' files over the test (all its IO, not only this group's); `None` where
+    /// the files sit on no block device.
+    pub device: Option<crate::diskstat::DiskStat>,
 }
 
 impl Row {
@@ -459,6 +462,18 @@ impl Report {
                             "osd_slices_per_op": row.osd_sched.slices as f64 / row.m.ops.max(1) as f64,
                             "reactor_runq_wait_us_per_slice": row.reactor_sched.map(|r| fin(r.wait_us_per_slice())),
                             "reactor_slices_per_op": row.reactor_sched.map(|r| r.slices as f64 / row.m.ops.max(1) as f64),
+                            "device": row.device.map(|d| {
+                                let per_op = |n: u64| n as f64 / row.m.ops.max(1) as f64;
+                                let [r, w, f] = d.avg_ms();
+                                json!({
+                                    "reads_per_op": per_op(d.reads),
+                                    "writes_per_op": per_op(d.writes),
+                                    "flushes_per_op": per_op(d.flushes),
+                                    "read_ms": r,
+                                    "write_ms": w,
+                                    "flush_ms": f,
+                                })
+                            }),
                         }),
                         Err(why) => json!({ "error": why }),
                     };
@@ -567,6 +582,14 @@ pub(crate) mod tests {
                 run_ns: 900_000,
                 wait_ns: 1_000_000,
                 slices: 500,
+            }),
+            device: Some(crate::diskstat::DiskStat {
+                reads: 0,
+                read_ms: 0,
+                writes: 8000,
+                write_ms: 4000,
+                flushes: 4000,
+                flush_ms: 2000,
             }),
         }
     }
@@ -750,6 +773,10 @@ pub(crate) mod tests {
         assert_eq!(f["osd_runq_wait_us_per_slice"], 3.0);
         assert_eq!(f["reactor_runq_wait_us_per_slice"], 2.0);
         assert_eq!(f["osd_runq_wait_us_per_op"], 3000.0 / 4000.0);
+        let d = &f["device"];
+        assert_eq!((&d["writes_per_op"], &d["write_ms"]), (&json!(2.0), &json!(0.5)));
+        assert_eq!((&d["flushes_per_op"], &d["flush_ms"]), (&json!(1.0), &json!(0.5)));
+        assert_eq!((&d["reads_per_op"], &d["read_ms"]), (&json!(0.0), &Value::Null));
     }
 
     #[test]

@@ -773,6 +773,8 @@ fn run_one(c: &Cluster, o: &RunOptions, t: &TestDef, g: &LiveGroup, script: &std
     let wall = Instant::now();
     let client_before = crate::procstat::children_cpu_us();
     let machine_before = crate::procstat::machine_busy_us();
+    let disk = crate::diskstat::stat_file_for(c.dir());
+    let disk_before = disk.as_deref().and_then(crate::diskstat::sample);
     let m = match t.workload {
         Workload::Fio {
             rw,
@@ -804,6 +806,7 @@ fn run_one(c: &Cluster, o: &RunOptions, t: &TestDef, g: &LiveGroup, script: &std
     };
     let client_cpu_us = (crate::procstat::children_cpu_us() - client_before).max(0.0);
     let machine_cpu_us = (crate::procstat::machine_busy_us() - machine_before).max(0.0);
+    let disk_after = disk.as_deref().and_then(crate::diskstat::sample);
     let after = ProcSample::take(&g.pids)?;
     let busiest = crate::procstat::busiest_thread(&before, &after, wall.elapsed().as_secs_f64());
     let lat_after = crate::osdperf::sample(c.dir(), &g.report.osd_ids);
@@ -823,6 +826,7 @@ fn run_one(c: &Cluster, o: &RunOptions, t: &TestDef, g: &LiveGroup, script: &std
             .kind
             .eq("ferro")
             .then(|| crate::procstat::sched_delta(&before, &after, "ferro-core-")),
+        device: disk_before.zip(disk_after).map(|(b, a)| a.since(&b)),
         m,
     })
 }

@@ -1,0 +1,134 @@
+// SPDX-License-Identifier: LGPL-3.0-or-later
+//! The block device under the OSDs' files, from its kernel counters (`/sys/dev/block/MAJ:MIN/stat`): how many
+//! reads, writes and cache flushes it completed during a test and how long each took on average. When a row of
+//! one kind collapses while the other kind's does not, this tells a slow device (long service times: the host's
+//! disk) from an OSD that stopped asking (few IOs, short service times).
+
+use std::path::{Path, PathBuf};
+
+/// Cumulative counters of one block device (Documentation/block/stat.rst; times in ms, summed over requests).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DiskStat {
+    pub reads: u64,
+    pub read_ms: u64,
+    pub writes: u64,
+    pub write_ms: u64,
+    /// Cache flushes (fields 16–17; 0 on kernels before 5.5, which lack them).
+    pub flushes: u64,
+    pub flush_ms: u64,
+}
+
+/// Parses the text of a `stat` file of `/sys/block`: fields 1 and 4 (reads, read ticks), 5 and 8 (writes, write
+/// ticks), 16 and 17 (flushes, flush ticks) when present. None if the first eight are not all numbers.
+pub fn parse_disk_stat(text: &str) -> Option<DiskStat> {
+    let v: Vec<u64> = text
+        .split_whitespace()
+        .map(|f| f.parse().ok())
+        .collect::<Option<_>>()?;
+    if v.len() < 8 {
+        return None;
+    }
+    Some(DiskStat {
+        reads: v[0],
+        read_ms: v[3],
+        writes: v[4],
+        write_ms: v[7],
+        flushes: v.get(15).copied().unwrap_or(0),
+        flush_ms: v.get(16).copied().unwrap_or(0),
+    })
+}
+
+impl DiskStat {
+    /// What happened between `before` and `self` (counters that went backwards count as none).
+    pub fn since(&self, before: &DiskStat) -> DiskStat {
+        DiskStat {
+            reads: self.reads.saturating_sub(before.reads),
+            read_ms: self.read_ms.saturating_sub(before.read_ms),
+            writes: self.writes.saturating_sub(before.writes),
+            write_ms: self.write_ms.saturating_sub(before.write_ms),
+            flushes: self.flushes.saturating_sub(before.flushes),
+            flush_ms: self.flush_ms.saturating_sub(before.flush_ms),
+        }
+    }
+    /// Average service time in ms of the reads, writes and flushes (None where there were none).
+    pub fn avg_ms(&self) -> [Option<f64>; 3] {
+        let avg = |ms: u64, n: u64| (n > 0).then(|| ms as f64 / n as f64);
+        [
+            avg(self.read_ms, self.reads),
+            avg(self.write_ms, self.writes),
+            avg(self.flush_ms, self.flushes),
+        ]
+    }
+}
+
+/// The `stat` file of the block device that holds `path`, if it has one (not on tmpfs or overlay file systems,
+/// whose device numbers name no block device).
+pub fn stat_file_for(path: &Path) -> Option<PathBuf> {
+    use std::os::unix::fs::MetadataExt;
+    let dev = std::fs::metadata(path).ok()?.dev();
+    let f = PathBuf::from(format!(
+        "/sys/dev/block/{}:{}/stat",
+        libc::major(dev),
+        libc::minor(dev)
+    ));
+    f.exists().then_some(f)
+}
+
+/// The device's counters now.
+pub fn sample(stat_file: &Path) -> Option<DiskStat> {
+    std::fs::read_to_string(stat_file)
+        .ok()
+        .and_then(|s| parse_disk_stat(&s))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counters_from_a_stat_line_and_their_difference() {
+        // A line of this VM's /sys/block/vda/stat (17 fields).
+        let a = parse_disk_stat(
+            "19595350  1005387 1225583093 12858041 38730158  8633575 2492656071  8724841        0  2946708 \
+             22326895   237059      173 815751096   102612  9855746   641400\n",
+        )
+        .expect("parses");
+        assert_eq!(
+            a,
+            DiskStat {
+                reads: 19595350,
+                read_ms: 12858041,
+                writes: 38730158,
+                write_ms: 8724841,
+                flushes: 9855746,
+                flush_ms: 641400,
+            }
+        );
+        // An old kernel's 11 fields: no flush counters.
+        let old = parse_disk_stat("1 0 8 4 10 0 80 30 0 5 34").expect("parses");
+        assert_eq!((old.writes, old.write_ms, old.flushes), (10, 30, 0));
+        assert_eq!(parse_disk_stat("1 2 3"), None);
+        assert_eq!(parse_disk_stat("1 2 3 4 5 6 x 8"), None);
+        let b = DiskStat {
+            reads: a.reads + 10,
+            read_ms: a.read_ms + 5,
+            writes: a.writes + 400,
+            write_ms: a.write_ms + 200,
+            flushes: a.flushes,
+            flush_ms: a.flush_ms,
+        };
+        let d = b.since(&a);
+        assert_eq!((d.reads, d.writes, d.flushes), (10, 400, 0));
+        assert_eq!(d.avg_ms(), [Some(0.5), Some(0.5), None]);
+        assert_eq!(a.since(&b).writes, 0, "a counter that went back counts as none");
+    }
+
+    #[test]
+    fn the_root_file_system_has_a_device_or_none() {
+        // On a block device the file exists and parses; elsewhere (tmpfs, overlay in a container) there is none.
+        if let Some(f) = stat_file_for(Path::new("/")) {
+            assert!(sample(&f).is_some(), "{} does not parse", f.display());
+        }
+        assert_eq!(stat_file_for(Path::new("/no/such/path")), None);
+    }
+}
