@@ -4,7 +4,7 @@
 
 use std::fmt::Write as _;
 
-use crate::report::{GroupStatus, RawCell, Report, Row, geomean};
+use crate::report::{GroupReport, GroupStatus, RawCell, Report, Row, geomean};
 
 fn num(x: f64) -> String {
     if !x.is_finite() {
@@ -303,6 +303,19 @@ fn raw_table(r: &Report, s: &mut String) {
     s.push('\n');
 }
 
+/// The header of a per-group table after its `| test |` cell: `<label> <column>` for each group and column, then
+/// the alignment row.
+fn group_columns(r: &Report, s: &mut String, cols: impl Fn(&GroupReport) -> Vec<&'static str>) {
+    let mut align = String::from("|---|");
+    for g in &r.groups {
+        for col in cols(g) {
+            let _ = write!(s, " {} {col} |", g.label);
+            align.push_str("---:|");
+        }
+    }
+    let _ = writeln!(s, "\n{align}");
+}
+
 /// Run-queue waits of each group's OSD threads (`schedstat`): per client op, per timeslice (each time a thread
 /// was put on a CPU, mostly a wake-up), timeslices per op; for ferro-osd also its reactor threads alone. On a
 /// shared machine these waits, not the OSD's own work, set most of the p99.
@@ -315,18 +328,13 @@ fn runq_table(r: &Report, s: &mut String) {
         "\nRun-queue wait of the OSD threads (`/proc/<pid>/task/*/schedstat`: time runnable but not running), per op \
          and per timeslice, timeslices per op; reactor = ferro-osd's `ferro-core-*` threads alone:\n\n| test |"
     );
-    let mut align = String::from("|---|");
-    for g in &r.groups {
+    group_columns(r, s, |g| {
         let mut cols = vec!["wait µs/op", "wait µs/slice", "slices/op"];
         if g.kind == "ferro" {
             cols.push("reactor wait µs/slice");
         }
-        for col in cols {
-            let _ = write!(s, " {} {col} |", g.label);
-            align.push_str("---:|");
-        }
-    }
-    let _ = writeln!(s, "\n{align}");
+        cols
+    });
     for t in &r.tests {
         let _ = write!(s, "| {} |", t.title);
         for (g, res) in r.groups.iter().zip(&t.results) {
@@ -364,59 +372,39 @@ fn runq_table(r: &Report, s: &mut String) {
 /// and their average service times. A row that collapsed with long service times waited for the disk (on a VM,
 /// the host's); with short ones and few IOs, the OSD stopped asking.
 fn device_table(r: &Report, s: &mut String) {
-    let ok = |t: &crate::report::TestReport| {
-        t.results
-            .iter()
-            .any(|x| x.as_ref().is_ok_and(|r| r.device.is_some()))
-    };
-    if !r.tests.iter().any(ok) {
-        return;
-    }
-    let _ = write!(
+    let ms = |v: Option<f64>| v.map_or("–".to_string(), |x| format!("{x:.2}"));
+    perf_counter_table(
+        r,
         s,
-        "\nThe disk under the OSDs' files during each test (`/sys/dev/block/*/stat` of the device holding the \
+        "The disk under the OSDs' files during each test (`/sys/dev/block/*/stat` of the device holding the \
          cluster: all its IO, the idle group's and the mon's included): reads, writes and cache flushes it completed \
-         per client op, and their average service time in ms:\n\n| test |"
-    );
-    let mut align = String::from("|---|");
-    for g in &r.groups {
-        for col in [
+         per client op, and their average service time in ms",
+        &[
             "reads/op",
             "read ms",
             "writes/op",
             "write ms",
             "flushes/op",
             "flush ms",
-        ] {
-            let _ = write!(s, " {} {col} |", g.label);
-            align.push_str("---:|");
-        }
-    }
-    let _ = writeln!(s, "\n{align}");
-    let ms = |v: Option<f64>| v.map_or("–".to_string(), |x| format!("{x:.2}"));
-    for t in &r.tests {
-        let _ = write!(s, "| {} |", t.title);
-        for res in &t.results {
-            match res.as_ref().ok().and_then(|row| row.device.map(|d| (row, d))) {
-                Some((row, d)) => {
-                    let per_op = |n: u64| n as f64 / row.m.ops.max(1) as f64;
-                    let [rd, wr, fl] = d.avg_ms();
-                    let _ = write!(
-                        s,
-                        " {:.2} | {} | {:.2} | {} | {:.2} | {} |",
-                        per_op(d.reads),
-                        ms(rd),
-                        per_op(d.writes),
-                        ms(wr),
-                        per_op(d.flushes),
-                        ms(fl)
-                    );
-                }
-                None => s.push_str(" – | – | – | – | – | – |"),
+        ],
+        |row| row.device.is_some(),
+        |row| match row.device {
+            Some(d) => {
+                let per_op = |n: u64| n as f64 / row.m.ops.max(1) as f64;
+                let [rd, wr, fl] = d.avg_ms();
+                format!(
+                    " {:.2} | {} | {:.2} | {} | {:.2} | {} |",
+                    per_op(d.reads),
+                    ms(rd),
+                    per_op(d.writes),
+                    ms(wr),
+                    per_op(d.flushes),
+                    ms(fl)
+                )
             }
-        }
-        s.push('\n');
-    }
+            None => " – |".repeat(6),
+        },
+    );
 }
 
 /// Context switches per op of each group's OSD threads: how often the OSDs slept and woke (voluntary) or were
@@ -430,20 +418,15 @@ fn ctxt_table(r: &Report, s: &mut String) {
         s,
         "\nOSD context switches per op (all threads of the group's OSDs, `/proc/<pid>/task/*/status`), the busiest OSD thread's CPU share over the test, client (fio) CPU per op, busy CPU of the whole machine per op (kernel threads included):\n\n| test |"
     );
-    let mut align = String::from("|---|");
-    for g in &r.groups {
-        for col in [
+    group_columns(r, s, |_| {
+        vec![
             "voluntary",
             "involuntary",
             "busiest thread",
             "client CPU µs/op",
             "machine CPU µs/op",
-        ] {
-            let _ = write!(s, " {} {col} |", g.label);
-            align.push_str("---:|");
-        }
-    }
-    let _ = writeln!(s, "\n{align}");
+        ]
+    });
     for t in &r.tests {
         let _ = write!(s, "| {} |", t.title);
         for res in &t.results {
@@ -510,7 +493,7 @@ fn perf_counter_table(
     r: &Report,
     s: &mut String,
     caption: &str,
-    cols: &[&str],
+    cols: &[&'static str],
     has: impl Fn(&Row) -> bool,
     cells: impl Fn(&Row) -> String,
 ) {
@@ -523,14 +506,7 @@ fn perf_counter_table(
         return;
     }
     let _ = write!(s, "\n{caption}:\n\n| test |");
-    let mut align = String::from("|---|");
-    for g in &r.groups {
-        for col in cols {
-            let _ = write!(s, " {} {col} |", g.label);
-            align.push_str("---:|");
-        }
-    }
-    let _ = writeln!(s, "\n{align}");
+    group_columns(r, s, |_| cols.to_vec());
     let dashes = " – |".repeat(cols.len());
     for t in rows {
         let _ = write!(s, "| {} |", t.title);
