@@ -289,42 +289,15 @@ pub fn run(o: &RunOptions) -> Result<Report> {
             eprintln!("bench compare: *** {} side SKIPPED: {why}", lg.report.label);
         }
     }
-    // The raw files, once the pools hold their data (so their zero-fill competes with nothing timed).
-    let raw_files: Option<std::result::Result<Vec<PathBuf>, String>> = o.raw.then(|| {
-        let t = Instant::now();
-        let r = prepare_raw_files(&c.dir().join("raw"), o);
-        match &r {
-            Ok(files) => eprintln!(
-                "bench compare: raw reference: {} file(s) of {} MiB ({}) in {:.1} s",
-                files.len(),
-                o.device_size_bytes >> 20,
-                if o.zero_fill_devices {
-                    "zero-filled"
-                } else {
-                    "data set zero-filled"
-                },
-                t.elapsed().as_secs_f64()
-            ),
-            Err(e) => eprintln!("bench compare: *** raw reference SKIPPED: {e}"),
-        }
-        r
-    });
-
     let mut tests = Vec::new();
     for (ti, t) in o.tests.iter().enumerate() {
         let mut results: Vec<std::result::Result<Row, String>> = vec![Err("not run".into()); groups.len()];
-        let mut raw = None;
-        // Alternate which group goes first, so neither always runs on a machine warmed (or tired) by the other;
-        // the raw reference takes its turn as one more entry.
-        let mut order: Vec<usize> = (0..groups.len() + usize::from(raw_files.is_some())).collect();
+        // Alternate which group goes first, so neither always runs on a machine warmed (or tired) by the other.
+        let mut order: Vec<usize> = (0..groups.len()).collect();
         if ti % 2 == 1 {
             order.reverse();
         }
         for gi in order {
-            if gi == groups.len() {
-                raw = raw_files.as_ref().map(|files| run_raw(&c, o, t, files));
-                continue;
-            }
             let lg = &groups[gi];
             results[gi] = match &lg.report.status {
                 GroupStatus::Skipped(why) => {
@@ -357,8 +330,37 @@ pub fn run(o: &RunOptions) -> Result<Report> {
             id: t.id.to_owned(),
             title: t.title.to_owned(),
             results,
-            raw,
+            raw: None,
         });
+    }
+    // The raw reference (its files' zero-fill, then its tests) runs after every group's tests, not between them:
+    // its write rows drive the disk at its ceiling (seconds of random O_DSYNC writes) and the disk under a VM can
+    // take a while to recover, so an OSD test right after one ran against a tired disk (runs 44–45 of
+    // docs/benchmarks.md: the device's write service time 5–17× its usual during the group that followed raw in
+    // 4K write QD16, which the alternating order always gave to the same group).
+    let raw_files: Option<std::result::Result<Vec<PathBuf>, String>> = o.raw.then(|| {
+        let t = Instant::now();
+        let r = prepare_raw_files(&c.dir().join("raw"), o);
+        match &r {
+            Ok(files) => eprintln!(
+                "bench compare: raw reference: {} file(s) of {} MiB ({}) in {:.1} s",
+                files.len(),
+                o.device_size_bytes >> 20,
+                if o.zero_fill_devices {
+                    "zero-filled"
+                } else {
+                    "data set zero-filled"
+                },
+                t.elapsed().as_secs_f64()
+            ),
+            Err(e) => eprintln!("bench compare: *** raw reference SKIPPED: {e}"),
+        }
+        r
+    });
+    if let Some(files) = &raw_files {
+        for (t, rep) in o.tests.iter().zip(tests.iter_mut()) {
+            rep.raw = Some(run_raw(&c, o, t, files));
+        }
     }
     eprintln!("bench compare: done in {:.0} s", t0.elapsed().as_secs_f64());
     let mut meta = meta;
