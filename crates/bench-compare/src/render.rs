@@ -716,6 +716,18 @@ mod tests {
     use super::*;
     use crate::report::tests::sample_report;
 
+    /// The rows of the markdown tables in `s` (header included, alignment rows not).
+    fn table_rows(s: &str) -> usize {
+        s.lines().filter(|l| l.starts_with("| ")).count()
+    }
+
+    /// A per-group table of the two-test sample report: its header, one expected row, and no other rows.
+    fn assert_two_test_table(table: &str, header: &str, row: &str) {
+        assert!(table.contains(header), "{table}");
+        assert!(table.contains(row), "{table}");
+        assert_eq!(table_rows(table), 1 + 2, "{table}");
+    }
+
     #[test]
     fn table_has_every_test_ratios_and_geomean() {
         let r = sample_report(Ok(()));
@@ -729,7 +741,7 @@ mod tests {
         let (main, lat) = t
             .split_once("OSD-side write latency")
             .expect("the OSD latency table");
-        let rows = main.lines().filter(|l| l.starts_with("| ")).count();
+        let rows = table_rows(main);
         assert_eq!(rows, 1 + 2 + 1, "header, two tests, geomean:\n{t}");
         assert!(
             lat.contains("| bluestore op_w | bluestore subop_w | bluestore commit |"),
@@ -745,14 +757,10 @@ mod tests {
             rd.contains("| bluestore op_r | bluestore ops in OSD | ferro op_r | ferro ops in OSD |"),
             "{rd}"
         );
-        assert_eq!(rd.lines().filter(|l| l.starts_with("| ")).count(), 1 + 2, "{rd}");
+        assert_eq!(table_rows(rd), 1 + 2, "{rd}");
         assert!(rd.contains(" 0.50 | 0.5 |"), "1000 IOPS × 0.5 ms: {rd}");
         assert!(lat.contains(" 2.0 | – | 1.0 |"), "{lat}");
-        assert_eq!(
-            lat.lines().filter(|l| l.starts_with("| ")).count(),
-            1 + 2,
-            "{lat}"
-        );
+        assert_eq!(table_rows(lat), 1 + 2, "{lat}");
         assert!(
             ctxt.contains("| bluestore voluntary | bluestore involuntary | bluestore busiest thread | bluestore client CPU µs/op | bluestore machine CPU µs/op | ferro voluntary |"),
             "{ctxt}"
@@ -766,32 +774,16 @@ mod tests {
             .split_once("The disk under the OSDs' files")
             .expect("the device table");
         // bluestore: 2000 ops, ferro: 4000; each saw 8000 writes of 0.5 ms and 4000 flushes of 0.5 ms, no reads.
-        assert!(
-            disk.contains("| 4k-randread-qd16 | 0.00 | – | 4.00 | 0.50 | 2.00 | 0.50 | 0.00 | – | 2.00 | 0.50 | 1.00 | 0.50 |"),
-            "{disk}"
-        );
-        assert!(
-            disk.contains("| bluestore reads/op | bluestore read ms | bluestore writes/op |"),
-            "{disk}"
-        );
-        assert_eq!(
-            disk.lines().filter(|l| l.starts_with("| ")).count(),
-            1 + 2,
-            "{disk}"
-        );
-        assert!(
-            runq.contains("| bluestore wait µs/op | bluestore wait µs/slice | bluestore slices/op | ferro wait µs/op | ferro wait µs/slice | ferro slices/op | ferro reactor wait µs/slice |"),
-            "{runq}"
+        assert_two_test_table(
+            disk,
+            "| bluestore reads/op | bluestore read ms | bluestore writes/op |",
+            "| 4k-randread-qd16 | 0.00 | – | 4.00 | 0.50 | 2.00 | 0.50 | 0.00 | – | 2.00 | 0.50 | 1.00 | 0.50 |",
         );
         // bluestore: 2000 ops, 3 ms waited over 1000 slices; ferro: 4000 ops; reactor 1 ms over 500 slices.
-        assert!(
-            runq.contains("| 4k-randread-qd16 | 1.50 | 3.00 | 0.50 | 0.75 | 3.00 | 0.25 | 2.00 |"),
-            "{runq}"
-        );
-        assert_eq!(
-            runq.lines().filter(|l| l.starts_with("| ")).count(),
-            1 + 2,
-            "{runq}"
+        assert_two_test_table(
+            runq,
+            "| bluestore wait µs/op | bluestore wait µs/slice | bluestore slices/op | ferro wait µs/op | ferro wait µs/slice | ferro slices/op | ferro reactor wait µs/slice |",
+            "| 4k-randread-qd16 | 1.50 | 3.00 | 0.50 | 0.75 | 3.00 | 0.25 | 2.00 |",
         );
         assert!(t.contains("Thread scheduling after boot (`/proc`): bluestore threads SCHED_OTHER nice 0 slice 1400 µs (×1); ferro reactor threads SCHED_OTHER"), "{t}");
         assert!(
@@ -802,11 +794,7 @@ mod tests {
             t.contains("stolen by the host over the run (`/proc/stat` steal): 12.5 %"),
             "{t}"
         );
-        assert_eq!(
-            ctxt.lines().filter(|l| l.starts_with("| ")).count(),
-            1 + 2,
-            "{ctxt}"
-        );
+        assert_eq!(table_rows(ctxt), 1 + 2, "{ctxt}");
     }
 
     #[test]
@@ -855,11 +843,7 @@ mod tests {
             "{dev}"
         );
         assert!(dev.contains("**3.87** | **0.27** |"), "{dev}");
-        assert_eq!(
-            dev.lines().filter(|l| l.starts_with("| ")).count(),
-            1 + 3 + 1,
-            "{dev}"
-        );
+        assert_eq!(table_rows(dev), 1 + 3 + 1, "{dev}");
         // Without the raw kind there is no such table.
         assert!(!markdown_table(&sample_report(Ok(()))).contains("Device ceiling"));
 
