@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: LGPL-3.0-or-later
 //! The driver: starts the cluster, boots each group's OSDs, gives each group a device class, a CRUSH rule
 //! and a pool, prefills, then runs every test against every group (alternating which group goes first) while
-//! sampling the group's OSD processes.
+//! sampling the group's OSD processes and the disk under them, and last the raw reference, if asked for.
 
 use std::path::PathBuf;
 use std::process::Command;
