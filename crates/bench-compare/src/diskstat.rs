@@ -5,6 +5,7 @@
 //! disk) from an OSD that stopped asking (few IOs, short service times).
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 /// Cumulative counters of one block device (Documentation/block/stat.rst; times in ms, summed over requests).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -16,10 +17,13 @@ pub struct DiskStat {
     /// Cache flushes (fields 16–17; 0 on kernels before 5.5, which lack them).
     pub flushes: u64,
     pub flush_ms: u64,
+    /// Requests in flight when sampled (field 9; a gauge, not a counter).
+    pub in_flight: u64,
 }
 
 /// Parses the text of a `stat` file of `/sys/block`: fields 1 and 4 (reads, read ticks), 5 and 8 (writes, write
-/// ticks), 16 and 17 (flushes, flush ticks) when present. None if the first eight are not all numbers.
+/// ticks), 9 (in flight), 16 and 17 (flushes, flush ticks) when present. None if the first eight are not all
+/// numbers.
 pub fn parse_disk_stat(text: &str) -> Option<DiskStat> {
     let v: Vec<u64> = text
         .split_whitespace()
@@ -35,6 +39,7 @@ pub fn parse_disk_stat(text: &str) -> Option<DiskStat> {
         write_ms: v[7],
         flushes: v.get(15).copied().unwrap_or(0),
         flush_ms: v.get(16).copied().unwrap_or(0),
+        in_flight: v.get(8).copied().unwrap_or(0),
     })
 }
 
@@ -48,6 +53,7 @@ impl DiskStat {
             write_ms: self.write_ms.saturating_sub(before.write_ms),
             flushes: self.flushes.saturating_sub(before.flushes),
             flush_ms: self.flush_ms.saturating_sub(before.flush_ms),
+            in_flight: self.in_flight,
         }
     }
     /// Average service time in ms of the reads, writes and flushes (None where there were none).
@@ -81,6 +87,70 @@ pub fn sample(stat_file: &Path) -> Option<DiskStat> {
         .and_then(|s| parse_disk_stat(&s))
 }
 
+/// How often the disk is sampled while waiting for it to settle, how many quiet samples in a row make it settled,
+/// what a quiet sample allows, and how long a wait lasts at most.
+pub const SETTLE_SAMPLE: Duration = Duration::from_millis(100);
+pub const SETTLE_QUIET_SAMPLES: u32 = 5;
+/// Reads + writes completed in one sample interval that still count as quiet (the mon's and the idle OSDs' own
+/// writes: a few per second).
+pub const SETTLE_QUIET_IOS: u64 = 3;
+pub const SETTLE_MAX: Duration = Duration::from_secs(20);
+
+/// The outcome of waiting for the disk before a test.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Settle {
+    /// Time waited, s.
+    pub waited_s: f64,
+    /// Whether the disk went quiet; false: the wait gave up after [`SETTLE_MAX`].
+    pub quiet: bool,
+}
+
+/// Counts consecutive quiet intervals between samples (nothing in flight and at most [`SETTLE_QUIET_IOS`]
+/// completed since the previous sample).
+#[derive(Debug, Default)]
+pub struct QuietRun {
+    last: Option<DiskStat>,
+    run: u32,
+}
+
+impl QuietRun {
+    /// Take a sample; true once [`SETTLE_QUIET_SAMPLES`] intervals in a row were quiet.
+    pub fn push(&mut self, s: DiskStat) -> bool {
+        if let Some(last) = self.last {
+            let d = s.since(&last);
+            let quiet = s.in_flight == 0 && d.reads + d.writes <= SETTLE_QUIET_IOS;
+            self.run = if quiet { self.run + 1 } else { 0 };
+        }
+        self.last = Some(s);
+        self.run >= SETTLE_QUIET_SAMPLES
+    }
+}
+
+/// Wait until the disk behind `stat_file` has been quiet for [`SETTLE_QUIET_SAMPLES`] × [`SETTLE_SAMPLE`], or
+/// [`SETTLE_MAX`] has passed. Before a test, so that it does not run against the previous test's background
+/// writes (BlueStore's deferred writes and compaction, ferro-osd's checkpoints, the raw reference's O_DSYNC
+/// backlog in the host): runs 44–47 of docs/benchmarks.md showed the disk's writes 4–17× slower than usual
+/// in the test that followed such work.
+pub fn settle(stat_file: &Path) -> Settle {
+    let start = std::time::Instant::now();
+    let mut run = QuietRun::default();
+    loop {
+        let Some(s) = sample(stat_file) else {
+            return Settle {
+                waited_s: start.elapsed().as_secs_f64(),
+                quiet: false,
+            };
+        };
+        if run.push(s) || start.elapsed() >= SETTLE_MAX {
+            return Settle {
+                waited_s: start.elapsed().as_secs_f64(),
+                quiet: run.run >= SETTLE_QUIET_SAMPLES,
+            };
+        }
+        std::thread::sleep(SETTLE_SAMPLE);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -102,6 +172,7 @@ mod tests {
                 write_ms: 8724841,
                 flushes: 9855746,
                 flush_ms: 641400,
+                in_flight: 0,
             }
         );
         // An old kernel's 11 fields: no flush counters.
@@ -116,11 +187,46 @@ mod tests {
             write_ms: a.write_ms + 200,
             flushes: a.flushes,
             flush_ms: a.flush_ms,
+            in_flight: 3,
         };
         let d = b.since(&a);
         assert_eq!((d.reads, d.writes, d.flushes), (10, 400, 0));
         assert_eq!(d.avg_ms(), [Some(0.5), Some(0.5), None]);
         assert_eq!(a.since(&b).writes, 0, "a counter that went back counts as none");
+        assert_eq!(
+            (d.in_flight, a.since(&b).in_flight),
+            (3, 0),
+            "in flight is the later sample's"
+        );
+    }
+
+    #[test]
+    fn quiet_after_enough_quiet_intervals_in_a_row() {
+        let at = |writes: u64, in_flight: u64| DiskStat {
+            writes,
+            in_flight,
+            ..DiskStat::default()
+        };
+        let mut q = QuietRun::default();
+        // The first sample has nothing to compare with.
+        assert!(!q.push(at(0, 0)));
+        let mut w = 0;
+        for _ in 1..SETTLE_QUIET_SAMPLES {
+            w += SETTLE_QUIET_IOS;
+            assert!(!q.push(at(w, 0)));
+        }
+        // A busy interval (one IO too many) starts the count again.
+        w += SETTLE_QUIET_IOS + 1;
+        assert!(!q.push(at(w, 0)));
+        for _ in 1..SETTLE_QUIET_SAMPLES {
+            assert!(!q.push(at(w, 0)));
+        }
+        // An IO in flight is not quiet either, even with nothing completed.
+        assert!(!q.push(at(w, 1)));
+        for _ in 1..SETTLE_QUIET_SAMPLES {
+            assert!(!q.push(at(w, 0)));
+        }
+        assert!(q.push(at(w, 0)));
     }
 
     #[test]

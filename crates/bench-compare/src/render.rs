@@ -378,7 +378,8 @@ fn device_table(r: &Report, s: &mut String) {
         s,
         "The disk under the OSDs' files during each test (`/sys/dev/block/*/stat` of the device holding the \
          cluster: all its IO, the idle group's and the mon's included): reads, writes and cache flushes it completed \
-         per client op, and their average service time in ms",
+         per client op, and their average service time in ms; the wait before the test for the disk to go quiet, s \
+         (`*`: it did not within 20 s)",
         &[
             "reads/op",
             "read ms",
@@ -386,14 +387,18 @@ fn device_table(r: &Report, s: &mut String) {
             "write ms",
             "flushes/op",
             "flush ms",
+            "settle s",
         ],
         |row| row.device.is_some(),
         |row| match row.device {
             Some(d) => {
                 let per_op = |n: u64| n as f64 / row.m.ops.max(1) as f64;
                 let [rd, wr, fl] = d.avg_ms();
+                let settle = row.settle.map_or("–".to_string(), |w| {
+                    format!("{:.1}{}", w.waited_s, if w.quiet { "" } else { "*" })
+                });
                 format!(
-                    " {:.2} | {} | {:.2} | {} | {:.2} | {} |",
+                    " {:.2} | {} | {:.2} | {} | {:.2} | {} | {settle} |",
                     per_op(d.reads),
                     ms(rd),
                     per_op(d.writes),
@@ -402,7 +407,7 @@ fn device_table(r: &Report, s: &mut String) {
                     ms(fl)
                 )
             }
-            None => " – |".repeat(6),
+            None => " – |".repeat(7),
         },
     );
 }
@@ -773,11 +778,12 @@ mod tests {
         let (runq, disk) = runq
             .split_once("The disk under the OSDs' files")
             .expect("the device table");
-        // bluestore: 2000 ops, ferro: 4000; each saw 8000 writes of 0.5 ms and 4000 flushes of 0.5 ms, no reads.
+        // bluestore: 2000 ops, ferro: 4000; each saw 8000 writes of 0.5 ms and 4000 flushes of 0.5 ms, no reads,
+        // after a wait of 1.5 s for the disk to go quiet.
         assert_two_test_table(
             disk,
             "| bluestore reads/op | bluestore read ms | bluestore writes/op |",
-            "| 4k-randread-qd16 | 0.00 | – | 4.00 | 0.50 | 2.00 | 0.50 | 0.00 | – | 2.00 | 0.50 | 1.00 | 0.50 |",
+            "| 4k-randread-qd16 | 0.00 | – | 4.00 | 0.50 | 2.00 | 0.50 | 1.5 | 0.00 | – | 2.00 | 0.50 | 1.00 | 0.50 | 1.5 |",
         );
         // bluestore: 2000 ops, 3 ms waited over 1000 slices; ferro: 4000 ops; reactor 1 ms over 500 slices.
         assert_two_test_table(

@@ -75,6 +75,9 @@ pub struct Row {
     /// The block device under the OSDs' files over the test (all its IO, not only this group's); `None` where
     /// the files sit on no block device.
     pub device: Option<crate::diskstat::DiskStat>,
+    /// The wait for the disk to go quiet before the test ([`crate::diskstat::settle`]); `None` where the files
+    /// sit on no block device.
+    pub settle: Option<crate::diskstat::Settle>,
 }
 
 impl Row {
@@ -474,6 +477,7 @@ impl Report {
                                     "flush_ms": f,
                                 })
                             }),
+                            "settle": row.settle.map(|w| json!({ "waited_s": w.waited_s, "quiet": w.quiet })),
                         }),
                         Err(why) => json!({ "error": why }),
                     };
@@ -590,6 +594,11 @@ pub(crate) mod tests {
                 write_ms: 4000,
                 flushes: 4000,
                 flush_ms: 2000,
+                in_flight: 0,
+            }),
+            settle: Some(crate::diskstat::Settle {
+                waited_s: 1.5,
+                quiet: true,
             }),
         }
     }
@@ -777,6 +786,7 @@ pub(crate) mod tests {
         assert_eq!((&d["writes_per_op"], &d["write_ms"]), (&json!(2.0), &json!(0.5)));
         assert_eq!((&d["flushes_per_op"], &d["flush_ms"]), (&json!(1.0), &json!(0.5)));
         assert_eq!((&d["reads_per_op"], &d["read_ms"]), (&json!(0.0), &Value::Null));
+        assert_eq!(f["settle"], json!({ "waited_s": 1.5, "quiet": true }));
     }
 
     #[test]

@@ -580,6 +580,7 @@ fn run_raw(
         rwmixread,
         runtime_s: o.runtime_s,
     };
+    settle_disk(crate::diskstat::stat_file_for(c.dir()).as_deref(), o, t, "raw");
     let res = (|| -> Result<crate::raw::RawRow> {
         let path = c.dir().join("tmp").join(format!("{}-raw.fio", t.id));
         std::fs::write(&path, raw_job_file(&job)).map_err(io_err(format!("writing {}", path.display())))?;
@@ -613,6 +614,24 @@ fn run_raw(
             RawCell::Failed(first_lines(&e.to_string(), 12))
         }
     }
+}
+
+/// Wait for the disk under the cluster to go quiet before test `t` on `label` ([`crate::diskstat::settle`]). Not
+/// in quick mode: it checks that the tool runs, and the waits would only make CI slower.
+fn settle_disk(
+    stat_file: Option<&std::path::Path>,
+    o: &RunOptions,
+    t: &TestDef,
+    label: &str,
+) -> Option<crate::diskstat::Settle> {
+    let w = crate::diskstat::settle(stat_file.filter(|_| !o.quick)?);
+    if !w.quiet {
+        eprintln!(
+            "bench compare: {} on {label}: the disk did not go quiet in {:.0} s; running anyway",
+            t.id, w.waited_s
+        );
+    }
+    Some(w)
 }
 
 fn osd_pids(c: &Cluster, ids: &[u32]) -> Vec<u32> {
@@ -770,12 +789,13 @@ fn omap_client(
 
 fn run_one(c: &Cluster, o: &RunOptions, t: &TestDef, g: &LiveGroup, script: &std::path::Path) -> Result<Row> {
     let timeout = Duration::from_secs(u64::from(o.runtime_s)) + CLIENT_SLACK;
+    let disk = crate::diskstat::stat_file_for(c.dir());
+    let settle = settle_disk(disk.as_deref(), o, t, &g.report.label);
     let lat_before = crate::osdperf::sample(c.dir(), &g.report.osd_ids);
     let before = ProcSample::take(&g.pids)?;
     let wall = Instant::now();
     let client_before = crate::procstat::children_cpu_us();
     let machine_before = crate::procstat::machine_busy_us();
-    let disk = crate::diskstat::stat_file_for(c.dir());
     let disk_before = disk.as_deref().and_then(crate::diskstat::sample);
     let m = match t.workload {
         Workload::Fio {
@@ -829,6 +849,7 @@ fn run_one(c: &Cluster, o: &RunOptions, t: &TestDef, g: &LiveGroup, script: &std
             .eq("ferro")
             .then(|| crate::procstat::sched_delta(&before, &after, "ferro-core-")),
         device: disk_before.zip(disk_after).map(|(b, a)| a.since(&b)),
+        settle,
         m,
     })
 }
