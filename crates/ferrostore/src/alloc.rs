@@ -186,6 +186,31 @@ impl Allocator {
         Ok(out)
     }
 
+    /// One contiguous run of 1..=`max` blocks: `max` of them from the smallest run that big, else the whole
+    /// largest run. A checkpoint takes its nodes' blocks from such runs so that consecutive nodes are consecutive
+    /// blocks and go to the device as a few large writes. The next-fit cursor stays where it was: data writes go
+    /// on filling the space they were filling (moved into a best-fit run's tail, the cursor led the data of
+    /// small writes into one-block holes, one device write each).
+    pub fn alloc_run(&mut self, max: u64) -> Result<(u64, u64)> {
+        let max = max.max(1);
+        if self.free.is_empty() && self.releasing_blocks > 0 {
+            self.release_all();
+        }
+        let fit = self
+            .by_len
+            .range((max, 0)..)
+            .next()
+            .or_else(|| self.by_len.iter().next_back())
+            .map(|(l, s)| (*s, *l));
+        let cursor = self.cursor;
+        let run = match fit {
+            Some((s, l)) => self.take(s, l, max),
+            None => return Err(StoreError::NoSpace),
+        };
+        self.cursor = cursor;
+        Ok(run)
+    }
+
     pub fn free(&mut self, start: u64, len: u64) {
         assert!(
             start >= self.first && start + len <= self.first + self.count,
@@ -295,6 +320,26 @@ mod tests {
     /// Free space in one-block holes (what random 4K overwrites leave) ahead of the cursor and one large run far
     /// behind it: a 16-block request still gets one contiguous run, found through the length index, and the
     /// best fit among several candidates.
+    #[test]
+    fn alloc_run_takes_max_blocks_or_the_largest_run() {
+        // Free: [0,3) [5,6) [10,20); 3..5 and 6..10 used.
+        let mut a = Allocator::from_used(0, 20, vec![(3, 2), (6, 4)]).unwrap();
+        assert_eq!(a.alloc_run(4).unwrap(), (10, 4));
+        // The cursor did not move: a data allocation still starts at the first free block.
+        assert_eq!(a.alloc(1).unwrap(), vec![(0, 1)]);
+        a.free(0, 1);
+        assert_eq!(a.alloc_run(4).unwrap(), (14, 4));
+        // No run of 4 left: the largest one, whole.
+        assert_eq!(a.alloc_run(4).unwrap(), (0, 3));
+        assert_eq!(a.alloc_run(4).unwrap(), (18, 2));
+        assert_eq!(a.alloc_run(0).unwrap(), (5, 1));
+        assert_eq!(a.free_blocks(), 0);
+        assert!(matches!(a.alloc_run(1), Err(StoreError::NoSpace)));
+        // Freed later: taken back when nothing else is free.
+        a.free_later([(7, 2)]);
+        assert_eq!(a.alloc_run(8).unwrap(), (7, 2));
+    }
+
     #[test]
     fn contiguous_run_found_past_many_small_holes() {
         let n_holes = 10_000u64;

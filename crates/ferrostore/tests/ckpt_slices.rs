@@ -38,6 +38,7 @@ fn checkpoint_in_slices(walk_slice: usize) {
     s.queue_transaction(&t).unwrap();
     // New objects until a background checkpoint starts: the poll that starts it serialises every dirty node.
     let mut nodes = 0;
+    let mut writes_at_start = 0;
     for step in 0..2_000u64 {
         let mut t = Transaction::new();
         for i in 0..50 {
@@ -57,6 +58,7 @@ fn checkpoint_in_slices(walk_slice: usize) {
         ev.clear();
         s.poll(&mut ev).unwrap();
         if s.stats.node_bytes > node_bytes {
+            writes_at_start = writes;
             nodes = (s.stats.node_bytes - node_bytes) / 4096;
             let submitted = s.device().stats().writes - writes;
             // One slice of node writes (32) plus this poll's data and log writes, not every node.
@@ -87,6 +89,15 @@ fn checkpoint_in_slices(walk_slice: usize) {
         first_poll_nodes <= walk_slice as u64,
         "{first_poll_nodes} of {total_nodes} nodes placed in the poll that started the checkpoint"
     );
+    // The snapshot's nodes got consecutive blocks and went out as runs of up to 32 blocks per write (besides the
+    // poll's own data and log writes); one slice placed per poll leaves nothing to merge.
+    let writes = s.device().stats().writes - writes_at_start;
+    if walk_slice >= 32 {
+        assert!(
+            writes <= 60 + total_nodes / 8,
+            "{writes} writes for a checkpoint of {total_nodes} nodes"
+        );
+    }
     let dev = s.umount().unwrap();
     let img = dev.durable_image().to_vec();
     let dev = SimDevice::from_image(
