@@ -79,10 +79,10 @@ fn regression_restart_loses_the_open_interval_size2() {
 /// 551 with `--bug no-map-replay`). A restarted OSD now replays every epoch after the newest it stored
 /// (osd-core's map store, `Input::MapsPending`). Seeds 118, 281 and 51 are the session-3 findings of the same
 /// class (their paths had moved before the fix and passed already at aedd051).
-/// `cargo xtask sim --seed 498 --steps 3000 --osds 3 --size 2` (and 551, 118, 281, 51)
+/// `cargo xtask sim --seed 498 --steps 3000 --osds 3 --size 2` (and 551, 118, 281, 51, 536)
 #[test]
 fn regression_restart_replays_missed_maps_size2() {
-    for seed in [498, 551, 118, 281, 51] {
+    for seed in [498, 551, 118, 281, 51, 536] {
         one(Config {
             seed,
             ..replicated(2, 3, 3000)
@@ -90,16 +90,18 @@ fn regression_restart_replays_missed_maps_size2() {
     }
 }
 
-/// The same seed without map replay (the OSD restarts from the current map only) fails: the test above guards
-/// the replay, not a lucky path.
+/// A seed of that list without map replay (the OSD restarts from the current map only) fails: the test above
+/// guards the replay, not a lucky path. (Seed 551 was this check until ferrostore's checkpoints started writing
+/// their nodes as runs, session 21: the store's IO changed the simulated timing and 551 no longer reaches the bug
+/// without replay; 536 was the first seed of 16–1499 that does.)
 #[test]
-fn without_map_replay_a_stale_copy_is_served_seed551() {
+fn without_map_replay_a_stale_copy_is_served_seed536() {
     let cfg = Config {
-        seed: 551,
+        seed: 536,
         bug: sim::Bug::NoMapReplay,
         ..replicated(2, 3, 3000)
     };
-    let f = run(&cfg).expect_err("seed 551 passes without map replay: pick another seed for this check");
+    let f = run(&cfg).expect_err("seed 536 passes without map replay: pick another seed for this check");
     eprintln!(
         "caught as expected: {}",
         f.to_string().lines().next().unwrap_or("")
