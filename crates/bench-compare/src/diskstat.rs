@@ -130,22 +130,17 @@ impl QuietRun {
 /// [`SETTLE_MAX`] has passed. Before a test, so that it does not run against the previous test's background
 /// writes (BlueStore's deferred writes and compaction, ferro-osd's checkpoints, the raw reference's O_DSYNC
 /// backlog in the host): runs 44–47 of docs/benchmarks.md showed the disk's writes 4–17× slower than usual
-/// in the test that followed such work.
-pub fn settle(stat_file: &Path) -> Settle {
+/// in the test that followed such work. None when the counters cannot be read (no wait, nothing to report).
+pub fn settle(stat_file: &Path) -> Option<Settle> {
     let start = std::time::Instant::now();
     let mut run = QuietRun::default();
     loop {
-        let Some(s) = sample(stat_file) else {
-            return Settle {
-                waited_s: start.elapsed().as_secs_f64(),
-                quiet: false,
-            };
-        };
+        let s = sample(stat_file)?;
         if run.push(s) || start.elapsed() >= SETTLE_MAX {
-            return Settle {
+            return Some(Settle {
                 waited_s: start.elapsed().as_secs_f64(),
                 quiet: run.run >= SETTLE_QUIET_SAMPLES,
-            };
+            });
         }
         std::thread::sleep(SETTLE_SAMPLE);
     }

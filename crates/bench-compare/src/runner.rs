@@ -624,7 +624,7 @@ fn settle_disk(
     t: &TestDef,
     label: &str,
 ) -> Option<crate::diskstat::Settle> {
-    let w = crate::diskstat::settle(stat_file.filter(|_| !o.quick)?);
+    let w = crate::diskstat::settle(stat_file.filter(|_| !o.quick)?)?;
     if !w.quiet {
         eprintln!(
             "bench compare: {} on {label}: the disk did not go quiet in {:.0} s; running anyway",
