@@ -26,6 +26,11 @@ pub struct CompareArgs {
     /// Seconds per test and kind (default 15; 1 in quick mode).
     #[arg(long)]
     pub runtime: Option<u32>,
+    /// Rounds of the whole matrix: every test runs this many times on each kind (alternating which goes first)
+    /// and the report gives each number's median over the rounds, with every round's ratios beside them. On a
+    /// shared VM one round's rows move with the host; 3 rounds give a median that does not (1 in quick mode).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=9))]
+    pub rounds: u32,
     /// Only tests whose id starts with one of these, or has it after a `-` (comma-separated), e.g. `4k-rand,omap,qd1`.
     #[arg(long, value_delimiter = ',')]
     pub tests: Vec<String>,
@@ -207,6 +212,7 @@ pub fn options(a: &CompareArgs) -> Result<RunOptions> {
         objects: a.objects.unwrap_or(if a.quick { 8 } else { 256 }),
         omap_keys: if a.quick { 64 } else { 1024 },
         runtime_s: a.runtime.unwrap_or(if a.quick { 1 } else { 15 }),
+        rounds: if a.quick { 1 } else { a.rounds },
         tests: select_tests(&a.tests)?,
         quick: a.quick,
         workspace: ws,
@@ -335,7 +341,7 @@ mod tests {
             "omap",
         ]);
         let o = options(&t.a).unwrap();
-        assert_eq!(o.runtime_s, 1);
+        assert_eq!((o.runtime_s, o.rounds), (1, 1));
         assert_eq!(o.objects, 8);
         assert_eq!(o.tests.len(), 3);
         let labels: Vec<&str> = o.groups.iter().map(|g| g.label.as_str()).collect();
@@ -349,7 +355,16 @@ mod tests {
             "/nonexistent/ferro-osd",
         ]);
         let o = options(&t.a).unwrap();
-        assert_eq!((o.pool_size, o.osds_per_group, o.runtime_s), (3, 3, 15));
+        assert_eq!(
+            (o.pool_size, o.osds_per_group, o.runtime_s, o.rounds),
+            (3, 3, 15, 1)
+        );
+        let t = T::parse_from(["x", "--no-build", "--rounds", "3"]);
+        assert_eq!(options(&t.a).unwrap().rounds, 3);
+        // Quick mode is a smoke test: one round whatever was asked.
+        let t = T::parse_from(["x", "--quick", "--rounds", "3"]);
+        assert_eq!(options(&t.a).unwrap().rounds, 1);
+        assert!(T::try_parse_from(["x", "--rounds", "0"]).is_err());
         assert!(matches!(&o.groups[1].kind, OsdKind::Ferro { binary, .. } if binary.ends_with("ferro-osd")));
         assert!(matches!(&o.groups[1].kind, OsdKind::Ferro { conf, .. } if conf.is_empty()));
         // --ferro-conf: repeatable KEY=VALUE, normalised option names.

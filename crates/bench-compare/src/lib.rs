@@ -28,6 +28,7 @@ mod procstat;
 mod raw;
 mod render;
 mod report;
+mod rounds;
 mod runner;
 mod util;
 

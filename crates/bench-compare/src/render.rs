@@ -101,6 +101,14 @@ pub fn markdown_table(r: &Report) -> String {
             m.load_start, m.load_end
         );
     }
+    if m.rounds > 1 {
+        let _ = writeln!(
+            s,
+            "{} rounds of the matrix: every number below is the median of that number over the rounds; \
+             each round's ratios follow the table.",
+            m.rounds
+        );
+    }
     if let Some(p) = m.cpu_steal_percent {
         let _ = writeln!(
             s,
@@ -183,6 +191,7 @@ pub fn markdown_table(r: &Report) -> String {
             ratio(g.osd_cpu_per_op)
         );
     }
+    rounds_table(r, &mut s);
     raw_table(r, &mut s);
     osd_latency_table(r, &mut s);
     osd_read_latency_table(r, &mut s);
@@ -190,6 +199,59 @@ pub fn markdown_table(r: &Report) -> String {
     runq_table(r, &mut s);
     device_table(r, &mut s);
     s
+}
+
+/// With several rounds: each round's ratios per test (IOPS × / p99 × / CPU/op ×) and each round's geometric
+/// means, so the medians' spread is in sight.
+fn rounds_table(r: &Report, s: &mut String) {
+    let n = r.rounds_kept();
+    if n == 0 || r.groups.len() < 2 {
+        return;
+    }
+    let lab = format!("{}/{}", r.groups[1].label, r.groups[0].label);
+    let _ = write!(
+        s,
+        "\nEach round alone — {lab} IOPS × / p99 × / CPU/op × (the median table above takes each number's median \
+         over these rounds):\n\n| test |"
+    );
+    let mut align = String::from("|---|");
+    for k in 0..n {
+        let _ = write!(s, " round {} |", k + 1);
+        align.push_str("---:|");
+    }
+    let _ = writeln!(s, "\n{align}");
+    let cell = |q: Option<crate::report::Ratios>| match q {
+        Some(q) => format!(
+            " {} / {} / {} |",
+            ratio(q.iops),
+            ratio(q.lat_p99),
+            ratio(q.osd_cpu_per_op)
+        ),
+        None => " – |".into(),
+    };
+    for (i, t) in r.tests.iter().enumerate() {
+        let _ = write!(s, "| {} |", t.title);
+        for k in 0..n {
+            s.push_str(&cell(r.round_ratios(i, k)));
+        }
+        s.push('\n');
+    }
+    s.push_str("| **geometric mean** |");
+    for k in 0..n {
+        match r.round_geomean_ratios(k) {
+            Some(g) => {
+                let _ = write!(
+                    s,
+                    " **{} / {} / {}** |",
+                    ratio(g.iops),
+                    ratio(g.lat_p99),
+                    ratio(g.osd_cpu_per_op)
+                );
+            }
+            None => s.push_str(" – |"),
+        }
+    }
+    s.push('\n');
 }
 
 /// The raw reference per test: its numbers, each group's share of it, and (with two groups) the best ratio of
@@ -719,7 +781,7 @@ pub fn svg_chart(r: &Report) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::tests::sample_report;
+    use crate::report::tests::{row, sample_report};
 
     /// The rows of the markdown tables in `s` (header included, alignment rows not).
     fn table_rows(s: &str) -> usize {
@@ -801,6 +863,94 @@ mod tests {
             "{t}"
         );
         assert_eq!(table_rows(ctxt), 1 + 2, "{ctxt}");
+    }
+
+    /// [`sample_report`] as a 3-round run: test 0's rounds put ferro at 2×, 1× and 3× BlueStore's 1000 IOPS,
+    /// test 1's at 0.5× each; round 3 of test 1 failed on ferro.
+    fn three_round_report() -> Report {
+        let mut r = sample_report(Ok(()));
+        r.meta.rounds = 3;
+        r.tests[0].rounds = vec![
+            vec![Ok(row(1000.0, 50.0)); 3],
+            vec![
+                Ok(row(2000.0, 25.0)),
+                Ok(row(1000.0, 50.0)),
+                Ok(row(3000.0, 10.0)),
+            ],
+        ];
+        r.tests[1].rounds = vec![
+            vec![Ok(row(400.0, 50.0)); 3],
+            vec![
+                Ok(row(200.0, 25.0)),
+                Ok(row(200.0, 25.0)),
+                Err("fio: timeout".into()),
+            ],
+        ];
+        for t in &mut r.tests {
+            t.results = t.rounds.iter().map(|g| crate::rounds::combine(g)).collect();
+        }
+        r
+    }
+
+    #[test]
+    fn rounds_show_medians_and_every_round() {
+        let r = three_round_report();
+        assert_eq!(r.rounds_kept(), 3);
+        // The median row: 2000 IOPS at 25 µs/op.
+        assert!((r.ratios(0).unwrap().iops - 2.0).abs() < 1e-12);
+        assert!((r.ratios(0).unwrap().osd_cpu_per_op - 0.5).abs() < 1e-12);
+        let t = markdown_table(&r);
+        assert!(
+            t.contains("3 rounds of the matrix: every number below is the median"),
+            "{t}"
+        );
+        let (_, rounds) = t.split_once("Each round alone").expect("the rounds table");
+        let (rounds, _) = rounds.split_once("OSD-side write latency").unwrap();
+        assert!(
+            rounds.contains("| test | round 1 | round 2 | round 3 |"),
+            "{rounds}"
+        );
+        // p99 ratio of a row(2000) against row(1000): 2000/1000 µs → 0.50; CPU 25/50.
+        assert!(
+            rounds.contains(
+                "| 4k-randread-qd16 | 2.00 / 0.50 / 0.50 | 1.00 / 1.00 / 1.00 | 3.00 / 0.33 / 0.20 |"
+            ),
+            "{rounds}"
+        );
+        assert!(
+            rounds.contains("| 4k-randwrite-qd1 | 0.50 / 2.00 / 0.50 | 0.50 / 2.00 / 0.50 | – |"),
+            "{rounds}"
+        );
+        // Round 3's geomean has test 0 only.
+        assert!(rounds.contains("| **geometric mean** | **1.00 / 1.00 / 0.50** | **0.71 / 1.41 / 0.71** | **3.00 / 0.33 / 0.20** |"), "{rounds}");
+        assert_eq!(table_rows(rounds), 1 + 2 + 1, "{rounds}");
+
+        let j = r.to_json();
+        assert_eq!(j["meta"]["rounds"], 3);
+        let f = &j["tests"][0]["results"]["ferro"];
+        assert_eq!(f["iops"], 2000.0);
+        assert_eq!(f["rounds"].as_array().unwrap().len(), 3);
+        assert_eq!(f["rounds"][2]["iops"], 3000.0);
+        assert_eq!(
+            j["tests"][1]["results"]["ferro"]["rounds"][2]["error"],
+            "fio: timeout"
+        );
+        assert_eq!(j["tests"][0]["round_ratios"][2]["iops"], 3.0);
+        assert!(j["tests"][1]["round_ratios"][2].is_null());
+        assert_eq!(j["geomean_ratio_by_round"].as_array().unwrap().len(), 3);
+        assert!((j["geomean_ratio_by_round"][2]["iops"].as_f64().unwrap() - 3.0).abs() < 1e-9);
+
+        // One round: none of it.
+        let one = sample_report(Ok(()));
+        let t = markdown_table(&one);
+        assert!(
+            !t.contains("Each round alone") && !t.contains("rounds of the matrix"),
+            "{t}"
+        );
+        let j = one.to_json();
+        assert!(j["geomean_ratio_by_round"].is_null() && j["tests"][0]["round_ratios"].is_null());
+        assert!(j["tests"][0]["results"]["ferro"].get("rounds").is_none());
+        assert_eq!(j["meta"]["rounds"], 1);
     }
 
     #[test]

@@ -127,6 +127,9 @@ pub struct TestReport {
     pub results: Vec<Result<Row, String>>,
     /// The raw reference (`None` when the run has no `raw` kind).
     pub raw: Option<RawCell>,
+    /// With several rounds (`--rounds`), every round's row per group (`rounds[group][round]`); `results` then
+    /// holds their medians ([`crate::rounds::combine`]). Empty for a run of one round.
+    pub rounds: Vec<Vec<Result<Row, String>>>,
 }
 
 /// The raw reference of one test.
@@ -307,6 +310,8 @@ pub struct Meta {
     pub ferro_conf: Vec<String>,
     /// The raw reference, if the run has one.
     pub raw: Option<RawSetup>,
+    /// Rounds of the matrix (`--rounds`; 0 and 1 both mean one): each group's numbers are medians over them.
+    pub rounds: u32,
 }
 
 /// A whole run.
@@ -332,7 +337,38 @@ impl Report {
 
     /// Geometric means of the per-test ratios, over the tests where both groups have a row.
     pub fn geomean_ratios(&self) -> Option<Ratios> {
-        let all: Vec<Ratios> = (0..self.tests.len()).filter_map(|i| self.ratios(i)).collect();
+        Self::geomean_of((0..self.tests.len()).filter_map(|i| self.ratios(i)).collect())
+    }
+
+    /// Rounds kept per test (0 for a run of one round).
+    pub fn rounds_kept(&self) -> usize {
+        self.tests
+            .iter()
+            .map(|t| t.rounds.iter().map(Vec::len).max().unwrap_or(0))
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// Ratios of group 1 to group 0 for test `i` in round `k` alone (the two rows of one round ran minutes
+    /// apart on the same machine), if both have a row there.
+    pub fn round_ratios(&self, i: usize, k: usize) -> Option<Ratios> {
+        let t = self.tests.get(i)?;
+        match (t.rounds.first()?.get(k)?, t.rounds.get(1)?.get(k)?) {
+            (Ok(a), Ok(b)) => Some(Ratios::of(a, b)),
+            _ => None,
+        }
+    }
+
+    /// Geometric means of round `k`'s ratios: what that round alone would have reported.
+    pub fn round_geomean_ratios(&self, k: usize) -> Option<Ratios> {
+        Self::geomean_of(
+            (0..self.tests.len())
+                .filter_map(|i| self.round_ratios(i, k))
+                .collect(),
+        )
+    }
+
+    fn geomean_of(all: Vec<Ratios>) -> Option<Ratios> {
         if all.is_empty() {
             return None;
         }
@@ -483,6 +519,28 @@ impl Report {
                     };
                     results.insert(g.label.clone(), v);
                 }
+                // Every round's headline numbers beside the medians.
+                for (g, rounds) in self.groups.iter().zip(&t.rounds) {
+                    let per: Vec<Value> = rounds
+                        .iter()
+                        .map(|r| match r {
+                            Ok(row) => json!({
+                                "iops": row.m.iops,
+                                "lat_p50_us": row.m.lat_p50_us,
+                                "lat_p99_us": row.m.lat_p99_us,
+                                "osd_cpu_us_per_op": row.osd_cpu_us_per_op,
+                                "osd_rss_bytes": row.osd_rss_bytes,
+                            }),
+                            Err(why) => json!({ "error": why }),
+                        })
+                        .collect();
+                    if let Some(Value::Object(o)) = results.get_mut(&g.label) {
+                        o.insert("rounds".into(), Value::Array(per));
+                    }
+                }
+                let round_ratios: Vec<Value> = (0..t.rounds.first().map_or(0, Vec::len))
+                    .map(|k| self.round_ratios(i, k).map_or(Value::Null, Ratios::to_json))
+                    .collect();
                 let raw = match &t.raw {
                     None => Value::Null,
                     Some(RawCell::Row(r)) => json!({
@@ -510,6 +568,7 @@ impl Report {
                     "title": t.title,
                     "results": results,
                     "ratio": self.ratios(i).map_or(Value::Null, Ratios::to_json),
+                    "round_ratios": if round_ratios.is_empty() { Value::Null } else { Value::Array(round_ratios) },
                     "raw": raw,
                     "of_raw": if of_raw.is_empty() { Value::Null } else { Value::Object(of_raw) },
                     "attainable_ratio": self.attainable(i).map_or(Value::Null, Attainable::to_json),
@@ -528,7 +587,7 @@ impl Report {
                 "ceph_version": m.ceph_version, "fio_version": m.fio_version, "pool_size": m.pool_size,
                 "osds_per_group": m.osds_per_group, "device_size_bytes": m.device_size_bytes,
                 "device_files": m.device_files, "objects": m.objects, "object_size_bytes": crate::fio::OBJECT_SIZE_BYTES,
-                "runtime_s": m.runtime_s, "quick": m.quick, "ferro_shards": m.ferro_shards, "ferro_conf": m.ferro_conf,
+                "runtime_s": m.runtime_s, "rounds": m.rounds.max(1), "quick": m.quick, "ferro_shards": m.ferro_shards, "ferro_conf": m.ferro_conf,
                 "load_average_start": m.load_start, "load_average_end": m.load_end,
                 "cpu_steal_percent": m.cpu_steal_percent,
                 "raw": m.raw.as_ref().map_or(Value::Null, |r| json!({
@@ -540,6 +599,10 @@ impl Report {
             "ratio_of": ratio_of,
             "tests": tests,
             "geomean_ratio": self.geomean_ratios().map_or(Value::Null, Ratios::to_json),
+            "geomean_ratio_by_round": match self.rounds_kept() {
+                0 => Value::Null,
+                n => Value::Array((0..n).map(|k| self.round_geomean_ratios(k).map_or(Value::Null, Ratios::to_json)).collect()),
+            },
             "geomean_attainable_ratio": self.geomean_attainable().map_or(Value::Null, Attainable::to_json),
         })
     }
@@ -632,6 +695,7 @@ pub(crate) mod tests {
                 },
             ],
             raw: None,
+            rounds: Vec::new(),
         };
         Report {
             meta: Meta {
@@ -679,6 +743,7 @@ pub(crate) mod tests {
             title: "omap-set-qd1".into(),
             results: vec![Ok(row(500.0, 50.0)), Ok(row(1000.0, 25.0))],
             raw: Some(RawCell::NotApplicable("no raw analogue".into())),
+            rounds: Vec::new(),
         });
         r
     }

@@ -86,6 +86,9 @@ pub struct RunOptions {
     pub omap_keys: u32,
     /// Seconds per test and group.
     pub runtime_s: u32,
+    /// Rounds of the whole matrix (≥ 1): each test runs this many times on each group, and the report gives
+    /// the medians ([`crate::rounds`]).
+    pub rounds: u32,
     /// Tests to run, in order.
     pub tests: Vec<TestDef>,
     /// Quick (smoke test) mode, recorded in the report. At pool size 1 it also starts no mgr and so does not
@@ -184,6 +187,7 @@ pub fn run(o: &RunOptions) -> Result<Report> {
         .into(),
         objects: o.objects,
         runtime_s: o.runtime_s,
+        rounds: o.rounds.max(1),
         quick: o.quick,
         ferro_shards: o.groups.iter().find_map(|g| match &g.kind {
             OsdKind::Ferro { shards, .. } => Some(*shards),
@@ -289,50 +293,70 @@ pub fn run(o: &RunOptions) -> Result<Report> {
             eprintln!("bench compare: *** {} side SKIPPED: {why}", lg.report.label);
         }
     }
-    let mut tests = Vec::new();
-    for (ti, t) in o.tests.iter().enumerate() {
-        let mut results: Vec<std::result::Result<Row, String>> = vec![Err("not run".into()); groups.len()];
-        // Alternate which group goes first, so neither always runs on a machine warmed (or tired) by the other.
-        let mut order: Vec<usize> = (0..groups.len()).collect();
-        if ti % 2 == 1 {
-            order.reverse();
+    let rounds = o.rounds.max(1) as usize;
+    // rounds_of[test][group][round]
+    let mut rounds_of: Vec<Vec<Vec<std::result::Result<Row, String>>>> =
+        vec![vec![Vec::with_capacity(rounds); groups.len()]; o.tests.len()];
+    for round in 0..rounds {
+        if rounds > 1 {
+            eprintln!("bench compare: round {} of {rounds}", round + 1);
         }
-        for gi in order {
-            let lg = &groups[gi];
-            results[gi] = match &lg.report.status {
-                GroupStatus::Skipped(why) => {
-                    Err(format!("group skipped: {}", why.lines().next().unwrap_or("")))
-                }
-                GroupStatus::Ran => {
-                    let r = match (&t.workload, &omap_unavailable) {
-                        (Workload::Omap(_), Some(why)) => Err(why.clone()),
-                        _ => run_one(&c, o, t, lg, &script).map_err(|e| first_lines(&e.to_string(), 12)),
-                    };
-                    match &r {
-                        Ok(row) => eprintln!(
-                            "bench compare: {:<20} {:<10} {:>9.0} IOPS {:>8.1} MB/s p50 {:>8.0} µs p99 {:>8.0} µs CPU {:>7.1} µs/op RSS {} MiB",
-                            t.id,
-                            lg.report.label,
-                            row.m.iops,
-                            row.m.mb_per_s,
-                            row.m.lat_p50_us,
-                            row.m.lat_p99_us,
-                            row.osd_cpu_us_per_op,
-                            row.osd_rss_bytes >> 20
-                        ),
-                        Err(e) => eprintln!("bench compare: {} on {} FAILED: {e}", t.id, lg.report.label),
+        for (ti, t) in o.tests.iter().enumerate() {
+            let mut results: Vec<std::result::Result<Row, String>> =
+                vec![Err("not run".into()); groups.len()];
+            // Alternate which group goes first, so neither always runs on a machine warmed (or tired) by the other;
+            // the next round swaps it again, so each test gets each order.
+            let mut order: Vec<usize> = (0..groups.len()).collect();
+            if (ti + round) % 2 == 1 {
+                order.reverse();
+            }
+            for gi in order {
+                let lg = &groups[gi];
+                results[gi] = match &lg.report.status {
+                    GroupStatus::Skipped(why) => {
+                        Err(format!("group skipped: {}", why.lines().next().unwrap_or("")))
                     }
-                    r
-                }
-            };
+                    GroupStatus::Ran => {
+                        let r = match (&t.workload, &omap_unavailable) {
+                            (Workload::Omap(_), Some(why)) => Err(why.clone()),
+                            _ => run_one(&c, o, t, lg, &script).map_err(|e| first_lines(&e.to_string(), 12)),
+                        };
+                        match &r {
+                            Ok(row) => eprintln!(
+                                "bench compare: {:<20} {:<10} {:>9.0} IOPS {:>8.1} MB/s p50 {:>8.0} µs p99 {:>8.0} µs CPU {:>7.1} µs/op RSS {} MiB",
+                                t.id,
+                                lg.report.label,
+                                row.m.iops,
+                                row.m.mb_per_s,
+                                row.m.lat_p50_us,
+                                row.m.lat_p99_us,
+                                row.osd_cpu_us_per_op,
+                                row.osd_rss_bytes >> 20
+                            ),
+                            Err(e) => eprintln!("bench compare: {} on {} FAILED: {e}", t.id, lg.report.label),
+                        }
+                        r
+                    }
+                };
+            }
+            for (gi, r) in results.into_iter().enumerate() {
+                rounds_of[ti][gi].push(r);
+            }
         }
-        tests.push(TestReport {
+    }
+    let tests: Vec<TestReport> = o
+        .tests
+        .iter()
+        .zip(rounds_of)
+        .map(|(t, per_group)| TestReport {
             id: t.id.to_owned(),
             title: t.title.to_owned(),
-            results,
+            results: per_group.iter().map(|r| crate::rounds::combine(r)).collect(),
             raw: None,
-        });
-    }
+            rounds: if rounds > 1 { per_group } else { Vec::new() },
+        })
+        .collect();
+    let mut tests = tests;
     // The raw reference (its files' zero-fill, then its tests) runs after every group's tests, not between them:
     // its write rows drive the disk at its ceiling (seconds of random O_DSYNC writes) and the disk under a VM can
     // take a while to recover, so an OSD test right after one ran against a tired disk (runs 44–45 of
@@ -881,6 +905,7 @@ mod tests {
             objects: 4,
             omap_keys: 16,
             runtime_s: 1,
+            rounds: 1,
             tests: MATRIX.to_vec(),
             quick: true,
             workspace: ".".into(),

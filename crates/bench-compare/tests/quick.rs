@@ -5,7 +5,7 @@
 //!
 //! To stay within the per-test time budget it runs the BlueStore side only, and asks for a ferro-osd binary
 //! that does not exist, which also exercises the "ferro side skipped, with the reason" path. It runs the raw
-//! reference too (1 s per fio test).
+//! reference too (1 s per fio test), and two rounds of the matrix (the medians' path).
 
 use std::time::{Duration, Instant};
 
@@ -64,6 +64,8 @@ fn quick_mode_reports_every_test() {
         objects: 4,
         omap_keys: 32,
         runtime_s: 1,
+        // Two rounds: the medians and the per-round rows go through the real runner too.
+        rounds: 2,
         tests: MATRIX.to_vec(),
         quick: true,
         raw: true,
@@ -82,6 +84,7 @@ fn quick_mode_reports_every_test() {
         "{}",
         j["groups"][1]
     );
+    assert_eq!(j["meta"]["rounds"], 2);
     assert!(j["meta"]["commit"].as_str().is_some_and(|c| !c.is_empty()));
     assert!(j["meta"]["date_utc"].as_str().is_some_and(|d| d.ends_with("UTC")));
     let tests = j["tests"].as_array().expect("tests");
@@ -101,6 +104,18 @@ fn quick_mode_reports_every_test() {
         assert!(num("osd_cpu_us_per_op") >= 0.0);
         // A classic OSD's RSS is tens of MiB at least.
         assert!(num("osd_rss_bytes") > 10e6, "{}: {r}", t["id"]);
+        // Both rounds are kept; the reported IOPS is their median (the mean of two).
+        let rounds = r["rounds"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{} rounds: {r}", t["id"]));
+        assert_eq!(rounds.len(), 2, "{}: {r}", t["id"]);
+        let iops: Vec<f64> = rounds.iter().filter_map(|x| x["iops"].as_f64()).collect();
+        assert_eq!(iops.len(), 2, "{}: {r}", t["id"]);
+        assert!(
+            ((iops[0] + iops[1]) / 2.0 - num("iops")).abs() <= 1e-6 * num("iops"),
+            "{}: {r}",
+            t["id"]
+        );
         // The skipped side has no numbers, only the reason.
         assert!(t["results"]["ferro"].get("iops").is_none());
         assert!(t["results"]["ferro"]["error"].is_string());
