@@ -29,6 +29,10 @@ pub const COMMANDS: &[(&str, &str)] = &[
     ("ops", "show the ops currently in flight"),
     ("dump_historic_ops", "show recent ops"),
     (
+        "dump_historic_ops_by_duration",
+        "show slowest recent ops, sorted by duration",
+    ),
+    (
         "dump_mempools",
         "get mempool stats: ferrostore's cache and buffers, PG log entries, tracked ops, replicated writes in flight",
     ),

@@ -49,7 +49,7 @@ use crate::heartbeat::{HbAction, HbConfig, Heartbeats};
 use crate::mkfs::DataDir;
 use crate::stats;
 use crate::turns::{TurnBoard, TurnLog, TurnReport, add_since};
-use crate::worker::{self, ClientOp, Delivery, Shard, ShardStats};
+use crate::worker::{self, ClientOp, Delivery, OpsList, Shard, ShardStats};
 
 /// Which listening socket accepted a connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -204,10 +204,10 @@ pub enum Msg {
     },
     /// The admin socket thread → core 0.
     Admin(String, mpsc::Sender<(i32, String)>),
-    /// Core 0 → every core: list your client ops in flight (or the historic ones) for gather `id`.
+    /// Core 0 → every core: list your client ops of list `list` for gather `id`.
     DumpOps {
         id: u64,
-        historic: bool,
+        list: OpsList,
     },
     /// Every core → core 0: its part of gather `id`.
     OpsPart {
@@ -222,22 +222,55 @@ enum AdminReply {
     Tell { conn: ConnId, tid: u64, features: u64 },
 }
 
-/// A `dump_ops_in_flight` / `dump_historic_ops` being gathered from every core (core 0).
+/// A `dump_ops_in_flight` / `dump_historic_ops[_by_duration]` being gathered from every core (core 0).
 struct OpsGather {
-    historic: bool,
+    list: OpsList,
     ops: Vec<serde_json::Value>,
     left: usize,
     reply: AdminReply,
 }
 
-/// `dump_ops_in_flight` (and its alias `ops`) → Some(false), `dump_historic_ops` → Some(true).
-fn ops_request(cmd: &str) -> Option<bool> {
+/// The op list an admin command asks for, if it is one of the op dumps.
+fn ops_request(cmd: &str) -> Option<OpsList> {
     let v: serde_json::Value =
         serde_json::from_str(cmd).unwrap_or_else(|_| serde_json::json!({"prefix": cmd}));
     match v["prefix"].as_str()? {
-        "dump_ops_in_flight" | "ops" => Some(false),
-        "dump_historic_ops" => Some(true),
+        "dump_ops_in_flight" | "ops" => Some(OpsList::InFlight),
+        "dump_historic_ops" => Some(OpsList::Historic),
+        "dump_historic_ops_by_duration" => Some(OpsList::ByDuration),
         _ => None,
+    }
+}
+
+/// The OSD's answer to an op dump from every core's entries: in flight and historic oldest first (ceph-osd's
+/// order), by duration slowest first; the historic lists are kept per core, and the OSD's are the newest /
+/// slowest `osd_op_history_size` of all.
+fn merge_ops(list: OpsList, mut ops: Vec<serde_json::Value>) -> serde_json::Value {
+    match list {
+        OpsList::ByDuration => {
+            let d = |v: &serde_json::Value| v["duration"].as_f64().unwrap_or(0.0);
+            ops.sort_by(|a, b| d(b).total_cmp(&d(a)));
+            ops.truncate(worker::OP_HISTORY_SIZE);
+        }
+        OpsList::InFlight | OpsList::Historic => {
+            ops.sort_by(|a, b| {
+                let k = |v: &serde_json::Value| v["initiated_at"].as_str().unwrap_or("").to_string();
+                k(a).cmp(&k(b))
+            });
+            if list == OpsList::Historic {
+                let extra = ops.len().saturating_sub(worker::OP_HISTORY_SIZE);
+                ops.drain(..extra);
+            }
+        }
+    }
+    if list == OpsList::InFlight {
+        serde_json::json!({ "num_ops": ops.len(), "ops": ops })
+    } else {
+        serde_json::json!({
+            "size": worker::OP_HISTORY_SIZE,
+            "duration": worker::OP_HISTORY_DURATION_S,
+            "ops": ops,
+        })
     }
 }
 
@@ -1157,21 +1190,17 @@ impl Service for Core {
             } => {
                 let t0 = Instant::now();
                 let reply = AdminReply::Tell { conn, tid, features };
-                if let Some(historic) = ops_request(&cmd) {
-                    self.gather_ops(ctx, historic, reply);
+                if let Some(list) = ops_request(&cmd) {
+                    self.gather_ops(ctx, list, reply);
                 } else if let Some(c) = self.control.as_mut() {
                     let answer = c.admin(&cmd, 0);
                     self.admin_reply(ctx, reply, answer);
                 }
                 add_since(&mut self.turns.notes.admin_us, t0);
             }
-            Msg::DumpOps { id, historic } => {
+            Msg::DumpOps { id, list } => {
                 let t0 = Instant::now();
-                let ops = self
-                    .shard
-                    .as_ref()
-                    .map(|s| s.dump_ops(historic))
-                    .unwrap_or_default();
+                let ops = self.shard.as_ref().map(|s| s.dump_ops(list)).unwrap_or_default();
                 let _ = ctx.post(0, Msg::OpsPart { id, ops });
                 add_since(&mut self.turns.notes.admin_us, t0);
             }
@@ -1182,8 +1211,8 @@ impl Service for Core {
                 if let Some(spgid) = digest_request(&cmd) {
                     let owner = self.routes.route(&spgid) as usize;
                     let _ = ctx.post(owner, Msg::Digest(Box::new(worker::DigestJob::new(spgid)), tx));
-                } else if let Some(historic) = ops_request(&cmd) {
-                    self.gather_ops(ctx, historic, AdminReply::Socket(tx));
+                } else if let Some(list) = ops_request(&cmd) {
+                    self.gather_ops(ctx, list, AdminReply::Socket(tx));
                 } else if let Some(c) = self.control.as_mut() {
                     let _ = tx.send(c.admin(&cmd, 0));
                 }
@@ -1230,15 +1259,15 @@ impl Service for Core {
 }
 
 impl Core {
-    /// Core 0: ask every core for its ops (in flight or historic); [`Core::ops_part`] answers once all did.
-    fn gather_ops(&mut self, ctx: &mut CoreCtx<Msg>, historic: bool, reply: AdminReply) {
+    /// Core 0: ask every core for its ops of `list`; [`Core::ops_part`] answers once all did.
+    fn gather_ops(&mut self, ctx: &mut CoreCtx<Msg>, list: OpsList, reply: AdminReply) {
         self.next_gather += 1;
         let id = self.next_gather;
         let n = ctx.num_cores();
         self.ops_gathers.insert(
             id,
             OpsGather {
-                historic,
+                list,
                 ops: Vec::new(),
                 left: n,
                 reply,
@@ -1246,13 +1275,9 @@ impl Core {
         );
         for core in 0..n {
             if core == self.id {
-                let ops = self
-                    .shard
-                    .as_ref()
-                    .map(|s| s.dump_ops(historic))
-                    .unwrap_or_default();
+                let ops = self.shard.as_ref().map(|s| s.dump_ops(list)).unwrap_or_default();
                 self.ops_part(ctx, id, ops);
-            } else if ctx.post(core, Msg::DumpOps { id, historic }).is_err() {
+            } else if ctx.post(core, Msg::DumpOps { id, list }).is_err() {
                 self.ops_part(ctx, id, Vec::new());
             }
         }
@@ -1270,24 +1295,7 @@ impl Core {
         let Some(g) = self.ops_gathers.remove(&id) else {
             return;
         };
-        let mut ops = g.ops;
-        // Oldest first across the cores, as ceph-osd lists them.
-        ops.sort_by(|a, b| {
-            let k = |v: &serde_json::Value| v["initiated_at"].as_str().unwrap_or("").to_string();
-            k(a).cmp(&k(b))
-        });
-        let j = if g.historic {
-            // The history is kept per core; the OSD's is the newest `osd_op_history_size` of all.
-            let extra = ops.len().saturating_sub(worker::OP_HISTORY_SIZE);
-            ops.drain(..extra);
-            serde_json::json!({
-                "size": worker::OP_HISTORY_SIZE,
-                "duration": worker::OP_HISTORY_DURATION_S,
-                "ops": ops,
-            })
-        } else {
-            serde_json::json!({ "num_ops": ops.len(), "ops": ops })
-        };
+        let j = merge_ops(g.list, g.ops);
         let answer = (0, serde_json::to_string_pretty(&j).unwrap_or_default());
         self.admin_reply(ctx, g.reply, answer);
     }
@@ -2975,4 +2983,57 @@ fn digest_request(cmd: &str) -> Option<SpgId> {
     let (pool, seed) = v["pgid"].as_str()?.split_once('.')?;
     let pgid = PgId::new(pool.parse().ok()?, u32::from_str_radix(seed, 16).ok()?);
     Some(SpgId::new(pgid, denc::ShardId::NO_SHARD))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn op_dump_commands() {
+        assert_eq!(ops_request("ops"), Some(OpsList::InFlight));
+        assert_eq!(
+            ops_request(r#"{"prefix": "dump_ops_in_flight"}"#),
+            Some(OpsList::InFlight)
+        );
+        assert_eq!(ops_request("dump_historic_ops"), Some(OpsList::Historic));
+        assert_eq!(
+            ops_request(r#"{"prefix": "dump_historic_ops_by_duration", "format": "json"}"#),
+            Some(OpsList::ByDuration)
+        );
+        assert_eq!(ops_request("perf dump"), None);
+    }
+
+    #[test]
+    fn op_dumps_merge_across_cores() {
+        let op = |at: &str, d: f64| serde_json::json!({"initiated_at": at, "duration": d});
+        // Two cores' slowest ops: the OSD's list is the slowest 20 of all, slowest first.
+        let mut ops: Vec<serde_json::Value> = (0..15)
+            .map(|i| op(&format!("2026-12-03T12:00:{i:02}"), i as f64))
+            .collect();
+        ops.extend((0..15).map(|i| op(&format!("2026-12-03T12:01:{i:02}"), i as f64 + 0.5)));
+        let j = merge_ops(OpsList::ByDuration, ops.clone());
+        let d: Vec<f64> = j["ops"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|o| o["duration"].as_f64().unwrap())
+            .collect();
+        assert_eq!(d.len(), worker::OP_HISTORY_SIZE);
+        assert_eq!(&d[..3], [14.5, 14.0, 13.5]);
+        assert!(d.windows(2).all(|w| w[0] >= w[1]), "{d:?}");
+        assert_eq!(
+            (j["size"].as_u64(), j["duration"].as_u64()),
+            (Some(20), Some(600))
+        );
+        // The newest 20 for the plain history, oldest first; every op in flight.
+        let j = merge_ops(OpsList::Historic, ops.clone());
+        let h = j["ops"].as_array().unwrap();
+        assert_eq!(h.len(), 20);
+        assert_eq!(h[0]["initiated_at"], "2026-12-03T12:00:10");
+        assert_eq!(h[19]["initiated_at"], "2026-12-03T12:01:14");
+        let j = merge_ops(OpsList::InFlight, ops);
+        assert_eq!(j["num_ops"], 30);
+        assert!(j.get("size").is_none());
+    }
 }

@@ -168,6 +168,18 @@ const STORE_BYTES_EVERY: u64 = 10;
 pub const OP_HISTORY_SIZE: usize = 20;
 /// `osd_op_history_duration` (seconds): older completed ops are dropped from the history.
 pub const OP_HISTORY_DURATION_S: u64 = 600;
+/// Which op list an admin command asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OpsList {
+    /// `dump_ops_in_flight` / `ops`: accepted and not answered, oldest first.
+    InFlight,
+    /// `dump_historic_ops`: the newest completed ops.
+    Historic,
+    /// `dump_historic_ops_by_duration`: the slowest completed ops of the last `osd_op_history_duration`
+    /// seconds, slowest first.
+    ByDuration,
+}
+
 /// In-flight ops tracked at most per shard (beyond it ops are served but not listed).
 const OPS_TRACKED_MAX: usize = 1 << 16;
 
@@ -189,6 +201,91 @@ struct TrackedOp {
     oid: Bytes,
     /// Op code and extent of each op.
     ops: Box<[(u16, u64, u64)]>,
+}
+
+/// The slowest `cap` items of the last `window` (Ceph's op history by duration): each with its start and
+/// duration, in no order. An item slower than the fastest kept one pushes it out once the list is full; items
+/// that started more than `window` ago leave first. Entering costs one comparison for the common op that is
+/// not among the slowest ([`Slowest::would_keep`]), and a copy only for those that are.
+#[derive(Debug)]
+pub struct Slowest<T> {
+    items: Vec<(Instant, Duration, T)>,
+    cap: usize,
+    window: Duration,
+    /// While full: the shortest duration kept, the bar an item must pass.
+    bar: Duration,
+    /// The earliest start kept: once it leaves the window, the next offer makes room.
+    oldest: Option<Instant>,
+}
+
+impl<T> Slowest<T> {
+    pub fn new(cap: usize, window: Duration) -> Self {
+        Slowest {
+            items: Vec::with_capacity(cap),
+            cap,
+            window,
+            bar: Duration::ZERO,
+            oldest: None,
+        }
+    }
+
+    /// Whether an item that took `d`, seen at `now`, could enter (it still may not if the kept ones are all
+    /// newer and slower).
+    pub fn would_keep(&self, d: Duration, now: Instant) -> bool {
+        self.cap > 0
+            && (self.items.len() < self.cap
+                || d > self.bar
+                || self
+                    .oldest
+                    .is_some_and(|o| now.saturating_duration_since(o) > self.window))
+    }
+
+    /// An item that started at `t0` and took `d`, seen at `now`; `make` builds it only if it is kept.
+    pub fn offer(&mut self, t0: Instant, d: Duration, now: Instant, make: impl FnOnce() -> T) {
+        let window = self.window;
+        self.items
+            .retain(|(s, _, _)| now.saturating_duration_since(*s) <= window);
+        if self.cap == 0 {
+            return;
+        }
+        if self.items.len() >= self.cap
+            && let Some((i, _)) = self.items.iter().enumerate().min_by_key(|(_, x)| x.1)
+        {
+            if self.items[i].1 >= d {
+                self.bar = self.items[i].1;
+                self.oldest = self.items.iter().map(|x| x.0).min();
+                return;
+            }
+            self.items.swap_remove(i);
+        }
+        self.items.push((t0, d, make()));
+        self.bar = if self.items.len() >= self.cap {
+            self.items.iter().map(|x| x.1).min().unwrap_or_default()
+        } else {
+            Duration::ZERO
+        };
+        self.oldest = self.items.iter().map(|x| x.0).min();
+    }
+
+    /// The kept items that started within the window before `now`, slowest first.
+    pub fn slowest_first(&self, now: Instant) -> Vec<&T> {
+        let mut v: Vec<&(Instant, Duration, T)> = self
+            .items
+            .iter()
+            .filter(|(s, _, _)| now.saturating_duration_since(*s) <= self.window)
+            .collect();
+        v.sort_by_key(|x| std::cmp::Reverse(x.1));
+        v.into_iter().map(|x| &x.2).collect()
+    }
+
+    /// Items kept (some may have aged out of the window until the next offer).
+    pub fn len(&self) -> usize {
+        self.items.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
 }
 
 impl TrackedOp {
@@ -297,6 +394,8 @@ pub struct Shard {
     started: SeededMap<(ConnId, u64), TrackedOp>,
     /// The last completed ops (`dump_historic_ops`), oldest first.
     history: VecDeque<TrackedOp>,
+    /// The slowest completed ops of the last [`OP_HISTORY_DURATION_S`] (`dump_historic_ops_by_duration`).
+    slowest: Slowest<TrackedOp>,
     /// Replicated writes received and not yet answered, by (primary, reqid): when they arrived.
     subops_started: HashMap<(i32, OsdReqId), Instant>,
     /// When the oldest not-yet-durable transaction was queued (commit latency, approximated per batch).
@@ -333,6 +432,7 @@ impl Shard {
             evs: Vec::new(),
             started: SeededMap::default(),
             history: VecDeque::new(),
+            slowest: Slowest::new(OP_HISTORY_SIZE, Duration::from_secs(OP_HISTORY_DURATION_S)),
             subops_started: HashMap::new(),
             commit_since: None,
             since: BTreeMap::new(),
@@ -421,6 +521,9 @@ impl Shard {
                             self.stats.op_r_lat_hist[b] += 1;
                         }
                         t.done = Some(now);
+                        if self.slowest.would_keep(d, now) {
+                            self.slowest.offer(t.t0, d, now, || t.clone());
+                        }
                         self.history.push_back(t);
                         while self.history.len() > OP_HISTORY_SIZE
                             || self.history.front().is_some_and(|h| {
@@ -531,15 +634,23 @@ impl Shard {
         }
     }
 
-    /// `dump_ops_in_flight` (false) or `dump_historic_ops` (true): this shard's entries.
-    pub fn dump_ops(&self, historic: bool) -> Vec<serde_json::Value> {
+    /// This shard's entries of an op list (`dump_ops_in_flight`, `dump_historic_ops`,
+    /// `dump_historic_ops_by_duration`).
+    pub fn dump_ops(&self, list: OpsList) -> Vec<serde_json::Value> {
         let (now, wall) = (Instant::now(), SystemTime::now());
-        if historic {
-            self.history.iter().map(|t| t.dump(now, wall)).collect()
-        } else {
-            let mut ops: Vec<&TrackedOp> = self.started.values().collect();
-            ops.sort_by_key(|t| t.t0);
-            ops.into_iter().map(|t| t.dump(now, wall)).collect()
+        match list {
+            OpsList::Historic => self.history.iter().map(|t| t.dump(now, wall)).collect(),
+            OpsList::ByDuration => self
+                .slowest
+                .slowest_first(now)
+                .into_iter()
+                .map(|t| t.dump(now, wall))
+                .collect(),
+            OpsList::InFlight => {
+                let mut ops: Vec<&TrackedOp> = self.started.values().collect();
+                ops.sort_by_key(|t| t.t0);
+                ops.into_iter().map(|t| t.dump(now, wall)).collect()
+            }
         }
     }
 
@@ -657,7 +768,7 @@ impl Shard {
         self.snapshots += 1;
         s.mem = ShardMemory {
             store_bytes: self.store_bytes,
-            ops_tracked: (self.started.len() + self.history.len()) as u64,
+            ops_tracked: (self.started.len() + self.history.len() + self.slowest.len()) as u64,
             subops_tracked: self.subops_started.len() as u64,
             pglog_entries: s.pgs.iter().map(|(r, _)| r.stats.log_size).sum(),
             repops_in_flight: s.status.repops_in_flight as u64,
@@ -794,4 +905,58 @@ fn digest_one<D: Device>(
         start = next;
     }
     Ok((name, st.size, crc))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    #[test]
+    fn slowest_keeps_the_slowest_of_the_window() {
+        let t = Instant::now();
+        let mut s: Slowest<u32> = Slowest::new(3, Duration::from_secs(600));
+        let mut made = 0;
+        for (i, d) in [5u64, 1, 9, 3, 7, 2, 8].into_iter().enumerate() {
+            let now = t + Duration::from_secs(i as u64);
+            if s.would_keep(ms(d), now) {
+                s.offer(now, ms(d), now, || {
+                    made += 1;
+                    d as u32
+                });
+            }
+        }
+        assert_eq!(s.slowest_first(t + Duration::from_secs(10)), [&9, &8, &7]);
+        // 5, 1, 9 fill it; 3 pushes out 1, 7 pushes out 3, 8 pushes out 5; 2 is under the bar (5) and never built.
+        assert_eq!(made, 6);
+        assert!(!s.would_keep(ms(7), t + Duration::from_secs(10)));
+        assert!(s.would_keep(ms(10), t + Duration::from_secs(10)));
+    }
+
+    #[test]
+    fn slowest_forgets_what_left_the_window() {
+        let t = Instant::now();
+        let w = Duration::from_secs(600);
+        let mut s: Slowest<&str> = Slowest::new(2, w);
+        s.offer(t, ms(900), t, || "old slow");
+        s.offer(t, ms(800), t, || "old slower than what follows");
+        // Full of slow ops; a fast one later does not pass the bar, until the old ones have left the window.
+        let soon = t + Duration::from_secs(10);
+        assert!(!s.would_keep(ms(1), soon));
+        assert_eq!(s.slowest_first(soon).len(), 2);
+        let later = t + w + Duration::from_secs(1);
+        assert!(s.slowest_first(later).is_empty(), "aged out of the dump at once");
+        assert!(s.would_keep(ms(1), later), "and out of the way of new ops");
+        s.offer(later, ms(1), later, || "new fast");
+        assert_eq!(s.slowest_first(later), [&"new fast"]);
+        assert_eq!(s.len(), 1);
+        // A zero-size history keeps nothing.
+        let mut z: Slowest<u8> = Slowest::new(0, w);
+        assert!(!z.would_keep(ms(5), t));
+        z.offer(t, ms(5), t, || 1);
+        assert!(z.is_empty());
+    }
 }

@@ -287,6 +287,35 @@ fn ferro_osd_serves_unmodified_clients() {
         assert!(o["duration"].as_f64() > Some(0.0), "{o}");
         assert_eq!(o["type_data"]["flag_point"], "done", "{o}");
     }
+    // The slowest completed ops of the last 600 s, slowest first, none faster than the newest history's fastest
+    // could push out.
+    let slow: serde_json::Value = serde_json::from_str(&run(
+        env_cmd(&c, "ceph").args(["daemon", &format!("osd.{id}"), "dump_historic_ops_by_duration"]),
+        Duration::from_secs(30),
+    ))
+    .unwrap();
+    assert_eq!(
+        (slow["size"].as_u64(), slow["duration"].as_u64()),
+        (Some(20), Some(600)),
+        "{slow}"
+    );
+    let sops = slow["ops"].as_array().unwrap();
+    assert_eq!(
+        sops.len(),
+        20,
+        "the rados bench completed more than 20 ops: {slow}"
+    );
+    let durs: Vec<f64> = sops.iter().filter_map(|o| o["duration"].as_f64()).collect();
+    assert_eq!(durs.len(), 20, "{slow}");
+    assert!(durs.windows(2).all(|w| w[0] >= w[1]), "slowest first: {durs:?}");
+    let newest_max = hops
+        .iter()
+        .filter_map(|o| o["duration"].as_f64())
+        .fold(0.0, f64::max);
+    assert!(
+        durs[0] >= newest_max,
+        "the slowest op kept is at least as slow as any recent one: {durs:?} vs {newest_max}"
+    );
 
     // A pool resized to 3 copies and min_size 2 with one OSD is below min_size: its PGs stay peered, not
     // active (Ceph's rule), so a write is not acknowledged with a single copy (it waits; the client times out).
