@@ -9,7 +9,7 @@ use crate::error::{BenchError, Result, io_err};
 use crate::matrix::select_tests;
 use crate::render::{markdown_table, svg_chart};
 use crate::report::{GroupStatus, Report};
-use crate::runner::{GroupSpec, OsdKind, RunOptions, run};
+use crate::runner::{BlueStoreProfile, GroupSpec, OsdKind, RunOptions, run};
 
 /// Options of `cargo xtask bench compare`.
 #[derive(Debug, Clone, clap::Args)]
@@ -31,6 +31,11 @@ pub struct CompareArgs {
     /// shared VM one round's rows move with the host; 3 rounds give a median that does not (1 in quick mode).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=9))]
     pub rounds: u32,
+    /// The classic OSDs' settings profile: `auto` (Ceph's default: by the disk's rotational flag, which a VM's
+    /// virtio disk often sets whatever is behind it), `ssd` or `hdd` (`bluestore debug enforce settings`). The
+    /// report says which ran and what the disk's flag is.
+    #[arg(long, default_value = "auto", value_parser = ["auto", "ssd", "hdd"])]
+    pub bluestore_profile: String,
     /// Only tests whose id starts with one of these, or has it after a `-` (comma-separated), e.g. `4k-rand,omap,qd1`.
     #[arg(long, value_delimiter = ',')]
     pub tests: Vec<String>,
@@ -213,6 +218,11 @@ pub fn options(a: &CompareArgs) -> Result<RunOptions> {
         omap_keys: if a.quick { 64 } else { 1024 },
         runtime_s: a.runtime.unwrap_or(if a.quick { 1 } else { 15 }),
         rounds: if a.quick { 1 } else { a.rounds },
+        bluestore_profile: match a.bluestore_profile.as_str() {
+            "ssd" => BlueStoreProfile::Ssd,
+            "hdd" => BlueStoreProfile::Hdd,
+            _ => BlueStoreProfile::Auto,
+        },
         tests: select_tests(&a.tests)?,
         quick: a.quick,
         workspace: ws,
@@ -361,6 +371,10 @@ mod tests {
         );
         let t = T::parse_from(["x", "--no-build", "--rounds", "3"]);
         assert_eq!(options(&t.a).unwrap().rounds, 3);
+        assert_eq!(options(&t.a).unwrap().bluestore_profile, BlueStoreProfile::Auto);
+        let t = T::parse_from(["x", "--no-build", "--bluestore-profile", "ssd"]);
+        assert_eq!(options(&t.a).unwrap().bluestore_profile, BlueStoreProfile::Ssd);
+        assert!(T::try_parse_from(["x", "--bluestore-profile", "nvme"]).is_err());
         // Quick mode is a smoke test: one round whatever was asked.
         let t = T::parse_from(["x", "--quick", "--rounds", "3"]);
         assert_eq!(options(&t.a).unwrap().rounds, 1);

@@ -67,17 +67,37 @@ impl DiskStat {
     }
 }
 
+/// `/sys/dev/block/<major>:<minor>` of the device that holds `path` (it may name no block device: tmpfs,
+/// overlay file systems).
+fn sys_block_dir(path: &Path) -> Option<PathBuf> {
+    use std::os::unix::fs::MetadataExt;
+    let dev = std::fs::metadata(path).ok()?.dev();
+    Some(PathBuf::from(format!(
+        "/sys/dev/block/{}:{}",
+        libc::major(dev),
+        libc::minor(dev)
+    )))
+}
+
 /// The `stat` file of the block device that holds `path`, if it has one (not on tmpfs or overlay file systems,
 /// whose device numbers name no block device).
 pub fn stat_file_for(path: &Path) -> Option<PathBuf> {
-    use std::os::unix::fs::MetadataExt;
-    let dev = std::fs::metadata(path).ok()?.dev();
-    let f = PathBuf::from(format!(
-        "/sys/dev/block/{}:{}/stat",
-        libc::major(dev),
-        libc::minor(dev)
-    ));
+    let f = sys_block_dir(path)?.join("stat");
     f.exists().then_some(f)
+}
+
+/// Whether the block device holding `path` says it is rotational (`queue/rotational` of the device, or of
+/// its disk for a partition). BlueStore and ceph-osd pick their HDD or SSD settings by this flag.
+pub fn rotational_for(path: &Path) -> Option<bool> {
+    let base = sys_block_dir(path)?;
+    [base.join("queue/rotational"), base.join("../queue/rotational")]
+        .iter()
+        .find_map(|f| std::fs::read_to_string(f).ok())
+        .and_then(|t| match t.trim() {
+            "0" => Some(false),
+            "1" => Some(true),
+            _ => None,
+        })
 }
 
 /// The device's counters now.
@@ -231,5 +251,10 @@ mod tests {
             assert!(sample(&f).is_some(), "{} does not parse", f.display());
         }
         assert_eq!(stat_file_for(Path::new("/no/such/path")), None);
+        assert_eq!(rotational_for(Path::new("/no/such/path")), None);
+        // Where the root has a block device, it has a rotational flag (its own or its disk's).
+        if stat_file_for(Path::new("/")).is_some() {
+            assert!(rotational_for(Path::new("/")).is_some());
+        }
     }
 }

@@ -45,4 +45,4 @@ pub use report::{
     Attainable, DEVICE_BOUND_SHARE, GroupReport, GroupStatus, IOPS_TARGET, Measurement, Meta, P99_TARGET,
     Ratios, RawCell, RawSetup, RawShare, Report, Row, TestReport, geomean,
 };
-pub use runner::{GroupSpec, OsdKind, RunOptions, run};
+pub use runner::{BlueStoreProfile, GroupSpec, OsdKind, RunOptions, run};

@@ -94,6 +94,9 @@ pub fn markdown_table(r: &Report) -> String {
     if !m.cpu_idle.is_empty() {
         let _ = writeln!(s, "Idle CPUs: {}.", m.cpu_idle);
     }
+    if r.groups.iter().any(|g| g.kind == "classic") {
+        let _ = writeln!(s, "{}", bluestore_profile_line(m));
+    }
     if !m.load_start.is_empty() || !m.load_end.is_empty() {
         let _ = writeln!(
             s,
@@ -199,6 +202,32 @@ pub fn markdown_table(r: &Report) -> String {
     runq_table(r, &mut s);
     device_table(r, &mut s);
     s
+}
+
+/// What settings the classic OSDs ran with, and why it matters on this disk.
+fn bluestore_profile_line(m: &crate::report::Meta) -> String {
+    let disk = match m.disk_rotational {
+        Some(true) => "the disk under the cluster says it is rotational",
+        Some(false) => "the disk under the cluster says it is not rotational",
+        None => "no block device found under the cluster",
+    };
+    let ran = match (m.bluestore_profile.as_str(), m.disk_rotational) {
+        ("ssd", _) => "its SSD settings (`bluestore debug enforce settings = ssd`)",
+        ("hdd", _) => "its HDD settings (`bluestore debug enforce settings = hdd`)",
+        (_, Some(true)) => {
+            "its HDD settings (Ceph's default for such a disk: overwrites under 64 KiB deferred)"
+        }
+        (_, Some(false)) => "its SSD settings (Ceph's default for such a disk)",
+        (_, None) => "the settings Ceph picked",
+    };
+    format!(
+        "Classic OSDs' profile `{}`: {disk}; BlueStore ran with {ran}.",
+        if m.bluestore_profile.is_empty() {
+            "auto"
+        } else {
+            &m.bluestore_profile
+        }
+    )
 }
 
 /// With several rounds: each round's ratios per test (IOPS × / p99 × / CPU/op ×) and each round's geometric
@@ -858,6 +887,21 @@ mod tests {
             t.contains("Idle CPUs: cpuidle driver haltpoll, governor haltpoll, guest_halt_poll_ns 0."),
             "{t}"
         );
+        // Classic OSDs' settings: what was asked and what the disk says.
+        let mut m = r.meta.clone();
+        assert_eq!(
+            bluestore_profile_line(&m),
+            "Classic OSDs' profile `auto`: no block device found under the cluster; BlueStore ran with the settings Ceph picked."
+        );
+        m.disk_rotational = Some(true);
+        assert!(bluestore_profile_line(&m).ends_with(
+            "ran with its HDD settings (Ceph's default for such a disk: overwrites under 64 KiB deferred)."
+        ));
+        m.bluestore_profile = "ssd".into();
+        assert_eq!(
+            bluestore_profile_line(&m),
+            "Classic OSDs' profile `ssd`: the disk under the cluster says it is rotational; BlueStore ran with its SSD settings (`bluestore debug enforce settings = ssd`)."
+        );
         assert!(
             t.contains("stolen by the host over the run (`/proc/stat` steal): 12.5 %"),
             "{t}"
@@ -931,6 +975,9 @@ mod tests {
         assert_eq!(f["iops"], 2000.0);
         assert_eq!(f["rounds"].as_array().unwrap().len(), 3);
         assert_eq!(f["rounds"][2]["iops"], 3000.0);
+        // row(): 8000 device writes over 2 s of ops.
+        assert_eq!(f["rounds"][2]["device_writes_per_op"], 8000.0 / 6000.0);
+        assert_eq!(f["rounds"][2]["device_reads_per_op"], 0.0);
         assert_eq!(
             j["tests"][1]["results"]["ferro"]["rounds"][2]["error"],
             "fio: timeout"

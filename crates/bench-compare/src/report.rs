@@ -280,6 +280,11 @@ pub struct Meta {
     pub kernel: String,
     /// How idle CPUs wait: cpuidle driver, governor, and the VM's halt polling budget if it has one.
     pub cpu_idle: String,
+    /// The settings profile the classic OSDs ran with (`auto`, `ssd`, `hdd`: `--bluestore-profile`).
+    pub bluestore_profile: String,
+    /// Whether the disk under the cluster says it is rotational (`None`: no block device found). Under `auto`,
+    /// BlueStore and ceph-osd take their HDD settings when it does.
+    pub disk_rotational: Option<bool>,
     /// `/proc/loadavg` (1, 5, 15 min) when the run started and when it ended: the machine may be shared.
     pub load_start: String,
     pub load_end: String,
@@ -530,6 +535,9 @@ impl Report {
                                 "lat_p99_us": row.m.lat_p99_us,
                                 "osd_cpu_us_per_op": row.osd_cpu_us_per_op,
                                 "osd_rss_bytes": row.osd_rss_bytes,
+                                // What the disk did per op in this round (a read of fragmented data shows here).
+                                "device_reads_per_op": row.device.map(|d| d.reads as f64 / row.m.ops.max(1) as f64),
+                                "device_writes_per_op": row.device.map(|d| d.writes as f64 / row.m.ops.max(1) as f64),
                             }),
                             Err(why) => json!({ "error": why }),
                         })
@@ -584,6 +592,7 @@ impl Report {
             "meta": {
                 "date_utc": m.date_utc, "commit": m.commit, "machine": m.machine, "kernel": m.kernel,
                 "cpu_idle": m.cpu_idle,
+                "bluestore_profile": m.bluestore_profile, "disk_rotational": m.disk_rotational,
                 "ceph_version": m.ceph_version, "fio_version": m.fio_version, "pool_size": m.pool_size,
                 "osds_per_group": m.osds_per_group, "device_size_bytes": m.device_size_bytes,
                 "device_files": m.device_files, "objects": m.objects, "object_size_bytes": crate::fio::OBJECT_SIZE_BYTES,

@@ -9,7 +9,7 @@
 
 use std::time::{Duration, Instant};
 
-use bench_compare::{GroupSpec, MATRIX, OsdKind, RunOptions, run};
+use bench_compare::{BlueStoreProfile, GroupSpec, MATRIX, OsdKind, RunOptions, run};
 
 #[test]
 fn quick_mode_reports_every_test() {
@@ -66,6 +66,8 @@ fn quick_mode_reports_every_test() {
         runtime_s: 1,
         // Two rounds: the medians and the per-round rows go through the real runner too.
         rounds: 2,
+        // The classic OSDs' SSD profile: the option reaches ceph-osd's mkfs and the OSDs still boot.
+        bluestore_profile: BlueStoreProfile::Ssd,
         tests: MATRIX.to_vec(),
         quick: true,
         raw: true,
@@ -85,6 +87,8 @@ fn quick_mode_reports_every_test() {
         j["groups"][1]
     );
     assert_eq!(j["meta"]["rounds"], 2);
+    assert_eq!(j["meta"]["bluestore_profile"], "ssd");
+    assert!(j["meta"]["disk_rotational"].is_boolean() || j["meta"]["disk_rotational"].is_null());
     assert!(j["meta"]["commit"].as_str().is_some_and(|c| !c.is_empty()));
     assert!(j["meta"]["date_utc"].as_str().is_some_and(|d| d.ends_with("UTC")));
     let tests = j["tests"].as_array().expect("tests");
