@@ -106,7 +106,8 @@ pub struct ShardStats {
 pub struct ShardMemory {
     /// ferrostore's heap estimate: tree nodes (cache and dirty), in-flight data and log records, allocator.
     pub store_bytes: u64,
-    /// Client ops tracked in flight plus completed ops kept for `dump_historic_ops`.
+    /// Client ops tracked in flight plus completed ops kept for `dump_historic_ops` and
+    /// `dump_historic_ops_by_duration`.
     pub ops_tracked: u64,
     /// Replicated writes received and not yet answered (kept for `subop_latency`).
     pub subops_tracked: u64,
@@ -164,7 +165,8 @@ impl Delivery {
 /// Snapshots (one a second) per recomputation of the store's heap estimate for `dump_mempools`.
 const STORE_BYTES_EVERY: u64 = 10;
 
-/// `osd_op_history_size`: completed ops kept for `dump_historic_ops`.
+/// `osd_op_history_size`: completed ops kept for `dump_historic_ops` (and, the slowest, for
+/// `dump_historic_ops_by_duration`).
 pub const OP_HISTORY_SIZE: usize = 20;
 /// `osd_op_history_duration` (seconds): older completed ops are dropped from the history.
 pub const OP_HISTORY_DURATION_S: u64 = 600;
