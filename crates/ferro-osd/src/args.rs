@@ -142,6 +142,10 @@ pub struct OsdOptions {
     /// without FUA), else 0 (with FUA a durable write is one write already; docs/benchmarks.md, "journaled small
     /// writes").
     pub log_data_max_bytes: Option<u64>,
+    /// `ferrostore_defrag_extra_reads` (or the environment's `FERROSTORE_DEFRAG_EXTRA_READS`): a read that took
+    /// this many device reads more than one contiguous range would have its blocks rewritten as one run
+    /// (`ferrostore::StoreConfig::defrag_extra_reads`; 0 = never). Unset: the engine's default, 3.
+    pub defrag_extra_reads: Option<u32>,
     /// `ferro_osd_busy_poll` (default false): while device IO is in flight, poll the ferrostore device ring on
     /// every loop turn instead of sleeping until it has completions (for CPUs dedicated to the OSD).
     pub busy_poll: bool,
@@ -379,6 +383,12 @@ pub fn load(args: &Args) -> Result<(OsdOptions, ceph_config::Config), String> {
         log_data_max_bytes: get("ferrostore_log_data_max_bytes")
             .and_then(|s| parse_size(&s))
             .or_else(|| ferrostore::store::env_u64(ferrostore::store::LOG_DATA_MAX_ENV)),
+        defrag_extra_reads: get("ferrostore_defrag_extra_reads")
+            .and_then(|s| s.parse().ok())
+            .or_else(|| {
+                ferrostore::store::env_u64(ferrostore::store::DEFRAG_EXTRA_READS_ENV)
+                    .and_then(|v| u32::try_from(v).ok())
+            }),
         busy_poll: get("ferro_osd_busy_poll").is_some_and(|v| parse_bool(&v)),
         memory: {
             let d = crate::memory::MemoryOptions::default();

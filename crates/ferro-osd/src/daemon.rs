@@ -2824,6 +2824,9 @@ impl Daemon {
             // FERROSTORE_ORDERED_MIN_BYTES=n: ordered commits only for transactions with n bytes of data or more
             // (smaller ones keep RWF_DSYNC data writes, in parallel with their record; A/B runs).
             ordered_min_data_bytes: ferrostore::store::ordered_min_data_bytes_from_env(0),
+            defrag_extra_reads: opts
+                .defrag_extra_reads
+                .unwrap_or(ferrostore::store::DEFAULT_DEFRAG_EXTRA_READS),
             ..StoreConfig::default()
         };
         let uring_opts = UringOptions {

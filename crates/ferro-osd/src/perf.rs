@@ -323,6 +323,9 @@ pub fn dump<'a>(
             "journaled_writes_skipped": sum(|s| s.store_journaled_writes_skipped),
             "log_records": sum(|s| s.store_log_records),
             "log_bytes": sum(|s| s.store_log_bytes),
+            "defrag_txns": sum(|s| s.store_defrag_txns),
+            "defrag_blocks": sum(|s| s.store_defrag_blocks),
+            "defrag_skipped": sum(|s| s.store_defrag_skipped),
         },
         "ferro_op_latency_hist": { "op_r_us": hist(r), "op_w_us": hist(w) },
     })

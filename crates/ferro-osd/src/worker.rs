@@ -92,13 +92,17 @@ pub struct ShardStats {
     pub mem: ShardMemory,
     /// ferrostore counters (`perf dump` section `ferrostore`): transactions, those journaled (data in the log
     /// record) and their data bytes, journaled runs whose own data write was dropped (freed before it went
-    /// out), log records and log bytes written.
+    /// out), log records and log bytes written, and defragment on read: ranges rewritten as one run, their
+    /// blocks, and ranges left as they were.
     pub store_txns: u64,
     pub store_journaled_txns: u64,
     pub store_journaled_bytes: u64,
     pub store_journaled_writes_skipped: u64,
     pub store_log_records: u64,
     pub store_log_bytes: u64,
+    pub store_defrag_txns: u64,
+    pub store_defrag_blocks: u64,
+    pub store_defrag_skipped: u64,
 }
 
 /// The main memory consumers of one shard, for `dump_mempools` (ceph-osd's mempool names where one fits).
@@ -762,6 +766,9 @@ impl Shard {
         s.store_journaled_writes_skipped = st.journaled_writes_skipped;
         s.store_log_records = st.log_records;
         s.store_log_bytes = st.log_bytes;
+        s.store_defrag_txns = st.defrag_txns;
+        s.store_defrag_blocks = st.defrag_blocks;
+        s.store_defrag_skipped = st.defrag_skipped + st.defrag_dropped;
         // The store's heap estimate walks its caches and free-extent map (1–2 ms on a 2 GiB shard after random
         // writes, a stall for every op waiting on this core): every 10th snapshot only.
         if self.snapshots.is_multiple_of(STORE_BYTES_EVERY) {

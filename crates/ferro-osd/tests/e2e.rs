@@ -122,6 +122,27 @@ fn ferro_osd_serves_unmodified_clients() {
         eprintln!("python3-rados: {}", o.trim());
     }
 
+    // Defragment on read: an object scattered by overwrites reads back intact, and the OSD rewrote it as one run.
+    if python_available() {
+        let o = run(
+            Command::new("/usr/bin/python3")
+                .arg(script("scattered_read.py"))
+                .arg(c.conf_path())
+                .arg("fp"),
+            Duration::from_secs(60),
+        );
+        assert!(o.starts_with("ok:"), "{o}");
+        let o = run(
+            env_cmd(&c, "ceph").args(["daemon", &format!("osd.{id}"), "perf", "dump"]),
+            t,
+        );
+        let v: serde_json::Value = serde_json::from_str(&o).unwrap();
+        let fs = &v["ferrostore"];
+        eprintln!("defragment on read: {fs}");
+        assert!(fs["defrag_txns"].as_u64() >= Some(1), "{fs}");
+        assert!(fs["defrag_blocks"].as_u64() >= Some(100), "{fs}");
+    }
+
     // rados bench write / seq / rand.
     for mode in ["write", "seq", "rand"] {
         let mut args = vec!["-p", "fp", "bench", "1", mode, "-t", "8"];

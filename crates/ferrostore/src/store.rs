@@ -93,7 +93,28 @@ pub struct StoreConfig {
     /// Fault injection for the crash tests (never set it otherwise): replay applies journaled records' metadata
     /// but does not write their data blocks again. Default off.
     pub fault_skip_journal_redo: bool,
+    /// Defragment on read: a read whose blocks took at least this many device reads more than one contiguous
+    /// range would have (overwrites go to fresh blocks, so an object overwritten in small pieces ends up
+    /// scattered) has the blocks it just read and verified written again as one fresh run, in a transaction of
+    /// its own that goes ahead only if the object still maps exactly those blocks (no PG log entry: the content
+    /// does not change). Later reads of the range then take one device read. Reads of at most
+    /// [`MAX_DEFRAG_BLOCKS`] blocks, blocks not shared with a clone, and only while a tenth of the data space is
+    /// free. 0: off. Default [`DEFAULT_DEFRAG_EXTRA_READS`]; `FERROSTORE_DEFRAG_EXTRA_READS` /
+    /// `ferrostore_defrag_extra_reads` in ferro-osd.
+    pub defrag_extra_reads: u32,
 }
+
+/// Default [`StoreConfig::defrag_extra_reads`]: a 64 KiB read that took four device reads (or a 4 MiB read
+/// that took four or more) is rewritten; one that took two or three is left alone, as a rewrite costs about as
+/// much device time as those reads and pays only if the range is read again.
+pub const DEFAULT_DEFRAG_EXTRA_READS: u32 = 3;
+/// The environment variable ferro-osd and ferrostore-bench read into [`StoreConfig::defrag_extra_reads`].
+pub const DEFRAG_EXTRA_READS_ENV: &str = "FERROSTORE_DEFRAG_EXTRA_READS";
+/// Largest read (in 4 KiB blocks) that defragments (4 MiB, an RBD object): its transaction stays well inside a
+/// log record.
+pub const MAX_DEFRAG_BLOCKS: u64 = 1024;
+/// Read data held for rewrites not yet done; a read finding the queue full leaves its range as it is.
+const MAX_DEFRAG_QUEUED_BYTES: usize = 16 << 20;
 
 /// The environment variable ferro-osd reads into [`StoreConfig::log_data_max_bytes`] (A/B runs; its ceph.conf
 /// option wins when both are set).
@@ -162,6 +183,7 @@ impl Default for StoreConfig {
             log_data_max_bytes: 0,
             journal_batch_bytes: DEFAULT_JOURNAL_BATCH_BYTES,
             fault_skip_journal_redo: false,
+            defrag_extra_reads: DEFAULT_DEFRAG_EXTRA_READS,
         }
     }
 }
@@ -247,6 +269,13 @@ pub struct StoreStats {
     /// batch went out, so the record's copy was the only one ever needed.
     pub journaled_writes_skipped: u64,
     pub replayed_journal_blocks: u64,
+    /// Defragment on read ([`StoreConfig::defrag_extra_reads`]): scattered ranges rewritten as one run, their
+    /// blocks, and ranges left as they were (changed since the read, shared with a clone, too little free space,
+    /// or the allocator could not give fewer pieces) or not queued (queue full).
+    pub defrag_txns: u64,
+    pub defrag_blocks: u64,
+    pub defrag_skipped: u64,
+    pub defrag_dropped: u64,
 }
 
 /// Bytes one prefetch may cover (a larger one is refused: the op reads synchronously).
@@ -629,6 +658,9 @@ struct TxnCtx {
     freed: Vec<(u64, u64)>,
     /// This transaction wrote a refcount entry (clone sharing).
     refs_touched: bool,
+    /// This transaction moves data without changing any object's content (defragment on read): prefetched data
+    /// stays valid.
+    same_content: bool,
     /// Attr / omap / header keys whose value *in the tree* this transaction already released (read by a scan or
     /// `RmAttr`'s lookup). Every other such key in the overlay has its tree value (if any) released at commit,
     /// where the tree put or delete sees it anyway: a value write needs no lookup of the value it replaces.
@@ -663,7 +695,24 @@ fn attach_verified(d: &Bytes, blocks: &[Src]) -> Bytes {
     }
 }
 
+/// A read that found its blocks scattered ([`StoreConfig::defrag_extra_reads`]): what it read and verified, to be
+/// written again as one run.
+struct DefragCandidate {
+    onode: u64,
+    b0: u64,
+    /// Each block's physical block and crc as the read found them: the rewrite goes ahead only if the object
+    /// still maps exactly these.
+    map: Vec<(u64, u32)>,
+    /// The device reads' buffers, in block order (together exactly the blocks of `map`).
+    segs: Vec<Bytes>,
+    /// Device reads the range took.
+    reads: usize,
+}
+
 struct ReadState {
+    /// The onode read and the first logical block (for defragment on read).
+    onode: u64,
+    b0: u64,
     off_in_first: usize,
     len: usize,
     blocks: Vec<Src>,
@@ -866,6 +915,9 @@ pub struct Store<D: Device> {
     prefetch_reads: FastMap<u64, u64>,
     prefetch_done: Vec<(u64, CollectionId)>,
     prefetch_bytes: usize,
+    /// Scattered ranges just read, to be written again as one run each (`defrag_one`), and their data bytes.
+    defrag: VecDeque<DefragCandidate>,
+    defrag_bytes: usize,
     /// Decoded onodes and collection bits by tree key, kept exact at commit (see `MetaCache`).
     meta: MetaCache,
     /// Decoded extents of recently read chunks of objects, kept exact at commit (src/extcache.rs).
@@ -958,6 +1010,8 @@ impl<D: Device> Store<D> {
             prefetch_reads: FastMap::default(),
             prefetch_done: Vec::new(),
             prefetch_bytes: 0,
+            defrag: VecDeque::new(),
+            defrag_bytes: 0,
             meta: MetaCache::new(cfg.meta_cache_entries),
             extents: ExtentCache::new(cfg.extent_cache_entries),
             events: Vec::new(),
@@ -1025,6 +1079,7 @@ impl<D: Device> Store<D> {
             + self.alloc.free_run_count() * 80 // address map + length index entries
             + self.tags.capacity() * 40
             + self.prefetch_bytes
+            + self.defrag_bytes
             + self.meta.memory_bytes()
             + self.extents.memory_bytes()
     }
@@ -1323,25 +1378,26 @@ impl<D: Device> Store<D> {
                 break;
             }
         }
-        if r.is_ok() {
-            let size: usize = ctx
-                .overlay
-                .iter()
-                .map(|(k, v)| 7 + k.len() + v.as_ref().map_or(0, |v| v.len()))
-                .sum();
-            if size + wal::HEADER_LEN > self.max_record() {
-                r = Err(StoreError::TooLarge(
-                    "transaction metadata exceeds the log record limit",
-                ));
-            }
+        if r.is_ok() && !self.record_fits(&ctx) {
+            r = Err(StoreError::TooLarge(
+                "transaction metadata exceeds the log record limit",
+            ));
         }
         if let Err(e) = r {
-            for (s, l) in ctx.allocated {
-                self.alloc.free(s, l);
-            }
+            self.discard(ctx);
             return Err(e);
         }
         Ok(ctx)
+    }
+
+    /// Whether a transaction's metadata fits in one log record.
+    fn record_fits(&self, ctx: &TxnCtx) -> bool {
+        let size: usize = ctx
+            .overlay
+            .iter()
+            .map(|(k, v)| 7 + k.len() + v.as_ref().map_or(0, |v| v.len()))
+            .sum();
+        size + wal::HEADER_LEN <= self.max_record()
     }
 
     fn max_record(&self) -> usize {
@@ -1352,7 +1408,7 @@ impl<D: Device> Store<D> {
         self.refs_possible |= ctx.refs_touched;
         let seq = self.next_seq;
         self.next_seq += 1;
-        if !self.prefetches.is_empty() {
+        if !self.prefetches.is_empty() && !ctx.same_content {
             self.invalidate_prefetches(&ctx.overlay);
         }
         self.meta.commit(&ctx.overlay);
@@ -1520,6 +1576,9 @@ impl<D: Device> Store<D> {
     /// Drive IO without blocking; durable transactions and finished reads are appended to `out`.
     pub fn poll(&mut self, out: &mut Vec<Event>) -> Result<()> {
         self.check_alive()?;
+        if !self.defrag.is_empty() {
+            self.defrag_one()?;
+        }
         self.write_pending_log()?;
         self.pump(false)?;
         if self.ordered_commits() {
@@ -1535,6 +1594,9 @@ impl<D: Device> Store<D> {
     /// Like `poll` but blocks until at least one event, unless nothing is in flight.
     pub fn wait(&mut self, out: &mut Vec<Event>) -> Result<()> {
         self.check_alive()?;
+        if !self.defrag.is_empty() {
+            self.defrag_one()?;
+        }
         self.write_pending_log()?;
         if self.events.is_empty() {
             self.pump(true)?;
@@ -1553,11 +1615,12 @@ impl<D: Device> Store<D> {
         self.inflight.len()
     }
 
-    /// A background checkpoint is in progress or reads (`queue_read`, `prefetch`) are in flight: both advance
-    /// only inside `poll`/`wait`, so a caller that goes idle should keep polling while this is true (until then a
-    /// checkpoint's log space and freed blocks stay reserved, and read events do not come).
+    /// A background checkpoint is in progress, reads (`queue_read`, `prefetch`) are in flight, or scattered
+    /// ranges wait to be rewritten ([`StoreConfig::defrag_extra_reads`]): all advance only inside `poll`/`wait`,
+    /// so a caller that goes idle should keep polling while this is true (until then a checkpoint's log space
+    /// and freed blocks stay reserved, read events do not come, and read data is held for the rewrites).
     pub fn has_background_work(&self) -> bool {
-        self.bg.is_some() || !self.reads.is_empty()
+        self.bg.is_some() || !self.reads.is_empty() || !self.defrag.is_empty()
     }
 
     /// Write log records for the queued transactions; with ordered commits only for those whose data writes
@@ -3489,6 +3552,8 @@ impl<D: Device> Store<D> {
             self.io.dev.submit_read(t, r.1 * B, (*n * B) as usize);
         }
         let st = ReadState {
+            onode: o.id,
+            b0,
             off_in_first: (off - b0 * B) as usize,
             len: (end - off) as usize,
             outstanding: runs.len(),
@@ -3554,6 +3619,146 @@ impl<D: Device> Store<D> {
         if let Some(e) = st.error {
             return Err(e);
         }
+        let r = self.verified_read(st);
+        if let Ok((st, _)) = &r
+            && self.cfg.defrag_extra_reads > 0
+        {
+            self.note_scattered(st);
+        }
+        r.map(|(_, b)| b)
+    }
+
+    /// Queue a read whose every block came from the device, verified, for rewriting as one run when it took
+    /// [`StoreConfig::defrag_extra_reads`] device reads more than a contiguous range would have.
+    fn note_scattered(&mut self, st: &ReadState) {
+        let n = st.blocks.len() as u64;
+        let needed = n.div_ceil(MAX_READ_BLOCKS) as usize;
+        if n > MAX_DEFRAG_BLOCKS || st.runs.len() < needed + self.cfg.defrag_extra_reads as usize {
+            return;
+        }
+        // Holes stay holes and blocks still being written are not scattered: only a range read whole.
+        let mut map = Vec::with_capacity(st.blocks.len());
+        for s in &st.blocks {
+            match s {
+                Src::Dev { run, idx, crc } => map.push((st.runs[*run].1 + *idx as u64, *crc)),
+                _ => return,
+            }
+        }
+        let Some(segs) = st
+            .runs
+            .iter()
+            .map(|r| r.2.clone())
+            .collect::<Option<Vec<Bytes>>>()
+        else {
+            return;
+        };
+        let bytes = map.len() * BLOCK;
+        if segs.iter().map(|s| s.len()).sum::<usize>() != bytes {
+            return;
+        }
+        // Read again (another op, or a prefetch and its op) before the rewrite: once is enough.
+        let end = st.b0 + n;
+        if self
+            .defrag
+            .iter()
+            .any(|c| c.onode == st.onode && c.b0 < end && st.b0 < c.b0 + c.map.len() as u64)
+        {
+            return;
+        }
+        if self.defrag_bytes + bytes > MAX_DEFRAG_QUEUED_BYTES {
+            self.stats.defrag_dropped += 1;
+            return;
+        }
+        self.defrag_bytes += bytes;
+        self.defrag.push_back(DefragCandidate {
+            onode: st.onode,
+            b0: st.b0,
+            map,
+            segs,
+            reads: st.runs.len(),
+        });
+    }
+
+    /// Rewrite the oldest queued scattered range as one fresh run, in a transaction of its own, if the object
+    /// still maps the blocks that were read (see [`StoreConfig::defrag_extra_reads`]). Its `Durable` event is one
+    /// the caller never asked for (callers ignore those).
+    fn defrag_one(&mut self) -> Result<()> {
+        let Some(c) = self.defrag.pop_front() else {
+            return Ok(());
+        };
+        let n = c.map.len() as u64;
+        self.defrag_bytes -= c.map.len() * BLOCK;
+        if !self.defrag_still_due(&c)? {
+            self.stats.defrag_skipped += 1;
+            return Ok(());
+        }
+        let mut ctx = TxnCtx {
+            same_content: true,
+            ..TxnCtx::default()
+        };
+        let crcs = c.map.iter().map(|m| m.1).collect();
+        let r = self
+            .punch(&mut ctx, c.onode, c.b0, c.b0 + n)
+            .and_then(|()| self.place(&mut ctx, c.onode, c.b0, c.segs, crcs));
+        let keep = match r {
+            // Worth it only if the allocator gave fewer pieces than the read took.
+            Ok(()) => ctx.runs.len() < c.reads && self.record_fits(&ctx),
+            Err(StoreError::NoSpace) => false,
+            Err(e) => {
+                self.discard(ctx);
+                return Err(e);
+            }
+        };
+        if !keep {
+            self.discard(ctx);
+            self.stats.defrag_skipped += 1;
+            return Ok(());
+        }
+        self.stats.defrag_txns += 1;
+        self.stats.defrag_blocks += n;
+        self.commit_ctx(ctx)?;
+        Ok(())
+    }
+
+    /// Whether a queued rewrite should still go ahead: the object maps exactly the blocks read, none of them
+    /// shared with a clone (a rewrite would unshare them), and a tenth of the data space stays free (the old
+    /// blocks are freed only at the next checkpoint).
+    fn defrag_still_due(&mut self, c: &DefragCandidate) -> Result<bool> {
+        let n = c.map.len() as u64;
+        if self.alloc.free_blocks() < n + self.alloc.total_blocks() / 10 {
+            return Ok(false);
+        }
+        let now = self.block_map(c.onode, c.b0, c.b0 + n)?;
+        if now.iter().zip(&c.map).any(|(a, b)| *a != Some(*b)) {
+            return Ok(false);
+        }
+        if self.refs_possible {
+            let ctx = TxnCtx::default();
+            let mut i = 0;
+            while i < c.map.len() {
+                let mut j = i + 1;
+                while j < c.map.len() && c.map[j].0 == c.map[j - 1].0 + 1 {
+                    j += 1;
+                }
+                if !self.refs_in(&ctx, c.map[i].0, (j - i) as u64)?.is_empty() {
+                    return Ok(false);
+                }
+                i = j;
+            }
+        }
+        Ok(true)
+    }
+
+    /// Give back what a transaction that will not commit allocated.
+    fn discard(&mut self, ctx: TxnCtx) {
+        for (s, l) in ctx.allocated {
+            self.alloc.free(s, l);
+        }
+    }
+
+    /// Check every block read from the media, then hand the data out: as a slice of the one device read when
+    /// that covers the request, else assembled. The read state comes back for defragment on read.
+    fn verified_read(&mut self, st: ReadState) -> Result<(ReadState, Bytes)> {
         // Verify every block read from the media before any byte is handed out. The data just came from the
         // device, so this pass is the first to pull it into the cache and is bound by memory, not by the crc
         // instruction: a run of three or more page-aligned blocks is checked three pages at a time as interleaved
@@ -3604,7 +3809,8 @@ impl<D: Device> Store<D> {
         {
             self.stats.reads_zero_copy += 1;
             let d = attach_verified(d, &st.blocks);
-            return Ok(d.slice(st.off_in_first..st.off_in_first + st.len));
+            let out = d.slice(st.off_in_first..st.off_in_first + st.len);
+            return Ok((st, out));
         }
         self.stats.reads_assembled += 1;
         let mut out = BytesMut::zeroed(st.len);
@@ -3626,7 +3832,7 @@ impl<D: Device> Store<D> {
             out[from - st.off_in_first..to - st.off_in_first]
                 .copy_from_slice(&src[from - blk_start..to - blk_start]);
         }
-        Ok(out.freeze())
+        Ok((st, out.freeze()))
     }
 
     /// Blocking read. Served from memory without device IO when a completed prefetch covers the range.
