@@ -132,14 +132,22 @@ fn ferro_osd_serves_unmodified_clients() {
             Duration::from_secs(60),
         );
         assert!(o.starts_with("ok:"), "{o}");
-        let o = run(
-            env_cmd(&c, "ceph").args(["daemon", &format!("osd.{id}"), "perf", "dump"]),
-            t,
+        // The counters are the cores' statistics snapshots (one a second): wait for one taken after the reads.
+        let fs = c.wait_for(
+            "perf dump to count the rewrite of the scattered object",
+            Duration::from_secs(10),
+            || {
+                let o = run(
+                    env_cmd(&c, "ceph").args(["daemon", &format!("osd.{id}"), "perf", "dump"]),
+                    t,
+                );
+                let v: serde_json::Value = serde_json::from_str(&o).unwrap();
+                let fs = v["ferrostore"].clone();
+                Ok((fs["defrag_txns"].as_u64() >= Some(1)).then_some(fs))
+            },
         );
-        let v: serde_json::Value = serde_json::from_str(&o).unwrap();
-        let fs = &v["ferrostore"];
+        let fs = fs.unwrap();
         eprintln!("defragment on read: {fs}");
-        assert!(fs["defrag_txns"].as_u64() >= Some(1), "{fs}");
         assert!(fs["defrag_blocks"].as_u64() >= Some(100), "{fs}");
     }
 
