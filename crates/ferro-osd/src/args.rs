@@ -146,6 +146,10 @@ pub struct OsdOptions {
     /// this many device reads more than one contiguous range would have its blocks rewritten as one run
     /// (`ferrostore::StoreConfig::defrag_extra_reads`; 0 = never). Unset: the engine's default, 3.
     pub defrag_extra_reads: Option<u32>,
+    /// `ferrostore_defrag_after_reads` (or the environment's `FERROSTORE_DEFRAG_AFTER_READS`): a scattered
+    /// range is rewritten on this scattered read of it (`ferrostore::StoreConfig::defrag_after_reads`; 1 = the
+    /// first). Unset: the engine's default, 2.
+    pub defrag_after_reads: Option<u32>,
     /// `ferro_osd_busy_poll` (default false): while device IO is in flight, poll the ferrostore device ring on
     /// every loop turn instead of sleeping until it has completions (for CPUs dedicated to the OSD).
     pub busy_poll: bool,
@@ -387,6 +391,12 @@ pub fn load(args: &Args) -> Result<(OsdOptions, ceph_config::Config), String> {
             .and_then(|s| s.parse().ok())
             .or_else(|| {
                 ferrostore::store::env_u64(ferrostore::store::DEFRAG_EXTRA_READS_ENV)
+                    .and_then(|v| u32::try_from(v).ok())
+            }),
+        defrag_after_reads: get("ferrostore_defrag_after_reads")
+            .and_then(|s| s.parse().ok())
+            .or_else(|| {
+                ferrostore::store::env_u64(ferrostore::store::DEFRAG_AFTER_READS_ENV)
                     .and_then(|v| u32::try_from(v).ok())
             }),
         busy_poll: get("ferro_osd_busy_poll").is_some_and(|v| parse_bool(&v)),

@@ -2827,6 +2827,9 @@ impl Daemon {
             defrag_extra_reads: opts
                 .defrag_extra_reads
                 .unwrap_or(ferrostore::store::DEFAULT_DEFRAG_EXTRA_READS),
+            defrag_after_reads: opts
+                .defrag_after_reads
+                .unwrap_or(ferrostore::store::DEFAULT_DEFRAG_AFTER_READS),
             ..StoreConfig::default()
         };
         let uring_opts = UringOptions {

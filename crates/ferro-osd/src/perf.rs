@@ -326,6 +326,7 @@ pub fn dump<'a>(
             "defrag_txns": sum(|s| s.store_defrag_txns),
             "defrag_blocks": sum(|s| s.store_defrag_blocks),
             "defrag_skipped": sum(|s| s.store_defrag_skipped),
+            "defrag_deferred": sum(|s| s.store_defrag_deferred),
         },
         "ferro_op_latency_hist": { "op_r_us": hist(r), "op_w_us": hist(w) },
     })

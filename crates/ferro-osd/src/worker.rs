@@ -103,6 +103,7 @@ pub struct ShardStats {
     pub store_defrag_txns: u64,
     pub store_defrag_blocks: u64,
     pub store_defrag_skipped: u64,
+    pub store_defrag_deferred: u64,
 }
 
 /// The main memory consumers of one shard, for `dump_mempools` (ceph-osd's mempool names where one fits).
@@ -769,6 +770,7 @@ impl Shard {
         s.store_defrag_txns = st.defrag_txns;
         s.store_defrag_blocks = st.defrag_blocks;
         s.store_defrag_skipped = st.defrag_skipped + st.defrag_dropped;
+        s.store_defrag_deferred = st.defrag_deferred;
         // The store's heap estimate walks its caches and free-extent map (1–2 ms on a 2 GiB shard after random
         // writes, a stall for every op waiting on this core): every 10th snapshot only.
         if self.snapshots.is_multiple_of(STORE_BYTES_EVERY) {

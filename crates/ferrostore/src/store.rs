@@ -102,14 +102,27 @@ pub struct StoreConfig {
     /// free. 0: off. Default [`DEFAULT_DEFRAG_EXTRA_READS`]; `FERROSTORE_DEFRAG_EXTRA_READS` /
     /// `ferrostore_defrag_extra_reads` in ferro-osd.
     pub defrag_extra_reads: u32,
+    /// Defragment on read is for ranges read more than once: a scattered range (see
+    /// [`StoreConfig::defrag_extra_reads`]) is rewritten on this scattered read of it, counted per object and
+    /// first block over the last [`DEFRAG_SEEN_MAX`] scattered reads. 1: on the first (cold data read once pays
+    /// a write for nothing); 0 counts as 1. Default [`DEFAULT_DEFRAG_AFTER_READS`];
+    /// `FERROSTORE_DEFRAG_AFTER_READS` / `ferrostore_defrag_after_reads` in ferro-osd.
+    pub defrag_after_reads: u32,
 }
 
 /// Default [`StoreConfig::defrag_extra_reads`]: a 64 KiB read that took four device reads (or a 4 MiB read
 /// that took four or more) is rewritten; one that took two or three is left alone, as a rewrite costs about as
 /// much device time as those reads and pays only if the range is read again.
 pub const DEFAULT_DEFRAG_EXTRA_READS: u32 = 3;
-/// The environment variable ferro-osd and ferrostore-bench read into [`StoreConfig::defrag_extra_reads`].
+/// The environment variable ferro-osd reads into [`StoreConfig::defrag_extra_reads`].
 pub const DEFRAG_EXTRA_READS_ENV: &str = "FERROSTORE_DEFRAG_EXTRA_READS";
+/// Default [`StoreConfig::defrag_after_reads`]: a range is rewritten when it is read scattered a second time.
+pub const DEFAULT_DEFRAG_AFTER_READS: u32 = 2;
+/// The environment variable ferro-osd reads into [`StoreConfig::defrag_after_reads`].
+pub const DEFRAG_AFTER_READS_ENV: &str = "FERROSTORE_DEFRAG_AFTER_READS";
+/// Scattered reads remembered for [`StoreConfig::defrag_after_reads`] (oldest forgotten first): 16,384 is a
+/// GiB of 64 KiB ranges, in about 1 MiB.
+pub const DEFRAG_SEEN_MAX: usize = 16384;
 /// Largest read (in 4 KiB blocks) that defragments (4 MiB, an RBD object): its transaction stays well inside a
 /// log record.
 pub const MAX_DEFRAG_BLOCKS: u64 = 1024;
@@ -184,6 +197,7 @@ impl Default for StoreConfig {
             journal_batch_bytes: DEFAULT_JOURNAL_BATCH_BYTES,
             fault_skip_journal_redo: false,
             defrag_extra_reads: DEFAULT_DEFRAG_EXTRA_READS,
+            defrag_after_reads: DEFAULT_DEFRAG_AFTER_READS,
         }
     }
 }
@@ -271,11 +285,14 @@ pub struct StoreStats {
     pub replayed_journal_blocks: u64,
     /// Defragment on read ([`StoreConfig::defrag_extra_reads`]): scattered ranges rewritten as one run, their
     /// blocks, and ranges left as they were (changed since the read, shared with a clone, too little free space,
-    /// or the allocator could not give fewer pieces) or not queued (queue full).
+    /// or the allocator could not give fewer pieces) or not queued (queue full). `defrag_deferred`: scattered
+    /// reads left alone because the range had not been read scattered often enough yet
+    /// ([`StoreConfig::defrag_after_reads`]).
     pub defrag_txns: u64,
     pub defrag_blocks: u64,
     pub defrag_skipped: u64,
     pub defrag_dropped: u64,
+    pub defrag_deferred: u64,
 }
 
 /// Bytes one prefetch may cover (a larger one is refused: the op reads synchronously).
@@ -918,6 +935,11 @@ pub struct Store<D: Device> {
     /// Scattered ranges just read, to be written again as one run each (`defrag_one`), and their data bytes.
     defrag: VecDeque<DefragCandidate>,
     defrag_bytes: usize,
+    /// Scattered reads not rewritten yet ([`StoreConfig::defrag_after_reads`]): how often each (onode, first
+    /// block) was read scattered, and the keys in the order first seen, to forget the oldest. Offsets are the
+    /// client's choice, so the map is seeded.
+    defrag_seen: SeededMap<(u64, u64), u32>,
+    defrag_seen_order: VecDeque<(u64, u64)>,
     /// Decoded onodes and collection bits by tree key, kept exact at commit (see `MetaCache`).
     meta: MetaCache,
     /// Decoded extents of recently read chunks of objects, kept exact at commit (src/extcache.rs).
@@ -1012,6 +1034,8 @@ impl<D: Device> Store<D> {
             prefetch_bytes: 0,
             defrag: VecDeque::new(),
             defrag_bytes: 0,
+            defrag_seen: SeededMap::default(),
+            defrag_seen_order: VecDeque::new(),
             meta: MetaCache::new(cfg.meta_cache_entries),
             extents: ExtentCache::new(cfg.extent_cache_entries),
             events: Vec::new(),
@@ -1080,6 +1104,8 @@ impl<D: Device> Store<D> {
             + self.tags.capacity() * 40
             + self.prefetch_bytes
             + self.defrag_bytes
+            + self.defrag_seen.capacity() * 24
+            + self.defrag_seen_order.capacity() * 16
             + self.meta.memory_bytes()
             + self.extents.memory_bytes()
     }
@@ -3637,11 +3663,25 @@ impl<D: Device> Store<D> {
             return;
         }
         // Holes stay holes and blocks still being written are not scattered: only a range read whole.
+        if !st.blocks.iter().all(|s| matches!(s, Src::Dev { .. })) {
+            return;
+        }
+        // Read again (another op, or a prefetch and its op) before the rewrite: once is enough.
+        let end = st.b0 + n;
+        if self
+            .defrag
+            .iter()
+            .any(|c| c.onode == st.onode && c.b0 < end && st.b0 < c.b0 + c.map.len() as u64)
+        {
+            return;
+        }
+        if !self.defrag_read_again(st.onode, st.b0) {
+            return;
+        }
         let mut map = Vec::with_capacity(st.blocks.len());
         for s in &st.blocks {
-            match s {
-                Src::Dev { run, idx, crc } => map.push((st.runs[*run].1 + *idx as u64, *crc)),
-                _ => return,
+            if let Src::Dev { run, idx, crc } = s {
+                map.push((st.runs[*run].1 + *idx as u64, *crc));
             }
         }
         let Some(segs) = st
@@ -3656,15 +3696,6 @@ impl<D: Device> Store<D> {
         if segs.iter().map(|s| s.len()).sum::<usize>() != bytes {
             return;
         }
-        // Read again (another op, or a prefetch and its op) before the rewrite: once is enough.
-        let end = st.b0 + n;
-        if self
-            .defrag
-            .iter()
-            .any(|c| c.onode == st.onode && c.b0 < end && st.b0 < c.b0 + c.map.len() as u64)
-        {
-            return;
-        }
         if self.defrag_bytes + bytes > MAX_DEFRAG_QUEUED_BYTES {
             self.stats.defrag_dropped += 1;
             return;
@@ -3677,6 +3708,37 @@ impl<D: Device> Store<D> {
             segs,
             reads: st.runs.len(),
         });
+    }
+
+    /// Count a scattered read of the range starting at block `b0` of `onode`: whether it is the
+    /// [`StoreConfig::defrag_after_reads`]th, so the range is worth rewriting (it is then forgotten). Over the
+    /// last [`DEFRAG_SEEN_MAX`] ranges; a range forgotten early only waits for more reads, and a stale count (the
+    /// object changed or went) only lets one rewrite happen sooner, which `defrag_still_due` still checks.
+    fn defrag_read_again(&mut self, onode: u64, b0: u64) -> bool {
+        let after = self.cfg.defrag_after_reads.max(1);
+        if after == 1 {
+            return true;
+        }
+        let key = (onode, b0);
+        if let Some(c) = self.defrag_seen.get_mut(&key) {
+            *c += 1;
+            if *c >= after {
+                self.defrag_seen.remove(&key);
+                return true;
+            }
+            self.stats.defrag_deferred += 1;
+            return false;
+        }
+        // The order may still hold keys already admitted (removed from the map only): popping one is harmless.
+        while self.defrag_seen_order.len() >= DEFRAG_SEEN_MAX {
+            if let Some(old) = self.defrag_seen_order.pop_front() {
+                self.defrag_seen.remove(&old);
+            }
+        }
+        self.defrag_seen.insert(key, 1);
+        self.defrag_seen_order.push_back(key);
+        self.stats.defrag_deferred += 1;
+        false
     }
 
     /// Rewrite the oldest queued scattered range as one fresh run, in a transaction of its own, if the object
@@ -4334,5 +4396,38 @@ mod run_tests {
         assert_eq!(subtract(&a, &b), vec![(0, 2), (5, 4), (21, 4), (30, 3), (34, 5)]);
         assert_eq!(subtract(&a, &[]), a);
         assert_eq!(subtract(&[], &b), vec![]);
+    }
+
+    /// Scattered reads are counted over the last `DEFRAG_SEEN_MAX` ranges only: the oldest is forgotten (its
+    /// next read counts as a first again) and the memory stays bounded.
+    #[test]
+    #[allow(clippy::unwrap_used)]
+    fn scattered_reads_are_remembered_for_a_bounded_window() {
+        let dev = crate::SimDevice::new(8 << 20, crate::SimConfig::default());
+        let dev = mkfs(
+            dev,
+            &MkfsOptions {
+                shards: 1,
+                log_bytes: 1 << 20,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let mut s = Store::mount(dev, 0, StoreConfig::default()).unwrap();
+        assert!(!s.defrag_read_again(1, 0), "a first read");
+        assert!(s.defrag_read_again(1, 0), "the second read");
+        assert!(!s.defrag_read_again(1, 0), "admitted ranges start over");
+        assert!(!s.defrag_read_again(2, 0), "another object");
+        for b in 1..=DEFRAG_SEEN_MAX as u64 {
+            assert!(!s.defrag_read_again(3, b));
+        }
+        assert!(s.defrag_seen.len() <= DEFRAG_SEEN_MAX);
+        assert!(s.defrag_seen_order.len() <= DEFRAG_SEEN_MAX);
+        assert!(!s.defrag_read_again(1, 0), "forgotten: counts as a first read");
+        assert!(
+            s.defrag_read_again(3, DEFRAG_SEEN_MAX as u64),
+            "recent: still counted"
+        );
+        assert_eq!(s.stats.defrag_deferred, 3 + DEFRAG_SEEN_MAX as u64 + 1);
     }
 }

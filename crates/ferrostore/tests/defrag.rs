@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: LGPL-3.0-or-later
 #![allow(clippy::unwrap_used)]
-//! Defragment on read (`StoreConfig::defrag_extra_reads`): a read of scattered blocks has them written again as
-//! one run, so the next read of the range takes one device read; the content never changes, a change to the range
+//! Defragment on read (`StoreConfig::defrag_extra_reads`): a range read scattered a second time (by default;
+//! `defrag_after_reads`) has its blocks written again as one run, so the next read of the range takes one device
+//! read; the content never changes, a change to the range
 //! before the rewrite cancels it, shared blocks stay shared, prefetched data stays valid, and a crash at any
 //! point of the rewrite recovers the same bytes.
 
@@ -38,6 +39,14 @@ fn write(s: &mut Store<SimDevice>, o: u64, off: usize, data: &[u8]) {
         data: Bytes::copy_from_slice(data),
     });
     s.commit(&t).unwrap();
+}
+
+/// Rewrite on the first scattered read (`defrag_after_reads` 1), as most tests here want.
+fn first_read() -> StoreConfig {
+    StoreConfig {
+        defrag_after_reads: 1,
+        ..StoreConfig::default()
+    }
 }
 
 fn store(seed: u64, cfg: StoreConfig) -> Store<SimDevice> {
@@ -86,7 +95,7 @@ fn read_counted(s: &mut Store<SimDevice>, off: usize, len: usize) -> (Vec<u8>, u
 
 #[test]
 fn a_scattered_read_is_rewritten_and_the_next_read_takes_one_device_read() {
-    let mut s = store(1, StoreConfig::default());
+    let mut s = store(1, first_read());
     let want = scattered(&mut s);
     let (got, reads) = read_counted(&mut s, 0, N * B);
     assert_eq!(got, want);
@@ -116,12 +125,39 @@ fn a_scattered_read_is_rewritten_and_the_next_read_takes_one_device_read() {
 }
 
 #[test]
+fn by_default_a_range_is_rewritten_on_its_second_scattered_read() {
+    let mut s = store(10, StoreConfig::default());
+    let want = scattered(&mut s);
+    // Cold data read once is left as it is, as is another range read once.
+    let (got, reads) = read_counted(&mut s, 0, N * B);
+    assert_eq!(got, want);
+    assert!(reads >= N as u64 / 2);
+    let (got, reads) = read_counted(&mut s, B, 8 * B);
+    assert_eq!((got.as_slice(), reads), (&want[B..9 * B], 8));
+    settle(&mut s);
+    assert_eq!(s.stats.defrag_txns, 0, "each range was read once");
+    assert_eq!(s.stats.defrag_deferred, 2);
+    // Read again: now it is rewritten, and the next read takes one device read.
+    let (got, reads) = read_counted(&mut s, 0, N * B);
+    assert_eq!(got, want);
+    assert!(reads >= N as u64 / 2);
+    settle(&mut s);
+    assert_eq!(s.stats.defrag_txns, 1);
+    assert_eq!(s.stats.defrag_blocks, N as u64);
+    let (got, reads) = read_counted(&mut s, 0, N * B);
+    assert_eq!(got, want);
+    assert_eq!(reads, 1);
+    let rep = s.fsck().unwrap();
+    assert!(rep.errors.is_empty(), "{:?}", rep.errors);
+}
+
+#[test]
 fn off_or_below_the_threshold_nothing_is_rewritten() {
     let mut s = store(
         2,
         StoreConfig {
             defrag_extra_reads: 0,
-            ..StoreConfig::default()
+            ..first_read()
         },
     );
     let want = scattered(&mut s);
@@ -135,7 +171,7 @@ fn off_or_below_the_threshold_nothing_is_rewritten() {
 
     // Default threshold (3 extra reads): even blocks were overwritten and odd ones not, so every block of a range
     // is its own device read. Ranges of 2 and 3 blocks (1 and 2 extra reads) stay; one of 4 blocks is rewritten.
-    let mut s = store(3, StoreConfig::default());
+    let mut s = store(3, first_read());
     let want = scattered(&mut s);
     let (got, reads) = read_counted(&mut s, B, 2 * B);
     assert_eq!((got.as_slice(), reads), (&want[B..3 * B], 2));
@@ -156,7 +192,7 @@ fn off_or_below_the_threshold_nothing_is_rewritten() {
 
 #[test]
 fn a_change_before_the_rewrite_cancels_it() {
-    let mut s = store(4, StoreConfig::default());
+    let mut s = store(4, first_read());
     let mut want = scattered(&mut s);
     // queue_read leaves the rewrite queued until the next poll; a write lands first.
     let id = s.queue_read(&cid(), &oid(1), 0, (N * B) as u64).unwrap();
@@ -206,7 +242,7 @@ fn a_change_before_the_rewrite_cancels_it() {
 
 #[test]
 fn blocks_shared_with_a_clone_stay_shared() {
-    let mut s = store(5, StoreConfig::default());
+    let mut s = store(5, first_read());
     let want = scattered(&mut s);
     let mut t = Transaction::new();
     t.push(Op::Clone {
@@ -228,7 +264,7 @@ fn blocks_shared_with_a_clone_stay_shared() {
 
 #[test]
 fn prefetched_data_stays_valid_across_the_rewrite() {
-    let mut s = store(6, StoreConfig::default());
+    let mut s = store(6, first_read());
     let want = scattered(&mut s);
     let token = s
         .prefetch(&cid(), &oid(1), &[(0, (N * B) as u64)])
@@ -259,7 +295,7 @@ fn prefetched_data_stays_valid_across_the_rewrite() {
 /// The scenario of the first test with a crash image taken at device completion `at`: whatever the image
 /// holds, it mounts to the same content and passes fsck. Returns the completions the whole scenario took.
 fn crash_at(at: Option<u64>) -> u64 {
-    let mut s = store(8, StoreConfig::default());
+    let mut s = store(8, first_read());
     let want = scattered(&mut s);
     if let Some(k) = at {
         s.device_mut().set_crash_point(k);
@@ -294,7 +330,7 @@ fn crash_at(at: Option<u64>) -> u64 {
 
 #[test]
 fn a_crash_anywhere_in_the_rewrite_keeps_the_content() {
-    let mut s = store(8, StoreConfig::default());
+    let mut s = store(8, first_read());
     let _ = scattered(&mut s);
     let start = s.device().events();
     drop(s);
