@@ -327,6 +327,11 @@ pub fn dump<'a>(
             "defrag_blocks": sum(|s| s.store_defrag_blocks),
             "defrag_skipped": sum(|s| s.store_defrag_skipped),
             "defrag_deferred": sum(|s| s.store_defrag_deferred),
+            "checkpoints": sum(|s| s.store_checkpoints),
+            "background_checkpoints": sum(|s| s.store_background_checkpoints),
+            "checkpoint_waits_log": sum(|s| s.store_ckpt_waits_log),
+            "checkpoint_waits_dirty": sum(|s| s.store_ckpt_waits_dirty),
+            "checkpoint_log_full": sum(|s| s.store_ckpt_log_full),
         },
         "ferro_op_latency_hist": { "op_r_us": hist(r), "op_w_us": hist(w) },
     })

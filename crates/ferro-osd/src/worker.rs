@@ -104,6 +104,13 @@ pub struct ShardStats {
     pub store_defrag_blocks: u64,
     pub store_defrag_skipped: u64,
     pub store_defrag_deferred: u64,
+    /// Checkpoints (all, and those finished in the background) and the shard's stops for one
+    /// (`ferrostore::StoreStats::ckpt_waits_log` / `ckpt_waits_dirty` / `ckpt_log_full`).
+    pub store_checkpoints: u64,
+    pub store_background_checkpoints: u64,
+    pub store_ckpt_waits_log: u64,
+    pub store_ckpt_waits_dirty: u64,
+    pub store_ckpt_log_full: u64,
 }
 
 /// The main memory consumers of one shard, for `dump_mempools` (ceph-osd's mempool names where one fits).
@@ -771,6 +778,11 @@ impl Shard {
         s.store_defrag_blocks = st.defrag_blocks;
         s.store_defrag_skipped = st.defrag_skipped + st.defrag_dropped;
         s.store_defrag_deferred = st.defrag_deferred;
+        s.store_checkpoints = st.checkpoints;
+        s.store_background_checkpoints = st.background_checkpoints;
+        s.store_ckpt_waits_log = st.ckpt_waits_log;
+        s.store_ckpt_waits_dirty = st.ckpt_waits_dirty;
+        s.store_ckpt_log_full = st.ckpt_log_full;
         // The store's heap estimate walks its caches and free-extent map (1–2 ms on a 2 GiB shard after random
         // writes, a stall for every op waiting on this core): every 10th snapshot only.
         if self.snapshots.is_multiple_of(STORE_BYTES_EVERY) {

@@ -257,6 +257,13 @@ pub struct StoreStats {
     pub checkpoints: u64,
     /// Checkpoints that completed in the background (included in `checkpoints`).
     pub background_checkpoints: u64,
+    /// Times the shard stopped for a checkpoint: a background one was running when the log
+    /// (`ckpt_waits_log`) or the dirty nodes (`ckpt_waits_dirty`) reached their hard limit, so it was finished
+    /// at once; or a log record found no room and a blocking checkpoint ran (`ckpt_log_full`). Each is a stall
+    /// of every op on the shard.
+    pub ckpt_waits_log: u64,
+    pub ckpt_waits_dirty: u64,
+    pub ckpt_log_full: u64,
     pub csum_errors: u64,
     pub replayed_records: u64,
     /// Reads served as a slice of one device read (no copy) / assembled from several pieces.
@@ -1688,6 +1695,7 @@ impl<D: Device> Store<D> {
             };
             if self.log_used + waste + len > self.sb.log_len {
                 // No room: a checkpoint makes everything durable (pending txns included) and empties the log.
+                self.stats.ckpt_log_full += 1;
                 return self.checkpoint();
             }
             let batch = &self.pending_log[..take];
@@ -1880,6 +1888,11 @@ impl<D: Device> Store<D> {
         let log_hard = self.log_used * 100 > self.sb.log_len * (self.cfg.checkpoint_log_percent + 100) / 2;
         let dirty_hard = self.tree.dirty_nodes() > self.cfg.max_dirty_nodes * 2;
         if log_hard || dirty_hard {
+            if log_hard {
+                self.stats.ckpt_waits_log += 1;
+            } else {
+                self.stats.ckpt_waits_dirty += 1;
+            }
             self.finish_bg()?;
             return self.start_bg_checkpoint();
         }
