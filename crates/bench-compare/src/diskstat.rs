@@ -14,6 +14,9 @@ pub struct DiskStat {
     pub read_ms: u64,
     pub writes: u64,
     pub write_ms: u64,
+    /// 512-byte sectors read and written (fields 3 and 7): the bytes each kind moves per op.
+    pub read_sectors: u64,
+    pub write_sectors: u64,
     /// Cache flushes (fields 16–17; 0 on kernels before 5.5, which lack them).
     pub flushes: u64,
     pub flush_ms: u64,
@@ -21,8 +24,8 @@ pub struct DiskStat {
     pub in_flight: u64,
 }
 
-/// Parses the text of a `stat` file of `/sys/block`: fields 1 and 4 (reads, read ticks), 5 and 8 (writes, write
-/// ticks), 9 (in flight), 16 and 17 (flushes, flush ticks) when present. None if the first eight are not all
+/// Parses the text of a `stat` file of `/sys/block`: fields 1, 3 and 4 (reads, sectors read, read ticks), 5, 7
+/// and 8 (writes, sectors written, write ticks), 9 (in flight), 16 and 17 (flushes, flush ticks) when present. None if the first eight are not all
 /// numbers.
 pub fn parse_disk_stat(text: &str) -> Option<DiskStat> {
     let v: Vec<u64> = text
@@ -37,6 +40,8 @@ pub fn parse_disk_stat(text: &str) -> Option<DiskStat> {
         read_ms: v[3],
         writes: v[4],
         write_ms: v[7],
+        read_sectors: v[2],
+        write_sectors: v[6],
         flushes: v.get(15).copied().unwrap_or(0),
         flush_ms: v.get(16).copied().unwrap_or(0),
         in_flight: v.get(8).copied().unwrap_or(0),
@@ -51,6 +56,8 @@ impl DiskStat {
             read_ms: self.read_ms.saturating_sub(before.read_ms),
             writes: self.writes.saturating_sub(before.writes),
             write_ms: self.write_ms.saturating_sub(before.write_ms),
+            read_sectors: self.read_sectors.saturating_sub(before.read_sectors),
+            write_sectors: self.write_sectors.saturating_sub(before.write_sectors),
             flushes: self.flushes.saturating_sub(before.flushes),
             flush_ms: self.flush_ms.saturating_sub(before.flush_ms),
             in_flight: self.in_flight,
@@ -185,6 +192,8 @@ mod tests {
                 read_ms: 12858041,
                 writes: 38730158,
                 write_ms: 8724841,
+                read_sectors: 1225583093,
+                write_sectors: 2492656071,
                 flushes: 9855746,
                 flush_ms: 641400,
                 in_flight: 0,
@@ -200,12 +209,15 @@ mod tests {
             read_ms: a.read_ms + 5,
             writes: a.writes + 400,
             write_ms: a.write_ms + 200,
+            read_sectors: a.read_sectors + 80,
+            write_sectors: a.write_sectors + 6400,
             flushes: a.flushes,
             flush_ms: a.flush_ms,
             in_flight: 3,
         };
         let d = b.since(&a);
         assert_eq!((d.reads, d.writes, d.flushes), (10, 400, 0));
+        assert_eq!((d.read_sectors, d.write_sectors), (80, 6400));
         assert_eq!(d.avg_ms(), [Some(0.5), Some(0.5), None]);
         assert_eq!(a.since(&b).writes, 0, "a counter that went back counts as none");
         assert_eq!(

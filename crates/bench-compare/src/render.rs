@@ -459,8 +459,8 @@ fn runq_table(r: &Report, s: &mut String) {
     }
 }
 
-/// The disk under the OSDs' files during each group's test: its reads, writes and cache flushes per client op
-/// and their average service times. A row that collapsed with long service times waited for the disk (on a VM,
+/// The disk under the OSDs' files during each group's test: its reads, writes and cache flushes per client op,
+/// their average service times, and the KiB written per op. A row that collapsed with long service times waited for the disk (on a VM,
 /// the host's); with short ones and few IOs, the OSD stopped asking.
 fn device_table(r: &Report, s: &mut String) {
     let ms = |v: Option<f64>| v.map_or("–".to_string(), |x| format!("{x:.2}"));
@@ -469,13 +469,14 @@ fn device_table(r: &Report, s: &mut String) {
         s,
         "The disk under the OSDs' files during each test (`/sys/dev/block/*/stat` of the device holding the \
          cluster: all its IO, the idle group's and the mon's included): reads, writes and cache flushes it completed \
-         per client op, and their average service time in ms; the wait before the test for the disk to go quiet, s \
+         per client op, and their average service time in ms; KiB it wrote per client op; the wait before the test for the disk to go quiet, s \
          (`*`: it did not within 20 s)",
         &[
             "reads/op",
             "read ms",
             "writes/op",
             "write ms",
+            "write KiB/op",
             "flushes/op",
             "flush ms",
             "settle s",
@@ -489,16 +490,17 @@ fn device_table(r: &Report, s: &mut String) {
                     format!("{:.1}{}", w.waited_s, if w.quiet { "" } else { "*" })
                 });
                 format!(
-                    " {:.2} | {} | {:.2} | {} | {:.2} | {} | {settle} |",
+                    " {:.2} | {} | {:.2} | {} | {:.1} | {:.2} | {} | {settle} |",
                     per_op(d.reads),
                     ms(rd),
                     per_op(d.writes),
                     ms(wr),
+                    per_op(d.write_sectors) / 2.0,
                     per_op(d.flushes),
                     ms(fl)
                 )
             }
-            None => " – |".repeat(7),
+            None => " – |".repeat(8),
         },
     );
 }
@@ -869,12 +871,12 @@ mod tests {
         let (runq, disk) = runq
             .split_once("The disk under the OSDs' files")
             .expect("the device table");
-        // bluestore: 2000 ops, ferro: 4000; each saw 8000 writes of 0.5 ms and 4000 flushes of 0.5 ms, no reads,
-        // after a wait of 1.5 s for the disk to go quiet.
+        // bluestore: 2000 ops, ferro: 4000; each saw 8000 writes of 0.5 ms (32 MiB) and 4000 flushes of 0.5 ms, no
+        // reads, after a wait of 1.5 s for the disk to go quiet.
         assert_two_test_table(
             disk,
-            "| bluestore reads/op | bluestore read ms | bluestore writes/op |",
-            "| 4k-randread-qd16 | 0.00 | – | 4.00 | 0.50 | 2.00 | 0.50 | 1.5 | 0.00 | – | 2.00 | 0.50 | 1.00 | 0.50 | 1.5 |",
+            "| bluestore reads/op | bluestore read ms | bluestore writes/op | bluestore write ms | bluestore write KiB/op |",
+            "| 4k-randread-qd16 | 0.00 | – | 4.00 | 0.50 | 16.0 | 2.00 | 0.50 | 1.5 | 0.00 | – | 2.00 | 0.50 | 8.0 | 1.00 | 0.50 | 1.5 |",
         );
         // bluestore: 2000 ops, 3 ms waited over 1000 slices; ferro: 4000 ops; reactor 1 ms over 500 slices.
         assert_two_test_table(

@@ -513,6 +513,8 @@ impl Report {
                                     "reads_per_op": per_op(d.reads),
                                     "writes_per_op": per_op(d.writes),
                                     "flushes_per_op": per_op(d.flushes),
+                                    "read_kib_per_op": per_op(d.read_sectors) / 2.0,
+                                    "write_kib_per_op": per_op(d.write_sectors) / 2.0,
                                     "read_ms": r,
                                     "write_ms": w,
                                     "flush_ms": f,
@@ -664,6 +666,8 @@ pub(crate) mod tests {
                 read_ms: 0,
                 writes: 8000,
                 write_ms: 4000,
+                read_sectors: 0,
+                write_sectors: 64_000,
                 flushes: 4000,
                 flush_ms: 2000,
                 in_flight: 0,
@@ -859,6 +863,11 @@ pub(crate) mod tests {
         let d = &f["device"];
         assert_eq!((&d["writes_per_op"], &d["write_ms"]), (&json!(2.0), &json!(0.5)));
         assert_eq!((&d["flushes_per_op"], &d["flush_ms"]), (&json!(1.0), &json!(0.5)));
+        // 64,000 sectors over 4,000 ops: 8 KiB written per op.
+        assert_eq!(
+            (&d["write_kib_per_op"], &d["read_kib_per_op"]),
+            (&json!(8.0), &json!(0.0))
+        );
         assert_eq!((&d["reads_per_op"], &d["read_ms"]), (&json!(0.0), &Value::Null));
         assert_eq!(f["settle"], json!({ "waited_s": 1.5, "quiet": true }));
     }

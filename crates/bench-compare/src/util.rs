@@ -157,11 +157,18 @@ pub(crate) fn kernel() -> String {
         .map_or_else(|_| "unknown".into(), |s| s.trim().to_owned())
 }
 
-/// The workspace commit (short), with `-dirty` when tracked files differ from it.
+/// The workspace commit (short), with `-dirty` when tracked files differ from it. The workspace is where the
+/// tool was built; if that checkout is gone (a removed worktree), the current directory's checkout is asked.
 pub(crate) fn commit(workspace: &std::path::Path) -> String {
+    let here = std::path::PathBuf::from(".");
+    let dir = if workspace.join(".git").exists() {
+        workspace
+    } else {
+        here.as_path()
+    };
     let git = |args: &[&str]| {
         run(
-            Command::new("git").arg("-C").arg(workspace).args(args),
+            Command::new("git").arg("-C").arg(dir).args(args),
             Duration::from_secs(20),
         )
         .ok()
@@ -209,6 +216,21 @@ pub(crate) fn zero_fill(path: &std::path::Path, bytes: u64) -> std::io::Result<(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Built in a worktree that was removed since: the report still names the commit (of the checkout it runs
+    /// in; tests run in the package's directory, inside this repository).
+    #[test]
+    fn commit_of_a_removed_workspace_falls_back_to_the_current_checkout() {
+        let gone = std::path::Path::new("/nonexistent/ferroceph-worktree");
+        let c = commit(gone);
+        assert_ne!(c, "unknown");
+        assert!(
+            c.trim_end_matches("-dirty")
+                .chars()
+                .all(|ch| ch.is_ascii_hexdigit()),
+            "{c}"
+        );
+    }
 
     #[test]
     fn utc_dates() {
