@@ -95,7 +95,8 @@ pub struct StoreConfig {
     pub fault_skip_journal_redo: bool,
     /// Defragment on read: a read whose blocks took at least this many device reads more than one contiguous
     /// range would have (overwrites go to fresh blocks, so an object overwritten in small pieces ends up
-    /// scattered) has the blocks it just read and verified written again as one fresh run, in a transaction of
+    /// scattered), once it is the range's [`StoreConfig::defrag_after_reads`]th such read, has the blocks it just
+    /// read and verified written again as one fresh run, in a transaction of
     /// its own that goes ahead only if the object still maps exactly those blocks (no PG log entry: the content
     /// does not change). Later reads of the range then take one device read. Reads of at most
     /// [`MAX_DEFRAG_BLOCKS`] blocks, blocks not shared with a clone, and only while a tenth of the data space is

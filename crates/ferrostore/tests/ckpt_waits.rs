@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: LGPL-3.0-or-later
 #![allow(clippy::unwrap_used)]
 //! The shard's stops for a checkpoint are counted (`StoreStats::ckpt_waits_log`, `ckpt_waits_dirty`,
-//! `ckpt_log_full`): none while the device keeps up with the checkpoints; each kind when writes outrun them; the
-//! data is the same either way.
+//! `ckpt_log_full`): none while the device keeps up with the checkpoints; each kind, alone, when writes outrun them
+//! in its way; the data is the same either way.
 
 mod common;
 
@@ -96,19 +96,33 @@ fn dirty_nodes_outrunning_a_checkpoint_stop_the_shard() {
     assert_eq!(s.stats.ckpt_log_full, 0, "{:?}", s.stats);
 }
 
-#[test]
-fn a_log_outrunning_a_checkpoint_stops_the_shard() {
-    // A small log (256 KiB) and journaled data (each 4 KiB write rides in its record): the log reaches its hard
-    // limit, or fills, long before the dirty nodes do.
-    let cfg = StoreConfig {
+/// A small log (256 KiB) and journaled data (a transaction of at most 16 KiB rides in its record).
+fn journaling() -> StoreConfig {
+    StoreConfig {
         log_data_max_bytes: 16 << 10,
         ..Default::default()
-    };
-    let s = run(cfg, 256 << 10, 200, 8, Some(1));
-    assert!(
-        s.stats.ckpt_waits_log + s.stats.ckpt_log_full > 0,
+    }
+}
+
+#[test]
+fn a_log_outrunning_a_checkpoint_stops_the_shard() {
+    // One poll per transaction of 8 writes (32 KiB, not journaled): the records fill the log to its hard limit
+    // while a background checkpoint still runs, long before the dirty nodes reach theirs.
+    let s = run(journaling(), 256 << 10, 200, 8, Some(1));
+    assert!(s.stats.ckpt_waits_log > 0, "{:?}", s.stats);
+    assert_eq!(
+        (s.stats.ckpt_waits_dirty, s.stats.ckpt_log_full),
+        (0, 0),
         "{:?}",
         s.stats
     );
-    assert_eq!(s.stats.ckpt_waits_dirty, 0, "{:?}", s.stats);
+}
+
+#[test]
+fn a_log_with_no_room_for_a_record_runs_a_blocking_checkpoint() {
+    // 60 journaled transactions (12 KiB each, 720 KiB in all) queued with no poll between them: the records go
+    // out back to back, and one finds no room in the 256 KiB log.
+    let s = run(journaling(), 256 << 10, 60, 3, Some(0));
+    assert!(s.stats.ckpt_log_full > 0, "{:?}", s.stats);
+    assert_eq!(s.stats.journaled_txns, 60, "{:?}", s.stats);
 }
