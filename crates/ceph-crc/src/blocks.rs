@@ -121,16 +121,50 @@ mod x86 {
     }
 
     /// Standard CRC-32C of three equally long buffers (a multiple of 8 bytes), as three interleaved chains.
+    /// How far ahead of the crc each chain asks for its cache lines: the bytes are usually cold (just written by
+    /// the device's DMA), and three chains' hardware-prefetch streams alone keep too few misses in flight.
+    const AHEAD: usize = 1024;
+
     #[target_feature(enable = "sse4.2")]
     pub(super) unsafe fn crc3(a: &[u8], b: &[u8], c: &[u8]) -> [u32; 3] {
         debug_assert!(a.len() == b.len() && b.len() == c.len() && a.len().is_multiple_of(8));
         let (mut x, mut y, mut z) = (u64::from(u32::MAX), u64::from(u32::MAX), u64::from(u32::MAX));
-        for ((wa, wb), wc) in a.chunks_exact(8).zip(b.chunks_exact(8)).zip(c.chunks_exact(8)) {
-            x = _mm_crc32_u64(x, word(wa));
-            y = _mm_crc32_u64(y, word(wb));
-            z = _mm_crc32_u64(z, word(wc));
+        let lines = a.chunks(64).zip(b.chunks(64)).zip(c.chunks(64));
+        for (i, ((la, lb), lc)) in lines.enumerate() {
+            let ahead = i * 64 + AHEAD;
+            if ahead < a.len() {
+                super::prefetch_line(&a[ahead..]);
+                super::prefetch_line(&b[ahead..]);
+                super::prefetch_line(&c[ahead..]);
+            }
+            for ((wa, wb), wc) in la.chunks_exact(8).zip(lb.chunks_exact(8)).zip(lc.chunks_exact(8)) {
+                x = _mm_crc32_u64(x, word(wa));
+                y = _mm_crc32_u64(y, word(wb));
+                z = _mm_crc32_u64(z, word(wc));
+            }
         }
         [!(x as u32), !(y as u32), !(z as u32)]
+    }
+}
+
+/// Ask the CPU to start loading the cache line at the start of `data` (a hint: no effect on results).
+#[inline(always)]
+fn prefetch_line(data: &[u8]) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch never faults and changes no state visible to the program; the address is in `data`.
+    unsafe {
+        use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+        _mm_prefetch::<_MM_HINT_T0>(data.as_ptr().cast());
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = data;
+}
+
+/// Ask the CPU to start loading every cache line of `data` at once, before a pass that reads it all (a crc of
+/// bytes the device just wrote by DMA): the misses then overlap instead of arriving one stream at a time.
+pub fn prefetch(data: &[u8]) {
+    for line in data.chunks(64) {
+        prefetch_line(line);
     }
 }
 
@@ -300,6 +334,26 @@ mod tests {
             *b = (i as u8).wrapping_mul(31).wrapping_add(seed);
         }
         Bytes::from(v).slice(pad..pad + len)
+    }
+
+    /// Long buffers run many triples of pages, each chain prefetching ahead of itself up to its page's end: every
+    /// page crc and the whole crc still match one plain pass (a slip in the look-ahead would read past a page).
+    #[test]
+    fn long_buffers_match_one_pass_page_by_page() {
+        for (pages, in_page, seed) in [(3, 0, 1u8), (16, 0, 7), (64, 0, 9), (65, 100, 3), (257, 4095, 5)] {
+            let b = buf_at(pages * BLOCK_SIZE, in_page, seed);
+            let (crc, page_crcs) = crc_by_pages(&b);
+            assert_eq!(crc, crc32c::crc32c(&b), "{pages} pages at {in_page}");
+            let (head, n) = whole_pages(&b);
+            assert_eq!(page_crcs.len(), n);
+            for (i, c) in page_crcs.iter().enumerate() {
+                let page = &b[head + i * BLOCK_SIZE..head + (i + 1) * BLOCK_SIZE];
+                assert_eq!(*c, crc32c::crc32c(page), "page {i} of {pages}");
+            }
+        }
+        // A prefetch is only a hint: any slice, empty or not a whole line, is fine.
+        prefetch(&[]);
+        prefetch(&b"x"[..]);
     }
 
     proptest! {

@@ -3840,6 +3840,12 @@ impl<D: Device> Store<D> {
         // instruction: a run of three or more page-aligned blocks is checked three pages at a time as interleaved
         // chains (`ceph_crc::blocks::crc_by_pages`), which keeps more cache misses in flight than one block after
         // the other.
+        // Runs too short for the interleaved chains are checked block by block: start all their misses first.
+        for (_, _, d) in &st.runs {
+            if let Some(d) = d.as_ref().filter(|d| d.len() < 3 * BLOCK) {
+                ceph_crc::blocks::prefetch(d);
+            }
+        }
         let run_crcs: Vec<Option<Vec<u32>>> = st
             .runs
             .iter()
