@@ -96,11 +96,16 @@ pub fn onode_prefix(c: &CollectionId) -> Vec<u8> {
 }
 pub fn onode(c: &CollectionId, name: &[u8]) -> Vec<u8> {
     let mut k = Vec::with_capacity(2 + c.0.len() + name.len());
+    onode_into(c, name, &mut k);
+    k
+}
+/// [`onode`] into `k` (cleared first): a lookup with a reused buffer allocates nothing.
+pub fn onode_into(c: &CollectionId, name: &[u8], k: &mut Vec<u8>) {
+    k.clear();
     k.push(NS_ONODE);
     k.push(c.0.len() as u8);
     k.extend_from_slice(&c.0);
     k.extend_from_slice(name);
-    k
 }
 fn id_key(ns: u8, id: u64) -> Vec<u8> {
     id_key_with(ns, id, 23)

@@ -750,6 +750,8 @@ struct Io<D> {
     dev: D,
     next_tag: Tag,
     stash: Vec<Completion>,
+    /// `pump`'s completion list, kept with its capacity between polls (no allocation per poll).
+    spare: Vec<Completion>,
     /// Tree nodes whose checkpoint write is still in flight: a cache miss on one is served from here (the media
     /// may not hold it yet).
     nodes_in_flight: HashMap<u64, Bytes>,
@@ -848,6 +850,7 @@ pub fn mkfs<D: Device>(dev: D, opts: &MkfsOptions) -> Result<D> {
         dev,
         next_tag: 0,
         stash: Vec::new(),
+        spare: Vec::new(),
         nodes_in_flight: HashMap::new(),
         nodes_queued: HashMap::new(),
     };
@@ -942,6 +945,10 @@ pub struct Store<D: Device> {
     prefetch_bytes: usize,
     /// Scattered ranges just read, to be written again as one run each (`defrag_one`), and their data bytes.
     defrag: VecDeque<DefragCandidate>,
+    /// `start_read`'s block map, kept with its capacity between reads.
+    map_scratch: Vec<Option<(u64, u32)>>,
+    /// `get_onode`'s key, kept with its capacity between lookups.
+    key_scratch: Vec<u8>,
     defrag_bytes: usize,
     /// Scattered reads not rewritten yet ([`StoreConfig::defrag_after_reads`]): how often each (onode, first
     /// block) was read scattered, and the keys in the order first seen, to forget the oldest. Offsets are the
@@ -967,6 +974,7 @@ impl<D: Device> Store<D> {
             dev,
             next_tag: 0,
             stash: Vec::new(),
+            spare: Vec::new(),
             nodes_in_flight: HashMap::new(),
             nodes_queued: HashMap::new(),
         };
@@ -1041,6 +1049,8 @@ impl<D: Device> Store<D> {
             prefetch_done: Vec::new(),
             prefetch_bytes: 0,
             defrag: VecDeque::new(),
+            map_scratch: Vec::new(),
+            key_scratch: Vec::new(),
             defrag_bytes: 0,
             defrag_seen: SeededMap::default(),
             defrag_seen_order: VecDeque::new(),
@@ -1749,15 +1759,17 @@ impl<D: Device> Store<D> {
     }
 
     fn pump(&mut self, block: bool) -> Result<()> {
-        let mut comps = std::mem::take(&mut self.io.stash);
+        let mut comps = std::mem::take(&mut self.io.spare);
+        comps.append(&mut self.io.stash);
         if comps.is_empty() && block {
             self.io.dev.wait(&mut comps);
         } else {
             self.io.dev.poll(&mut comps);
         }
-        for c in comps {
+        for c in comps.drain(..) {
             self.complete(c)?;
         }
+        self.io.spare = comps;
         self.maybe_flush();
         if self.bg.is_some() {
             self.advance_bg()?;
@@ -2278,17 +2290,25 @@ impl<D: Device> Store<D> {
     }
 
     fn get_onode(&mut self, ctx: &TxnCtx, cid: &CollectionId, name: &[u8]) -> Result<Option<Onode>> {
-        let k = keys::onode(cid, name);
-        if let Some(v) = ctx.overlay.get(&k) {
+        // The key is built in a buffer kept between lookups: a cache hit (the common case) allocates nothing.
+        let mut k = std::mem::take(&mut self.key_scratch);
+        keys::onode_into(cid, name, &mut k);
+        let r = self.get_onode_at(ctx, &k);
+        self.key_scratch = k;
+        r
+    }
+
+    fn get_onode_at(&mut self, ctx: &TxnCtx, k: &[u8]) -> Result<Option<Onode>> {
+        if let Some(v) = ctx.overlay.get(k) {
             return v.as_deref().map(Onode::decode).transpose();
         }
-        if let Some(o) = self.meta.onode(&k) {
+        if let Some(o) = self.meta.onode(k) {
             return Ok(Some(o));
         }
-        match self.tree.get(&mut self.io, &k)? {
+        match self.tree.get(&mut self.io, k)? {
             Some(v) => {
                 let o = Onode::decode(&v)?;
-                self.meta.insert_onode(k, o);
+                self.meta.insert_onode(k.to_vec(), o);
                 Ok(Some(o))
             }
             None => Ok(None),
@@ -3440,6 +3460,13 @@ impl<D: Device> Store<D> {
     /// Physical block and crc of each logical block in `[b0, b1)` of object `id` (None: a hole), as committed:
     /// from the extent cache, whose missing chunks are filled by one tree visit each (src/extcache.rs).
     fn block_map(&mut self, id: u64, b0: u64, b1: u64) -> Result<Vec<Option<(u64, u32)>>> {
+        let mut out = Vec::new();
+        self.block_map_into(id, b0, b1, &mut out)?;
+        Ok(out)
+    }
+
+    /// [`Self::block_map`] into `out` (cleared first), so a caller that keeps `out` allocates nothing.
+    fn block_map_into(&mut self, id: u64, b0: u64, b1: u64, out: &mut Vec<Option<(u64, u32)>>) -> Result<()> {
         /// Enter the blocks of `[lo, hi)` that extent `e` (starting at `lb`) maps into `out` (indexed from `b0`).
         fn put(out: &mut [Option<(u64, u32)>], b0: u64, (lo, hi): (u64, u64), lb: u64, e: &Extent) {
             for b in lb.max(lo)..(lb + e.blocks()).min(hi) {
@@ -3449,13 +3476,14 @@ impl<D: Device> Store<D> {
                 }
             }
         }
-        let mut out = vec![None; (b1 - b0) as usize];
+        out.clear();
+        out.resize((b1 - b0) as usize, None);
         if !self.extents.enabled() {
             self.stats.extent_cache_misses += 1;
             for (lb, e) in self.extents_in(&TxnCtx::default(), id, b0, b1)? {
-                put(&mut out, b0, (b0, b1), lb, &e);
+                put(out, b0, (b0, b1), lb, &e);
             }
-            return Ok(out);
+            return Ok(());
         }
         let mut hit = true;
         let mut walk = false;
@@ -3465,7 +3493,7 @@ impl<D: Device> Store<D> {
             match self.extents.get(id, c) {
                 Some(Chunk::Extents(m)) => {
                     for (lb, e) in m.range(from..span.1) {
-                        put(&mut out, b0, span, *lb, e);
+                        put(out, b0, span, *lb, e);
                     }
                     continue;
                 }
@@ -3479,7 +3507,7 @@ impl<D: Device> Store<D> {
             match self.load_chunk(id, c)? {
                 Chunk::Extents(m) => {
                     for (lb, e) in m.range(from..span.1) {
-                        put(&mut out, b0, span, *lb, e);
+                        put(out, b0, span, *lb, e);
                     }
                     self.extents.insert(id, c, Chunk::Extents(m));
                 }
@@ -3494,7 +3522,7 @@ impl<D: Device> Store<D> {
             hit = false;
             out.iter_mut().for_each(|x| *x = None);
             for (lb, e) in self.extents_in(&TxnCtx::default(), id, b0, b1)? {
-                put(&mut out, b0, (b0, b1), lb, &e);
+                put(out, b0, (b0, b1), lb, &e);
             }
         }
         if hit {
@@ -3502,7 +3530,7 @@ impl<D: Device> Store<D> {
         } else {
             self.stats.extent_cache_misses += 1;
         }
-        Ok(out)
+        Ok(())
     }
 
     /// The committed extents of object `id` that chunk `c` of the extent cache holds, or `Fragmented` once there
@@ -3534,6 +3562,14 @@ impl<D: Device> Store<D> {
         }
     }
 
+    /// Tag run `r` (`(index, blocks)`) of read `id` and queue its device read.
+    fn submit_run(&mut self, id: u64, runs: &mut [(Tag, u64, Option<Bytes>)], (r, n): (usize, u64)) {
+        let t = self.io.tag();
+        runs[r].0 = t;
+        self.tags.insert(t, Purpose::Read { id });
+        self.io.dev.submit_read(t, runs[r].1 * B, (n * B) as usize);
+    }
+
     /// Start reading `[off, off + len)` of onode `o` (len 0: to the end). Returns the read id and, when no device
     /// IO was needed (holes, data of writes still in flight, an empty range), the result at once; otherwise the
     /// result comes to `read_finished` when the last device read completes.
@@ -3552,45 +3588,54 @@ impl<D: Device> Store<D> {
         let (b0, b1) = (off / B, end.div_ceil(B));
         let mut blocks: Vec<Src> = (b0..b1).map(|_| Src::Hole).collect();
         let mut runs: Vec<(Tag, u64, Option<Bytes>)> = Vec::new();
-        let mut run_len: Vec<u64> = Vec::new();
-        for (slot, m) in self.block_map(o.id, b0, b1)?.into_iter().enumerate() {
-            let Some((pb, crc)) = m else { continue };
+        let mut map = std::mem::take(&mut self.map_scratch);
+        if let Err(e) = self.block_map_into(o.id, b0, b1, &mut map) {
+            self.map_scratch = map;
+            return Err(e);
+        }
+        // The run being built, (index, blocks): it is submitted once the next block does not extend it.
+        let mut open: Option<(usize, u64)> = None;
+        for (slot, m) in map.iter().enumerate() {
+            let Some(&(pb, crc)) = m.as_ref() else {
+                if let Some(r) = open.take() {
+                    self.submit_run(id, &mut runs, r);
+                }
+                continue;
+            };
             if let Some(data) = self.staged_block(&ctx, pb) {
                 blocks[slot] = Src::Mem(data);
+                if let Some(r) = open.take() {
+                    self.submit_run(id, &mut runs, r);
+                }
                 continue;
             }
-            let extend = match (
-                runs.last(),
-                run_len.last(),
-                slot.checked_sub(1).map(|s| &blocks[s]),
-            ) {
-                (Some((_, rp, _)), Some(rl), Some(Src::Dev { .. })) => rp + rl == pb && *rl < MAX_READ_BLOCKS,
-                _ => false,
-            };
-            if extend {
-                let r = runs.len() - 1;
-                blocks[slot] = Src::Dev {
-                    run: r,
-                    idx: run_len[r] as usize,
-                    crc,
-                };
-                run_len[r] += 1;
-            } else {
-                runs.push((0, pb, None));
-                run_len.push(1);
-                blocks[slot] = Src::Dev {
-                    run: runs.len() - 1,
-                    idx: 0,
-                    crc,
-                };
+            match open {
+                Some((r, n)) if runs[r].1 + n == pb && n < MAX_READ_BLOCKS => {
+                    blocks[slot] = Src::Dev {
+                        run: r,
+                        idx: n as usize,
+                        crc,
+                    };
+                    open = Some((r, n + 1));
+                }
+                _ => {
+                    if let Some(r) = open.take() {
+                        self.submit_run(id, &mut runs, r);
+                    }
+                    runs.push((0, pb, None));
+                    blocks[slot] = Src::Dev {
+                        run: runs.len() - 1,
+                        idx: 0,
+                        crc,
+                    };
+                    open = Some((runs.len() - 1, 1));
+                }
             }
         }
-        for (r, n) in runs.iter_mut().zip(&run_len) {
-            let t = self.io.tag();
-            r.0 = t;
-            self.tags.insert(t, Purpose::Read { id });
-            self.io.dev.submit_read(t, r.1 * B, (*n * B) as usize);
+        if let Some(r) = open {
+            self.submit_run(id, &mut runs, r);
         }
+        self.map_scratch = map;
         let st = ReadState {
             onode: o.id,
             b0,
@@ -3846,19 +3891,28 @@ impl<D: Device> Store<D> {
                 ceph_crc::blocks::prefetch(d);
             }
         }
-        let run_crcs: Vec<Option<Vec<u32>>> = st
+        let by_pages = |d: &&Bytes| {
+            d.len() >= 3 * BLOCK
+                && d.len().is_multiple_of(BLOCK)
+                && (d.as_ptr() as usize).is_multiple_of(BLOCK)
+        };
+        // No list at all when every run is short (a 4K read): the blocks are then checked one by one below.
+        let run_crcs: Vec<Option<Vec<u32>>> = if st
             .runs
             .iter()
-            .map(|(_, _, d)| {
-                d.as_ref()
-                    .filter(|d| {
-                        d.len() >= 3 * BLOCK
-                            && d.len().is_multiple_of(BLOCK)
-                            && (d.as_ptr() as usize).is_multiple_of(BLOCK)
-                    })
-                    .map(|d| ceph_crc::blocks::crc_by_pages(d).1)
-            })
-            .collect();
+            .any(|(_, _, d)| d.as_ref().is_some_and(|d| by_pages(&d)))
+        {
+            st.runs
+                .iter()
+                .map(|(_, _, d)| {
+                    d.as_ref()
+                        .filter(by_pages)
+                        .map(|d| ceph_crc::blocks::crc_by_pages(d).1)
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
         for s in &st.blocks {
             if let Src::Dev { run, idx, crc: want } = s {
                 let (_, pb, data) = &st.runs[*run];
@@ -4030,6 +4084,12 @@ impl<D: Device> Store<D> {
     /// can find the owner without a table of its own). Each token also came as `Event::Prefetched`.
     pub fn take_prefetched(&mut self) -> Vec<(u64, CollectionId)> {
         std::mem::take(&mut self.prefetch_done)
+    }
+
+    /// Like [`Store::take_prefetched`], appending to `out`: a caller that keeps `out` between calls, and the
+    /// store's own list, allocate nothing per prefetch.
+    pub fn drain_prefetched(&mut self, out: &mut Vec<(u64, CollectionId)>) {
+        out.append(&mut self.prefetch_done);
     }
 
     /// Whether completed prefetches wait to be taken (`take_prefetched`); cheap.

@@ -179,9 +179,15 @@ pub(crate) fn encode_message_frame(
 ) -> Result<(), FrameError> {
     let hdr = m.header_bytes();
     // each segment after the header as a chain of pieces (only the data segment can have more than one)
-    let mut data: Vec<&Bytes> = Vec::with_capacity(1 + m.data_tail.len());
-    data.push(&m.data);
-    data.extend(m.data_tail.iter());
+    let one = [&m.data];
+    let chained: Vec<&Bytes>;
+    let data: &[&Bytes] = if m.data_tail.is_empty() {
+        // The common case, one data piece: no list to allocate.
+        &one
+    } else {
+        chained = std::iter::once(&m.data).chain(m.data_tail.iter()).collect();
+        &chained
+    };
     let lens = [HEADER2_LEN, m.front.len(), m.middle.len(), m.data_len()];
     let p = preamble_for_lens(Tag::Message, &lens, &MESSAGE_ALIGNS)?;
     let n = p.num_segments as usize;
@@ -195,7 +201,7 @@ pub(crate) fn encode_message_frame(
         out.push_back(encode_secure_pieces(tx, &p, &hdr, &rest[..n.saturating_sub(1)])?);
         return Ok(());
     }
-    let rest: [&[&Bytes]; 3] = [&[&m.front], &[&m.middle], &data];
+    let rest: [&[&Bytes]; 3] = [&[&m.front], &[&m.middle], data];
     let tail_len: usize = lens[1..].iter().sum();
     let glue_all = tail_len <= GLUE_MAX;
     let glue_front = m.front.len() <= GLUE_MAX;

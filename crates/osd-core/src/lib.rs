@@ -330,6 +330,8 @@ pub struct OsdShard<D: Device> {
     /// The PG of each store collection a prefetch completed for (parsing `1.7_head` cost ~1,200 instructions
     /// per read); a pure function of the name, so never stale. Cleared when it reaches `COLL_PGS_MAX`.
     coll_pgs: ferrostore::hash::SeededMap<ferrostore::CollectionId, Option<SpgId>>,
+    /// `handle_prefetched`'s list of completed prefetches, kept with its capacity between calls.
+    prefetched: Vec<(u64, ferrostore::CollectionId)>,
     /// PG collections found on the store at start that no map has placed yet (loaded when one does).
     on_disk: BTreeSet<SpgId>,
     /// Which shard holds each PG ([`Input::Routes`], or kept here when the driver gives none); `own_routes`:
@@ -413,6 +415,7 @@ impl<D: Device> OsdShard<D> {
         OsdShard {
             store,
             coll_pgs: Default::default(),
+            prefetched: Vec::new(),
             map: None,
             superblock_created: stored_epoch > 0,
             stored_epoch,

@@ -182,7 +182,9 @@ impl<D: Device> OsdShard<D> {
     /// Completed prefetches of the store: each goes to its PG (found by the collection it was for), which runs
     /// the parked op. Tokens nobody owns any more (the PG went away) are released.
     pub(crate) fn handle_prefetched(&mut self) {
-        for (token, cid) in self.store.take_prefetched() {
+        let mut done = std::mem::take(&mut self.prefetched);
+        self.store.drain_prefetched(&mut done);
+        for (token, cid) in done.drain(..) {
             let spgid = match self.coll_pgs.get(&cid) {
                 Some(s) => *s,
                 None => {
@@ -215,6 +217,7 @@ impl<D: Device> OsdShard<D> {
                 self.store.release_prefetch(token);
             }
         }
+        self.prefetched = done;
     }
 }
 

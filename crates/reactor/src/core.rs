@@ -606,6 +606,8 @@ pub struct CoreCtx<M: Send + 'static> {
     conns: Vec<ConnSlot>,
     free_conns: Vec<u32>,
     dirty: Vec<ConnId>,
+    /// The list `drive_dirty` works through, kept between turns with its capacity (no allocation per turn).
+    dirty_spare: Vec<ConnId>,
     /// Connections that reached [`CoreConfig::msgs_per_turn`] with messages still waiting: driven again in the
     /// next turn (marked dirty at this turn's end, so the wait in between does not sleep).
     held: Vec<ConnId>,
@@ -803,6 +805,7 @@ impl<M: Send + 'static> CoreCtx<M> {
             conns: Vec::new(),
             free_conns: Vec::new(),
             dirty: Vec::new(),
+            dirty_spare: Vec::new(),
             held: Vec::new(),
             listeners: Vec::new(),
             timers: BTreeMap::new(),
@@ -2479,11 +2482,13 @@ impl<M: Send + 'static> CoreCtx<M> {
             if self.dirty.is_empty() {
                 break;
             }
-            let dirty = std::mem::take(&mut self.dirty);
+            // Swap in the spare list: what driving marks dirty goes to the other one.
+            let mut dirty = std::mem::replace(&mut self.dirty, std::mem::take(&mut self.dirty_spare));
             n += dirty.len();
-            for id in dirty {
+            for id in dirty.drain(..) {
                 self.drive_conn(svc, id);
             }
+            self.dirty_spare = dirty;
         }
         n
     }

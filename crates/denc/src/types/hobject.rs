@@ -222,6 +222,18 @@ impl HObject {
         e.i64(self.pool);
     }
 
+    /// The length of [`HObject::append_sort_key`]'s output, exactly.
+    pub fn sort_key_len(&self) -> usize {
+        1 + 8
+            + 4
+            + escaped_len(&self.nspace)
+            + escaped_len(self.effective_key())
+            + escaped_len(&self.oid.0)
+            + 8
+            + escaped_len(&self.key)
+            + 4
+    }
+
     /// Append the order-preserving byte key of this object (see [`GHObject::to_sort_key`]).
     pub fn append_sort_key(&self, out: &mut Vec<u8>) {
         out.push(self.max as u8);
@@ -274,6 +286,11 @@ fn reverse_nibbles(v: u32) -> u32 {
 }
 
 /// Order-preserving, prefix-free string encoding: 0x00 becomes 0x00 0xFF, and 0x00 0x00 terminates.
+/// The bytes `escape_into` appends for `s`.
+fn escaped_len(s: &[u8]) -> usize {
+    s.len() + s.iter().filter(|&&b| b == 0).count() + 2
+}
+
 fn escape_into(s: &[u8], out: &mut Vec<u8>) {
     for &b in s {
         out.push(b);
@@ -454,7 +471,9 @@ impl GHObject {
     /// terminated (0x00 0x00), so the key is prefix-free and decodable with [`GHObject::from_sort_key`].
     pub fn to_sort_key(&self) -> Vec<u8> {
         let h = &self.hobj;
-        let mut out = Vec::with_capacity(48 + h.oid.0.len() * 2 + h.key.len() + h.nspace.len());
+        // Exactly the key's length: a Vec whose capacity is its length becomes `Bytes` (an `ObjectKey`) without
+        // another allocation.
+        let mut out = Vec::with_capacity(2 + h.sort_key_len() + 8);
         out.push(self.max as u8);
         out.push((self.shard_id.0 as u8) ^ 0x80);
         h.append_sort_key(&mut out);
@@ -696,7 +715,13 @@ mod tests {
         #[test]
         fn sort_key_order_equals_ord(a in arb_ghobject(), b in arb_ghobject()) {
             prop_assert_eq!(a.to_sort_key().cmp(&b.to_sort_key()), a.cmp(&b));
-            prop_assert_eq!(GHObject::from_sort_key(&a.to_sort_key()).unwrap(), a);
+            prop_assert_eq!(&GHObject::from_sort_key(&a.to_sort_key()).unwrap(), &a);
+            // The length is computed ahead exactly (no spare capacity, no growth).
+            let mut h = Vec::new();
+            a.hobj.append_sort_key(&mut h);
+            prop_assert_eq!(h.len(), a.hobj.sort_key_len());
+            let k = a.to_sort_key();
+            prop_assert_eq!(k.capacity(), k.len());
         }
 
         #[test]
