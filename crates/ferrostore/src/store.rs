@@ -3635,7 +3635,10 @@ impl<D: Device> Store<D> {
         if let Some(r) = open {
             self.submit_run(id, &mut runs, r);
         }
-        self.map_scratch = map;
+        // Kept for the next read unless a large one grew it (at most a 4 MiB read's map stays held).
+        if map.capacity() <= MAX_DEFRAG_BLOCKS as usize {
+            self.map_scratch = map;
+        }
         let st = ReadState {
             onode: o.id,
             b0,
