@@ -150,6 +150,11 @@ pub struct OsdOptions {
     /// range is rewritten on this scattered read of it (`ferrostore::StoreConfig::defrag_after_reads`; 1 = the
     /// first). Unset: the engine's default, 2.
     pub defrag_after_reads: Option<u32>,
+    /// `ferrostore_defrag_eager_bytes` (or the environment's `FERROSTORE_DEFRAG_EAGER_BYTES`): scattered ranges
+    /// of at most this many bytes are rewritten on their first scattered read
+    /// (`ferrostore::StoreConfig::defrag_eager_blocks`, in 4 KiB blocks; 0 = every range waits for
+    /// `ferrostore_defrag_after_reads`). Unset: the engine's default, 64 KiB.
+    pub defrag_eager_bytes: Option<u64>,
     /// `ferro_osd_busy_poll` (default false): while device IO is in flight, poll the ferrostore device ring on
     /// every loop turn instead of sleeping until it has completions (for CPUs dedicated to the OSD).
     pub busy_poll: bool,
@@ -399,6 +404,9 @@ pub fn load(args: &Args) -> Result<(OsdOptions, ceph_config::Config), String> {
                 ferrostore::store::env_u64(ferrostore::store::DEFRAG_AFTER_READS_ENV)
                     .and_then(|v| u32::try_from(v).ok())
             }),
+        defrag_eager_bytes: get("ferrostore_defrag_eager_bytes")
+            .and_then(|s| parse_size(&s))
+            .or_else(|| ferrostore::store::env_u64(ferrostore::store::DEFRAG_EAGER_BYTES_ENV)),
         busy_poll: get("ferro_osd_busy_poll").is_some_and(|v| parse_bool(&v)),
         memory: {
             let d = crate::memory::MemoryOptions::default();
@@ -559,6 +567,21 @@ mod tests {
         let pg = load_with(&conf, "").unwrap().0.pg;
         assert_eq!(pg.osd_pg_log_trim_min, 100);
         assert_eq!(pg.osd_pg_object_context_cache_count, 256);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn defrag_eager_bytes_from_conf_and_flags() {
+        let load_with = |conf: &std::path::Path, extra: &str| {
+            load(&parse(&argv(&format!("-i 1 -c {} {extra}", conf.display()))).unwrap())
+        };
+        let (dir, conf) = temp_conf("defrag", "ferrostore defrag eager bytes = 128K\n");
+        assert_eq!(
+            load_with(&conf, "").unwrap().0.defrag_eager_bytes,
+            Some(128 << 10)
+        );
+        let o = load_with(&conf, "--ferrostore_defrag_eager_bytes=0").unwrap().0;
+        assert_eq!(o.defrag_eager_bytes, Some(0), "the flag wins over the file");
         let _ = std::fs::remove_dir_all(&dir);
     }
 

@@ -2830,6 +2830,11 @@ impl Daemon {
             defrag_after_reads: opts
                 .defrag_after_reads
                 .unwrap_or(ferrostore::store::DEFAULT_DEFRAG_AFTER_READS),
+            defrag_eager_blocks: opts
+                .defrag_eager_bytes
+                .map_or(ferrostore::store::DEFAULT_DEFRAG_EAGER_BLOCKS, |b| {
+                    b / ferrostore::format::BLOCK_SIZE
+                }),
             ..StoreConfig::default()
         };
         let uring_opts = UringOptions {

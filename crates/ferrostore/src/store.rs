@@ -109,6 +109,14 @@ pub struct StoreConfig {
     /// a write for nothing); 0 counts as 1. Default [`DEFAULT_DEFRAG_AFTER_READS`];
     /// `FERROSTORE_DEFRAG_AFTER_READS` / `ferrostore_defrag_after_reads` in ferro-osd.
     pub defrag_after_reads: u32,
+    /// Scattered ranges of at most this many blocks are rewritten on their first scattered read, whatever
+    /// [`StoreConfig::defrag_after_reads`] says (which then governs larger ranges only). A small range pays a
+    /// device request per piece on every read (a 64 KiB range overwritten 4K at a time takes 8–12) and one
+    /// 64 KiB write to heal, so waiting for a second read costs more than the write it might save; one-time scans
+    /// (backups, exports) read large ranges, which still wait. 0: every range waits. Default
+    /// [`DEFAULT_DEFRAG_EAGER_BLOCKS`]; `FERROSTORE_DEFRAG_EAGER_BYTES` / `ferrostore_defrag_eager_bytes` in
+    /// ferro-osd.
+    pub defrag_eager_blocks: u64,
 }
 
 /// Default [`StoreConfig::defrag_extra_reads`]: a 64 KiB read that took four device reads (or a 4 MiB read
@@ -121,6 +129,11 @@ pub const DEFRAG_EXTRA_READS_ENV: &str = "FERROSTORE_DEFRAG_EXTRA_READS";
 pub const DEFAULT_DEFRAG_AFTER_READS: u32 = 2;
 /// The environment variable ferro-osd reads into [`StoreConfig::defrag_after_reads`].
 pub const DEFRAG_AFTER_READS_ENV: &str = "FERROSTORE_DEFRAG_AFTER_READS";
+/// Default [`StoreConfig::defrag_eager_blocks`]: 64 KiB ranges (RBD's and the benchmark's small random reads)
+/// are rewritten on their first scattered read (docs/benchmarks.md, session 29).
+pub const DEFAULT_DEFRAG_EAGER_BLOCKS: u64 = 16;
+/// The environment variable ferro-osd reads into [`StoreConfig::defrag_eager_blocks`], in bytes.
+pub const DEFRAG_EAGER_BYTES_ENV: &str = "FERROSTORE_DEFRAG_EAGER_BYTES";
 /// Scattered reads remembered for [`StoreConfig::defrag_after_reads`] (oldest forgotten first): 16,384 is a
 /// GiB of 64 KiB ranges, in about 1 MiB.
 pub const DEFRAG_SEEN_MAX: usize = 16384;
@@ -199,6 +212,7 @@ impl Default for StoreConfig {
             fault_skip_journal_redo: false,
             defrag_extra_reads: DEFAULT_DEFRAG_EXTRA_READS,
             defrag_after_reads: DEFAULT_DEFRAG_AFTER_READS,
+            defrag_eager_blocks: DEFAULT_DEFRAG_EAGER_BLOCKS,
         }
     }
 }
@@ -3737,7 +3751,7 @@ impl<D: Device> Store<D> {
         {
             return;
         }
-        if !self.defrag_read_again(st.onode, st.b0) {
+        if n > self.cfg.defrag_eager_blocks && !self.defrag_read_again(st.onode, st.b0) {
             return;
         }
         let mut map = Vec::with_capacity(st.blocks.len());

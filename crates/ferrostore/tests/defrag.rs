@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: LGPL-3.0-or-later
 #![allow(clippy::unwrap_used)]
 //! Defragment on read (`StoreConfig::defrag_extra_reads`): a range read scattered a second time (by default;
-//! `defrag_after_reads`) has its blocks written again as one run, so the next read of the range takes one device
-//! read; the content never changes, a change to the range
-//! before the rewrite cancels it, shared blocks stay shared, prefetched data stays valid, and a crash at any
+//! `defrag_after_reads`), or a first time if it is small (`defrag_eager_blocks`), has its blocks written again
+//! as one run, so the next read of the range takes one device read; the content never changes, a change to the
+//! range before the rewrite cancels it, shared blocks stay shared, prefetched data stays valid, and a crash at any
 //! point of the rewrite recovers the same bytes.
 
 mod common;
@@ -125,18 +125,20 @@ fn a_scattered_read_is_rewritten_and_the_next_read_takes_one_device_read() {
 }
 
 #[test]
-fn by_default_a_range_is_rewritten_on_its_second_scattered_read() {
+fn by_default_a_large_range_is_rewritten_on_its_second_scattered_read() {
     let mut s = store(10, StoreConfig::default());
+    assert!(
+        N as u64 > StoreConfig::default().defrag_eager_blocks,
+        "the object is a large range"
+    );
     let want = scattered(&mut s);
-    // Cold data read once is left as it is, as is another range read once.
+    // Cold data read once is left as it is.
     let (got, reads) = read_counted(&mut s, 0, N * B);
     assert_eq!(got, want);
     assert!(reads >= N as u64 / 2);
-    let (got, reads) = read_counted(&mut s, B, 8 * B);
-    assert_eq!((got.as_slice(), reads), (&want[B..9 * B], 8));
     settle(&mut s);
-    assert_eq!(s.stats.defrag_txns, 0, "each range was read once");
-    assert_eq!(s.stats.defrag_deferred, 2);
+    assert_eq!(s.stats.defrag_txns, 0, "the range was read once");
+    assert_eq!(s.stats.defrag_deferred, 1);
     // Read again: now it is rewritten, and the next read takes one device read.
     let (got, reads) = read_counted(&mut s, 0, N * B);
     assert_eq!(got, want);
@@ -149,6 +151,47 @@ fn by_default_a_range_is_rewritten_on_its_second_scattered_read() {
     assert_eq!(reads, 1);
     let rep = s.fsck().unwrap();
     assert!(rep.errors.is_empty(), "{:?}", rep.errors);
+}
+
+/// A small range (at most `defrag_eager_blocks`) is rewritten on its first scattered read by default, and
+/// waits for its second with `defrag_eager_blocks` 0.
+#[test]
+fn by_default_a_small_range_is_rewritten_on_its_first_scattered_read() {
+    for (eager, rewritten) in [(StoreConfig::default().defrag_eager_blocks, true), (0, false)] {
+        let mut s = store(
+            11,
+            StoreConfig {
+                defrag_eager_blocks: eager,
+                ..StoreConfig::default()
+            },
+        );
+        let want = scattered(&mut s);
+        let (got, reads) = read_counted(&mut s, B, 8 * B);
+        assert_eq!((got.as_slice(), reads), (&want[B..9 * B], 8), "eager {eager}");
+        settle(&mut s);
+        let (got, reads) = read_counted(&mut s, B, 8 * B);
+        assert_eq!(got.as_slice(), &want[B..9 * B]);
+        if rewritten {
+            assert_eq!(
+                (
+                    s.stats.defrag_txns,
+                    s.stats.defrag_blocks,
+                    s.stats.defrag_deferred
+                ),
+                (1, 8, 0)
+            );
+            assert_eq!(reads, 1, "one run after the rewrite");
+        } else {
+            assert_eq!(
+                (s.stats.defrag_txns, s.stats.defrag_deferred),
+                (0, 1),
+                "eager 0: read once, left alone"
+            );
+            assert_eq!(reads, 8);
+        }
+        let rep = s.fsck().unwrap();
+        assert!(rep.errors.is_empty(), "{:?}", rep.errors);
+    }
 }
 
 #[test]
