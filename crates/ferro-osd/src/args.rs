@@ -152,8 +152,8 @@ pub struct OsdOptions {
     pub defrag_after_reads: Option<u32>,
     /// `ferrostore_defrag_eager_bytes` (or the environment's `FERROSTORE_DEFRAG_EAGER_BYTES`): scattered ranges
     /// of at most this many bytes are rewritten on their first scattered read
-    /// (`ferrostore::StoreConfig::defrag_eager_blocks`, in 4 KiB blocks; 0 = every range waits for
-    /// `ferrostore_defrag_after_reads`). Unset: the engine's default, 64 KiB.
+    /// (`ferrostore::StoreConfig::defrag_eager_blocks`: rounded down to whole 4 KiB blocks, so under 4 KiB is 0 =
+    /// every range waits for `ferrostore_defrag_after_reads`). Unset or not a size: the engine's default, 64 KiB.
     pub defrag_eager_bytes: Option<u64>,
     /// `ferro_osd_busy_poll` (default false): while device IO is in flight, poll the ferrostore device ring on
     /// every loop turn instead of sleeping until it has completions (for CPUs dedicated to the OSD).
