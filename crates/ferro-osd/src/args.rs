@@ -153,7 +153,7 @@ pub struct OsdOptions {
     /// `ferrostore_defrag_eager_bytes` (or the environment's `FERROSTORE_DEFRAG_EAGER_BYTES`): scattered ranges
     /// of at most this many bytes are rewritten on their first scattered read
     /// (`ferrostore::StoreConfig::defrag_eager_blocks`: rounded down to whole 4 KiB blocks, so under 4 KiB is 0 =
-    /// every range waits for `ferrostore_defrag_after_reads`). Unset or not a size: the engine's default, 64 KiB.
+    /// every range waits for `ferrostore_defrag_after_reads`). Unset: the engine's default, 64 KiB.
     pub defrag_eager_bytes: Option<u64>,
     /// `ferro_osd_busy_poll` (default false): while device IO is in flight, poll the ferrostore device ring on
     /// every loop turn instead of sleeping until it has completions (for CPUs dedicated to the OSD).
@@ -353,6 +353,25 @@ pub fn load(args: &Args) -> Result<(OsdOptions, ceph_config::Config), String> {
         None => public_ip,
     };
     let num = |k: &str, d: u64| get(k).and_then(|v| v.trim().parse().ok()).unwrap_or(d);
+    // FerroCeph's own sizes and counts: a value that does not parse refuses the start, as pg_config does,
+    // rather than running with the engine's default unnoticed.
+    let size = |k: &str| -> Result<Option<u64>, String> {
+        get(k)
+            .map(|v| {
+                parse_size(&v)
+                    .ok_or_else(|| format!("{k}: {v:?} is not a size (bytes, or with a K/M/G/T suffix)"))
+            })
+            .transpose()
+    };
+    let count = |k: &str| -> Result<Option<u32>, String> {
+        get(k)
+            .map(|v| {
+                v.trim()
+                    .parse()
+                    .map_err(|_| format!("{k}: {v:?} is not a non-negative integer"))
+            })
+            .transpose()
+    };
     let mut all = BTreeMap::new();
     for s in cfg.sections() {
         if let Some(sec) = cfg.conf.section(&s) {
@@ -379,46 +398,33 @@ pub fn load(args: &Args) -> Result<(OsdOptions, ceph_config::Config), String> {
         admin_socket: get("admin_socket").map(PathBuf::from),
         log_file: get("log_file").map(PathBuf::from),
         device: get("ferro_osd_device").map(PathBuf::from),
-        device_size: get("ferro_osd_device_size")
-            .and_then(|s| parse_size(&s))
-            .unwrap_or(10 << 30),
+        device_size: size("ferro_osd_device_size")?.unwrap_or(10 << 30),
         device_zero_fill: get("ferro_osd_device_zero_fill").is_some_and(|v| parse_bool(&v)),
         shards: num("ferro_osd_shards", 1) as u32,
         pin_cores: get("ferro_osd_pin_cores").is_none_or(|v| parse_bool(&v)),
         cpus: parse_cpu_list(&get("ferro_osd_cpus").unwrap_or_default())
             .map_err(|e| format!("ferro_osd_cpus: {e}"))?,
-        cache_bytes: get("ferrostore_cache_bytes").and_then(|s| parse_size(&s)),
-        read_pool_bytes: get("ferrostore_read_pool_bytes").and_then(|s| parse_size(&s)),
-        log_data_max_bytes: get("ferrostore_log_data_max_bytes")
-            .and_then(|s| parse_size(&s))
+        cache_bytes: size("ferrostore_cache_bytes")?,
+        read_pool_bytes: size("ferrostore_read_pool_bytes")?,
+        log_data_max_bytes: size("ferrostore_log_data_max_bytes")?
             .or_else(|| ferrostore::store::env_u64(ferrostore::store::LOG_DATA_MAX_ENV)),
-        defrag_extra_reads: get("ferrostore_defrag_extra_reads")
-            .and_then(|s| s.parse().ok())
-            .or_else(|| {
-                ferrostore::store::env_u64(ferrostore::store::DEFRAG_EXTRA_READS_ENV)
-                    .and_then(|v| u32::try_from(v).ok())
-            }),
-        defrag_after_reads: get("ferrostore_defrag_after_reads")
-            .and_then(|s| s.parse().ok())
-            .or_else(|| {
-                ferrostore::store::env_u64(ferrostore::store::DEFRAG_AFTER_READS_ENV)
-                    .and_then(|v| u32::try_from(v).ok())
-            }),
-        defrag_eager_bytes: get("ferrostore_defrag_eager_bytes")
-            .and_then(|s| parse_size(&s))
+        defrag_extra_reads: count("ferrostore_defrag_extra_reads")?.or_else(|| {
+            ferrostore::store::env_u64(ferrostore::store::DEFRAG_EXTRA_READS_ENV)
+                .and_then(|v| u32::try_from(v).ok())
+        }),
+        defrag_after_reads: count("ferrostore_defrag_after_reads")?.or_else(|| {
+            ferrostore::store::env_u64(ferrostore::store::DEFRAG_AFTER_READS_ENV)
+                .and_then(|v| u32::try_from(v).ok())
+        }),
+        defrag_eager_bytes: size("ferrostore_defrag_eager_bytes")?
             .or_else(|| ferrostore::store::env_u64(ferrostore::store::DEFRAG_EAGER_BYTES_ENV)),
         busy_poll: get("ferro_osd_busy_poll").is_some_and(|v| parse_bool(&v)),
         memory: {
             let d = crate::memory::MemoryOptions::default();
             crate::memory::MemoryOptions {
-                rx_buffer_pool_bytes: get("ferro_rx_buffer_pool_bytes")
-                    .and_then(|s| parse_size(&s))
-                    .unwrap_or(d.rx_buffer_pool_bytes),
-                io_buffer_slab_bytes: get("ferro_io_buffer_slab_bytes")
-                    .and_then(|s| parse_size(&s))
-                    .unwrap_or(d.io_buffer_slab_bytes),
-                malloc_mmap_threshold: get("ferro_osd_malloc_mmap_threshold")
-                    .and_then(|s| parse_size(&s))
+                rx_buffer_pool_bytes: size("ferro_rx_buffer_pool_bytes")?.unwrap_or(d.rx_buffer_pool_bytes),
+                io_buffer_slab_bytes: size("ferro_io_buffer_slab_bytes")?.unwrap_or(d.io_buffer_slab_bytes),
+                malloc_mmap_threshold: size("ferro_osd_malloc_mmap_threshold")?
                     .filter(|&t| t > 0)
                     .or(d.malloc_mmap_threshold),
                 malloc_arena_max: get("ferro_osd_malloc_arena_max")
@@ -582,6 +588,17 @@ mod tests {
         );
         let o = load_with(&conf, "--ferrostore_defrag_eager_bytes=0").unwrap().0;
         assert_eq!(o.defrag_eager_bytes, Some(0), "the flag wins over the file");
+        // A value that is not a size or a count refuses the start, naming the option.
+        for bad in [
+            "--ferrostore_defrag_eager_bytes=lots",
+            "--ferrostore_cache_bytes=1X",
+            "--ferrostore_defrag_after_reads=-1",
+            "--ferro_osd_device_size=big",
+        ] {
+            let e = load_with(&conf, bad).unwrap_err();
+            let name = bad.trim_start_matches("--").split('=').next().unwrap();
+            assert!(e.contains(name), "{bad}: {e}");
+        }
         let _ = std::fs::remove_dir_all(&dir);
     }
 
