@@ -429,20 +429,24 @@ struct BgCkpt {
     log_used: u64,
 }
 
-/// A bounded pool of aligned log record buffers in power-of-two size classes (a record goes back to the pool when
-/// the device drops its `Bytes`).
+/// A bounded pool of aligned buffers in size classes (`iobuf::read_class`); a buffer goes back to the pool when
+/// the last `Bytes` of it drops. For log records, and for reads assembled from several device reads.
 struct LogBufs(crate::iobuf::BufPool);
 
 /// Idle log record buffers kept at most (a shard has a few records in flight; a group commit's is ~1–16 KiB).
 const LOG_BUF_POOL_BYTES: usize = 1 << 20;
+/// Idle buffers of assembled reads kept at most: a 4 MiB read in more than one run is assembled, and without a
+/// pool each took fresh memory from malloc, zeroed and faulted in (docs/benchmarks.md, session 30).
+const ASM_BUF_POOL_BYTES: usize = 16 << 20;
 
 impl LogBufs {
-    fn new() -> Self {
-        LogBufs(crate::iobuf::BufPool::new(LOG_BUF_POOL_BYTES))
+    fn new(max_bytes: usize) -> Self {
+        LogBufs(crate::iobuf::BufPool::new(max_bytes))
     }
     /// A buffer of `len` bytes filled by `fill`, as `Bytes` that return its memory to the pool when dropped.
+    /// `fill` must write all `len` bytes: a recycled buffer holds its last user's.
     fn take(&mut self, len: usize, fill: impl FnOnce(&mut [u8])) -> Bytes {
-        let class = len.next_power_of_two().max(4096);
+        let class = crate::iobuf::read_class(len);
         let mut buf = self.0.get(class);
         fill(&mut buf.as_mut()[..len]);
         Bytes::from_owner(crate::iobuf::PooledBuf {
@@ -976,6 +980,8 @@ pub struct Store<D: Device> {
     events: Vec<Event>,
     /// Aligned buffers of log records, reused once the device has written them.
     log_bufs: LogBufs,
+    /// Buffers of reads assembled from several device reads, memory or holes (`verified_read`).
+    asm_bufs: LogBufs,
     failed: Option<StoreError>,
     pub stats: StoreStats,
 }
@@ -1071,7 +1077,8 @@ impl<D: Device> Store<D> {
             meta: MetaCache::new(cfg.meta_cache_entries),
             extents: ExtentCache::new(cfg.extent_cache_entries),
             events: Vec::new(),
-            log_bufs: LogBufs::new(),
+            log_bufs: LogBufs::new(LOG_BUF_POOL_BYTES),
+            asm_bufs: LogBufs::new(ASM_BUF_POOL_BYTES),
             failed: None,
             stats: StoreStats::default(),
             sb,
@@ -3966,26 +3973,31 @@ impl<D: Device> Store<D> {
             return Ok((st, out));
         }
         self.stats.reads_assembled += 1;
-        let mut out = BytesMut::zeroed(st.len);
-        for (i, s) in st.blocks.iter().enumerate() {
-            let blk_start = i * BLOCK;
-            let from = blk_start.max(st.off_in_first);
-            let to = (blk_start + BLOCK).min(st.off_in_first + st.len);
-            if from >= to {
-                continue;
+        let out = self.asm_bufs.take(st.len, |out| {
+            for (i, s) in st.blocks.iter().enumerate() {
+                let blk_start = i * BLOCK;
+                let from = blk_start.max(st.off_in_first);
+                let to = (blk_start + BLOCK).min(st.off_in_first + st.len);
+                if from >= to {
+                    continue;
+                }
+                let dst = &mut out[from - st.off_in_first..to - st.off_in_first];
+                let src: Option<&[u8]> = match s {
+                    Src::Hole => None,
+                    Src::Mem(b) => Some(b),
+                    Src::Dev { run, idx, .. } => st.runs[*run]
+                        .2
+                        .as_ref()
+                        .map(|d| &d[idx * BLOCK..(idx + 1) * BLOCK]),
+                };
+                // The buffer may be recycled: a hole (or a block with no data) is written as zeroes.
+                match src {
+                    Some(src) => dst.copy_from_slice(&src[from - blk_start..to - blk_start]),
+                    None => dst.fill(0),
+                }
             }
-            let src: &[u8] = match s {
-                Src::Hole => continue,
-                Src::Mem(b) => b,
-                Src::Dev { run, idx, .. } => match &st.runs[*run].2 {
-                    Some(d) => &d[idx * BLOCK..(idx + 1) * BLOCK],
-                    None => continue,
-                },
-            };
-            out[from - st.off_in_first..to - st.off_in_first]
-                .copy_from_slice(&src[from - blk_start..to - blk_start]);
-        }
-        Ok((st, out.freeze()))
+        });
+        Ok((st, out))
     }
 
     /// Blocking read. Served from memory without device IO when a completed prefetch covers the range.

@@ -396,10 +396,13 @@ impl UringDevice {
                     } else {
                         Completion {
                             tag,
-                            result: Ok(Some(Bytes::from_owner(PooledBuf {
-                                buf: Some(buf),
-                                pool: self.pool.clone(),
-                            }))),
+                            result: Ok(Some(
+                                Bytes::from_owner(PooledBuf {
+                                    buf: Some(buf),
+                                    pool: self.pool.clone(),
+                                })
+                                .slice(..len),
+                            )),
                         }
                     }
                 }
@@ -595,7 +598,7 @@ impl Device for UringDevice {
     fn submit_read(&mut self, tag: Tag, offset: u64, len: usize) {
         self.stats.reads += 1;
         self.stats.bytes_read += len as u64;
-        let mut buf = self.pool.get(len);
+        let mut buf = self.pool.get(crate::iobuf::read_class(len));
         if buf.fixed.is_none() {
             self.fix(&mut buf);
         }
