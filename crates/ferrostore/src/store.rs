@@ -431,7 +431,7 @@ struct BgCkpt {
 
 /// A bounded pool of aligned buffers in size classes (`iobuf::read_class`); a buffer goes back to the pool when
 /// the last `Bytes` of it drops. For log records, and for reads assembled from several device reads.
-struct LogBufs(crate::iobuf::BufPool);
+struct PooledBufs(crate::iobuf::BufPool);
 
 /// Idle log record buffers kept at most (a shard has a few records in flight; a group commit's is ~1–16 KiB).
 const LOG_BUF_POOL_BYTES: usize = 1 << 20;
@@ -439,9 +439,9 @@ const LOG_BUF_POOL_BYTES: usize = 1 << 20;
 /// pool each took fresh memory from malloc, zeroed and faulted in (docs/benchmarks.md, session 30).
 const ASM_BUF_POOL_BYTES: usize = 16 << 20;
 
-impl LogBufs {
+impl PooledBufs {
     fn new(max_bytes: usize) -> Self {
-        LogBufs(crate::iobuf::BufPool::new(max_bytes))
+        PooledBufs(crate::iobuf::BufPool::new(max_bytes))
     }
     /// A buffer of `len` bytes filled by `fill`, as `Bytes` that return its memory to the pool when dropped.
     /// `fill` must write all `len` bytes: a recycled buffer holds its last user's.
@@ -979,9 +979,9 @@ pub struct Store<D: Device> {
     extents: ExtentCache,
     events: Vec<Event>,
     /// Aligned buffers of log records, reused once the device has written them.
-    log_bufs: LogBufs,
+    log_bufs: PooledBufs,
     /// Buffers of reads assembled from several device reads, memory or holes (`verified_read`).
-    asm_bufs: LogBufs,
+    asm_bufs: PooledBufs,
     failed: Option<StoreError>,
     pub stats: StoreStats,
 }
@@ -1077,8 +1077,8 @@ impl<D: Device> Store<D> {
             meta: MetaCache::new(cfg.meta_cache_entries),
             extents: ExtentCache::new(cfg.extent_cache_entries),
             events: Vec::new(),
-            log_bufs: LogBufs::new(LOG_BUF_POOL_BYTES),
-            asm_bufs: LogBufs::new(ASM_BUF_POOL_BYTES),
+            log_bufs: PooledBufs::new(LOG_BUF_POOL_BYTES),
+            asm_bufs: PooledBufs::new(ASM_BUF_POOL_BYTES),
             failed: None,
             stats: StoreStats::default(),
             sb,
