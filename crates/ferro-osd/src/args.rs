@@ -134,7 +134,7 @@ pub struct OsdOptions {
     /// `ferrostore_cache_bytes`: metadata cache budget of each ferrostore shard (tree nodes; see
     /// `ferrostore::StoreConfig::cache_bytes`). Default [`default_cache_bytes`] of the shard count.
     pub cache_bytes: Option<u64>,
-    /// `ferrostore_read_pool_bytes`: idle read buffers kept per shard (default 16 MiB).
+    /// `ferrostore_read_pool_bytes`: idle read buffers kept per shard (default 64 MiB).
     pub read_pool_bytes: Option<u64>,
     /// `ferrostore_log_data_max_bytes` (or the environment's `FERROSTORE_LOG_DATA_MAX`): journal writes of up to
     /// this many bytes in their log record (`ferrostore::StoreConfig::log_data_max_bytes`; 0 = never). Unset:

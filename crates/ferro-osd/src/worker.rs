@@ -104,6 +104,11 @@ pub struct ShardStats {
     pub store_defrag_blocks: u64,
     pub store_defrag_skipped: u64,
     pub store_defrag_deferred: u64,
+    /// Reads served as a slice of one device read / assembled from several, and device reads whose buffer was
+    /// new memory (the read pool had none idle).
+    pub store_reads_zero_copy: u64,
+    pub store_reads_assembled: u64,
+    pub dev_read_buf_misses: u64,
     /// Checkpoints (all, and those finished in the background) and the shard's stops for one
     /// (`ferrostore::StoreStats::ckpt_waits_log` / `ckpt_waits_dirty` / `ckpt_log_full`).
     pub store_checkpoints: u64,
@@ -778,11 +783,14 @@ impl Shard {
         s.store_defrag_blocks = st.defrag_blocks;
         s.store_defrag_skipped = st.defrag_skipped + st.defrag_dropped;
         s.store_defrag_deferred = st.defrag_deferred;
+        s.store_reads_zero_copy = st.reads_zero_copy;
+        s.store_reads_assembled = st.reads_assembled;
         s.store_checkpoints = st.checkpoints;
         s.store_background_checkpoints = st.background_checkpoints;
         s.store_ckpt_waits_log = st.ckpt_waits_log;
         s.store_ckpt_waits_dirty = st.ckpt_waits_dirty;
         s.store_ckpt_log_full = st.ckpt_log_full;
+        s.dev_read_buf_misses = self.core.store_mut().device_stats().read_buf_misses;
         // The store's heap estimate walks its caches and free-extent map (1–2 ms on a 2 GiB shard after random
         // writes, a stall for every op waiting on this core): every 10th snapshot only.
         if self.snapshots.is_multiple_of(STORE_BYTES_EVERY) {

@@ -37,10 +37,24 @@ enum Mem {
 
 impl AlignedBuf {
     pub fn zeroed(len: usize) -> Self {
+        Self::alloc(len, true)
+    }
+
+    /// A buffer whose contents are unspecified (zeroes, or a previous user's bytes): for a buffer every byte of
+    /// which is written before anything reads it (a device read, a copy). A recycled slab block is not cleared
+    /// first, which would be a pass over memory the device is about to overwrite.
+    pub(crate) fn for_overwrite(len: usize) -> Self {
+        Self::alloc(len, false)
+    }
+
+    fn alloc(len: usize, zero: bool) -> Self {
         if let Some(block) = contig::Block::alloc(len) {
             let ptr = std::ptr::NonNull::new(block.as_ptr()).expect("slab blocks are non-null");
-            // SAFETY: the block holds at least `len` bytes and is ours alone; it may hold a previous user's bytes.
-            unsafe { std::ptr::write_bytes(ptr.as_ptr(), 0, len) };
+            if zero {
+                // SAFETY: the block holds at least `len` bytes and is ours alone; it may hold a previous user's
+                // bytes.
+                unsafe { std::ptr::write_bytes(ptr.as_ptr(), 0, len) };
+            }
             return AlignedBuf {
                 ptr,
                 len,
@@ -78,7 +92,8 @@ impl AlignedBuf {
 
 impl AsRef<[u8]> for AlignedBuf {
     fn as_ref(&self) -> &[u8] {
-        // SAFETY: ptr is valid for len bytes and initialised (alloc_zeroed).
+        // SAFETY: ptr is valid for len bytes and initialised (alloc_zeroed, a fresh mapping, or a slab block's
+        // earlier bytes).
         unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
     }
 }
@@ -95,7 +110,7 @@ impl Drop for AlignedBuf {
         match self.mem {
             Mem::Heap => {
                 let layout = Layout::from_size_align(self.len.max(ALIGN), ALIGN).expect("valid layout");
-                // SAFETY: allocated in `zeroed` with this very layout.
+                // SAFETY: allocated in `alloc` with this very layout.
                 unsafe { std::alloc::dealloc(self.ptr.as_ptr(), layout) }
             }
             // The block goes back to the slab as the field drops.
@@ -130,12 +145,20 @@ impl BufPool {
         BufPool(Arc::default(), max_bytes)
     }
     pub(crate) fn get(&self, len: usize) -> AlignedBuf {
+        self.get_counted(len).0
+    }
+    /// A buffer of `len` bytes, and whether it is new memory (the pool had none of that size idle).
+    pub(crate) fn get_counted(&self, len: usize) -> (AlignedBuf, bool) {
         let reused = self
             .0
             .lock()
             .ok()
             .and_then(|mut m| m.get_mut(&len).and_then(|v| v.pop()));
-        reused.unwrap_or_else(|| AlignedBuf::zeroed(len))
+        // Every user writes what it hands out (a device read fills it or fails; copies fill their length).
+        match reused {
+            Some(b) => (b, false),
+            None => (AlignedBuf::for_overwrite(len), true),
+        }
     }
     pub(crate) fn put(&self, b: AlignedBuf) {
         if let Ok(mut m) = self.0.lock() {

@@ -716,6 +716,26 @@ enum Src {
     Dev { run: usize, idx: usize, crc: u32 },
 }
 
+/// An assembled read that starts on a block boundary, carrying the crc of each whole block it holds: from the
+/// device blocks just verified, a constant for holes, computed for blocks still in memory. Without it the reply's
+/// segment crc is a second pass over the data (a 4 MiB read in two runs: 6 % of the core, session 31).
+fn attach_assembled(out: Bytes, st: &ReadState) -> Bytes {
+    let n = st.len / BLOCK;
+    if st.off_in_first != 0 || out.len() < ceph_crc::blocks::ATTACH_MIN || st.blocks.len() < n {
+        return out;
+    }
+    static ZERO_BLOCK_CRC: std::sync::LazyLock<u32> = std::sync::LazyLock::new(|| crc(&[0u8; BLOCK]));
+    let crcs = st.blocks[..n]
+        .iter()
+        .map(|s| match s {
+            Src::Dev { crc, .. } => *crc,
+            Src::Hole => *ZERO_BLOCK_CRC,
+            Src::Mem(b) => crc(b),
+        })
+        .collect();
+    ceph_crc::blocks::attach_pages(out, crcs)
+}
+
 /// A device read whose every block was just verified, carrying those blocks' crcs (`ceph_crc::blocks`) when it
 /// is page-aligned: a read reply's segment crc is then combined from them, not a second pass. Also a single
 /// block (below `ATTACH_MIN`, which is about received segments): attaching one page (two allocations, two
@@ -3997,6 +4017,7 @@ impl<D: Device> Store<D> {
                 }
             }
         });
+        let out = attach_assembled(out, &st);
         Ok((st, out))
     }
 

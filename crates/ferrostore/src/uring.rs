@@ -25,8 +25,13 @@ const DIO_ALIGN: usize = 512;
 pub use crate::iobuf::AlignedBuf;
 use crate::iobuf::{BufPool, PooledBuf};
 
-/// Default `UringOptions::read_pool_bytes`.
-pub const DEFAULT_READ_POOL_BYTES: usize = 16 << 20;
+/// Default `UringOptions::read_pool_bytes`: 16 buffers of 4 MiB. A buffer the pool cannot supply is new memory,
+/// which the kernel faults in and clears inside the read's submission, a stall of the core (on this project's VM
+/// 10+ ms for a 4 MiB read). At 16 MiB, 4 MiB reads at QD4 still missed on 5 % of their reads (the buffers of
+/// replies being sent are not idle), and the 64 KiB pieces of scattered 4 MiB objects on most: 64 MiB took the
+/// misses from 418 to 4 and from 31,528 to 1,871 (docs/benchmarks.md, session 31). It holds only what reads of
+/// that size once needed at the same time.
+pub const DEFAULT_READ_POOL_BYTES: usize = 64 << 20;
 
 enum Slot {
     Read {
@@ -598,7 +603,8 @@ impl Device for UringDevice {
     fn submit_read(&mut self, tag: Tag, offset: u64, len: usize) {
         self.stats.reads += 1;
         self.stats.bytes_read += len as u64;
-        let mut buf = self.pool.get(crate::iobuf::read_class(len));
+        let (mut buf, fresh) = self.pool.get_counted(crate::iobuf::read_class(len));
+        self.stats.read_buf_misses += u64::from(fresh);
         if buf.fixed.is_none() {
             self.fix(&mut buf);
         }
