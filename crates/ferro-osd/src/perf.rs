@@ -330,6 +330,7 @@ pub fn dump<'a>(
             "reads_zero_copy": sum(|s| s.store_reads_zero_copy),
             "reads_assembled": sum(|s| s.store_reads_assembled),
             "read_buf_misses": sum(|s| s.dev_read_buf_misses),
+            "assembled_buf_misses": sum(|s| s.store_assembled_buf_misses),
             "checkpoints": sum(|s| s.store_checkpoints),
             "background_checkpoints": sum(|s| s.store_background_checkpoints),
             "checkpoint_waits_log": sum(|s| s.store_ckpt_waits_log),

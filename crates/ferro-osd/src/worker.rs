@@ -109,6 +109,7 @@ pub struct ShardStats {
     pub store_reads_zero_copy: u64,
     pub store_reads_assembled: u64,
     pub dev_read_buf_misses: u64,
+    pub store_assembled_buf_misses: u64,
     /// Checkpoints (all, and those finished in the background) and the shard's stops for one
     /// (`ferrostore::StoreStats::ckpt_waits_log` / `ckpt_waits_dirty` / `ckpt_log_full`).
     pub store_checkpoints: u64,
@@ -785,6 +786,7 @@ impl Shard {
         s.store_defrag_deferred = st.defrag_deferred;
         s.store_reads_zero_copy = st.reads_zero_copy;
         s.store_reads_assembled = st.reads_assembled;
+        s.store_assembled_buf_misses = st.assembled_buf_misses;
         s.store_checkpoints = st.checkpoints;
         s.store_background_checkpoints = st.background_checkpoints;
         s.store_ckpt_waits_log = st.ckpt_waits_log;

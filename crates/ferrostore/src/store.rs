@@ -284,6 +284,9 @@ pub struct StoreStats {
     /// Reads served as a slice of one device read (no copy) / assembled from several pieces.
     pub reads_zero_copy: u64,
     pub reads_assembled: u64,
+    /// Assembled reads whose buffer the pool had none idle for: new memory, faulted in and cleared by the kernel
+    /// as the copy first touches it (a stall of the core; see `DeviceStats::read_buf_misses` for the device's).
+    pub assembled_buf_misses: u64,
     /// Reads served from a completed prefetch (no device IO), prefetches started, and prefetches whose data was
     /// dropped before use (invalidated by a change of the object, or evicted by the memory bound).
     pub reads_prefetched: u64,
@@ -431,7 +434,7 @@ struct BgCkpt {
 
 /// A bounded pool of aligned buffers in size classes (`iobuf::read_class`); a buffer goes back to the pool when
 /// the last `Bytes` of it drops. For log records, and for reads assembled from several device reads.
-struct PooledBufs(crate::iobuf::BufPool);
+struct PooledBufs(crate::iobuf::BufPool, u64);
 
 /// Idle log record buffers kept at most (a shard has a few records in flight; a group commit's is ~1–16 KiB).
 const LOG_BUF_POOL_BYTES: usize = 1 << 20;
@@ -441,13 +444,14 @@ const ASM_BUF_POOL_BYTES: usize = 16 << 20;
 
 impl PooledBufs {
     fn new(max_bytes: usize) -> Self {
-        PooledBufs(crate::iobuf::BufPool::new(max_bytes))
+        PooledBufs(crate::iobuf::BufPool::new(max_bytes), 0)
     }
     /// A buffer of `len` bytes filled by `fill`, as `Bytes` that return its memory to the pool when dropped.
     /// `fill` must write all `len` bytes: a recycled buffer holds its last user's.
     fn take(&mut self, len: usize, fill: impl FnOnce(&mut [u8])) -> Bytes {
         let class = crate::iobuf::read_class(len);
-        let mut buf = self.0.get(class);
+        let (mut buf, fresh) = self.0.get_counted(class);
+        self.1 += u64::from(fresh);
         fill(&mut buf.as_mut()[..len]);
         Bytes::from_owner(crate::iobuf::PooledBuf {
             buf: Some(buf),
@@ -4017,6 +4021,7 @@ impl<D: Device> Store<D> {
                 }
             }
         });
+        self.stats.assembled_buf_misses = self.asm_bufs.1;
         let out = attach_assembled(out, &st);
         Ok((st, out))
     }
