@@ -434,7 +434,11 @@ struct BgCkpt {
 
 /// A bounded pool of aligned buffers in size classes (`iobuf::read_class`); a buffer goes back to the pool when
 /// the last `Bytes` of it drops. For log records, and for reads assembled from several device reads.
-struct PooledBufs(crate::iobuf::BufPool, u64);
+struct PooledBufs {
+    pool: crate::iobuf::BufPool,
+    /// Buffers taken from new memory (the pool had none of the class idle).
+    misses: u64,
+}
 
 /// Idle log record buffers kept at most (a shard has a few records in flight; a group commit's is ~1–16 KiB).
 const LOG_BUF_POOL_BYTES: usize = 1 << 20;
@@ -444,18 +448,21 @@ const ASM_BUF_POOL_BYTES: usize = 16 << 20;
 
 impl PooledBufs {
     fn new(max_bytes: usize) -> Self {
-        PooledBufs(crate::iobuf::BufPool::new(max_bytes), 0)
+        PooledBufs {
+            pool: crate::iobuf::BufPool::new(max_bytes),
+            misses: 0,
+        }
     }
     /// A buffer of `len` bytes filled by `fill`, as `Bytes` that return its memory to the pool when dropped.
     /// `fill` must write all `len` bytes: a recycled buffer holds its last user's.
     fn take(&mut self, len: usize, fill: impl FnOnce(&mut [u8])) -> Bytes {
         let class = crate::iobuf::read_class(len);
-        let (mut buf, fresh) = self.0.get_counted(class);
-        self.1 += u64::from(fresh);
+        let (mut buf, fresh) = self.pool.get_counted(class);
+        self.misses += u64::from(fresh);
         fill(&mut buf.as_mut()[..len]);
         Bytes::from_owner(crate::iobuf::PooledBuf {
             buf: Some(buf),
-            pool: self.0.clone(),
+            pool: self.pool.clone(),
         })
         .slice(..len)
     }
@@ -4021,7 +4028,7 @@ impl<D: Device> Store<D> {
                 }
             }
         });
-        self.stats.assembled_buf_misses = self.asm_bufs.1;
+        self.stats.assembled_buf_misses = self.asm_bufs.misses;
         let out = attach_assembled(out, &st);
         Ok((st, out))
     }
