@@ -155,6 +155,10 @@ pub struct OsdOptions {
     /// (`ferrostore::StoreConfig::defrag_eager_blocks`: rounded down to whole 4 KiB blocks, so under 4 KiB is 0 =
     /// every range waits for `ferrostore_defrag_after_reads`). Unset: the engine's default, 64 KiB.
     pub defrag_eager_bytes: Option<u64>,
+    /// `ferrostore_defrag_small_extra_reads`: ranges of at most `ferrostore_defrag_eager_bytes` are rewritten once
+    /// they took this many device reads more than one contiguous range would have
+    /// (`ferrostore::StoreConfig::defrag_small_extra_reads`; at least 1). Unset: the engine's default, 1.
+    pub defrag_small_extra_reads: Option<u32>,
     /// `ferro_osd_busy_poll` (default false): while device IO is in flight, poll the ferrostore device ring on
     /// every loop turn instead of sleeping until it has completions (for CPUs dedicated to the OSD).
     pub busy_poll: bool,
@@ -418,6 +422,7 @@ pub fn load(args: &Args) -> Result<(OsdOptions, ceph_config::Config), String> {
         }),
         defrag_eager_bytes: size("ferrostore_defrag_eager_bytes")?
             .or_else(|| ferrostore::store::env_u64(ferrostore::store::DEFRAG_EAGER_BYTES_ENV)),
+        defrag_small_extra_reads: count("ferrostore_defrag_small_extra_reads")?,
         busy_poll: get("ferro_osd_busy_poll").is_some_and(|v| parse_bool(&v)),
         memory: {
             let d = crate::memory::MemoryOptions::default();
@@ -588,9 +593,15 @@ mod tests {
         );
         let o = load_with(&conf, "--ferrostore_defrag_eager_bytes=0").unwrap().0;
         assert_eq!(o.defrag_eager_bytes, Some(0), "the flag wins over the file");
+        assert_eq!(o.defrag_small_extra_reads, None, "unset: the engine's default");
+        let o = load_with(&conf, "--ferrostore_defrag_small_extra_reads=3")
+            .unwrap()
+            .0;
+        assert_eq!(o.defrag_small_extra_reads, Some(3));
         // A value that is not a size or a count refuses the start, naming the option.
         for bad in [
             "--ferrostore_defrag_eager_bytes=lots",
+            "--ferrostore_defrag_small_extra_reads=two",
             "--ferrostore_cache_bytes=1X",
             "--ferrostore_defrag_after_reads=-1",
             "--ferro_osd_device_size=big",

@@ -2835,6 +2835,9 @@ impl Daemon {
                 .map_or(ferrostore::store::DEFAULT_DEFRAG_EAGER_BLOCKS, |b| {
                     b / ferrostore::format::BLOCK_SIZE
                 }),
+            defrag_small_extra_reads: opts
+                .defrag_small_extra_reads
+                .unwrap_or(ferrostore::store::DEFAULT_DEFRAG_SMALL_EXTRA_READS),
             ..StoreConfig::default()
         };
         let uring_opts = UringOptions {

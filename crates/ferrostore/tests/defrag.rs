@@ -212,9 +212,16 @@ fn off_or_below_the_threshold_nothing_is_rewritten() {
     }
     assert_eq!(s.stats.defrag_txns, 0);
 
-    // Default threshold (3 extra reads): even blocks were overwritten and odd ones not, so every block of a range
-    // is its own device read. Ranges of 2 and 3 blocks (1 and 2 extra reads) stay; one of 4 blocks is rewritten.
-    let mut s = store(3, first_read());
+    // Default threshold of ranges larger than `defrag_eager_blocks` (3 extra reads; eager 0 makes every range
+    // one): even blocks were overwritten and odd ones not, so every block of a range is its own device read.
+    // Ranges of 2 and 3 blocks (1 and 2 extra reads) stay; one of 4 blocks is rewritten.
+    let mut s = store(
+        3,
+        StoreConfig {
+            defrag_eager_blocks: 0,
+            ..first_read()
+        },
+    );
     let want = scattered(&mut s);
     let (got, reads) = read_counted(&mut s, B, 2 * B);
     assert_eq!((got.as_slice(), reads), (&want[B..3 * B], 2));
@@ -231,6 +238,49 @@ fn off_or_below_the_threshold_nothing_is_rewritten() {
     assert_eq!(s.stats.defrag_txns, 1);
     let (_, reads) = read_counted(&mut s, B, 4 * B);
     assert_eq!(reads, 1);
+}
+
+/// A small range split in two (one extra device read) is rewritten by default on its first read; with
+/// `defrag_small_extra_reads` 3 it needs 3 extra reads, as larger ranges do; 0 counts as 1.
+#[test]
+fn a_small_range_in_two_pieces_is_rewritten() {
+    for (small_extra, rewritten) in [
+        (StoreConfig::default().defrag_small_extra_reads, true),
+        (0, true),
+        (3, false),
+    ] {
+        let mut s = store(
+            12,
+            StoreConfig {
+                defrag_small_extra_reads: small_extra,
+                ..StoreConfig::default()
+            },
+        );
+        let want = scattered(&mut s);
+        // Blocks 1 and 2: two pieces, two device reads.
+        let (got, reads) = read_counted(&mut s, B, 2 * B);
+        assert_eq!(
+            (got.as_slice(), reads),
+            (&want[B..3 * B], 2),
+            "small extra {small_extra}"
+        );
+        settle(&mut s);
+        let (got, reads) = read_counted(&mut s, B, 2 * B);
+        assert_eq!(got.as_slice(), &want[B..3 * B]);
+        assert_eq!(
+            (s.stats.defrag_txns, reads),
+            if rewritten { (1, 1) } else { (0, 2) },
+            "small extra {small_extra}"
+        );
+        // An unscattered small range is never rewritten, whatever the setting.
+        let (_, reads) = read_counted(&mut s, 40 * B + 1, 100);
+        assert_eq!(reads, 1);
+        settle(&mut s);
+        assert_eq!(s.stats.defrag_txns, u64::from(rewritten));
+        assert_eq!(s.stats.defrag_skipped, 0, "nothing queued for it either");
+        let rep = s.fsck().unwrap();
+        assert!(rep.errors.is_empty(), "{:?}", rep.errors);
+    }
 }
 
 #[test]
