@@ -128,8 +128,8 @@ pub struct StoreConfig {
 }
 
 /// Default [`StoreConfig::defrag_small_extra_reads`]: a 64 KiB range read in two pieces or more is rewritten
-/// (session 32: after 4K overwrites, 64K random reads at QD16 took 25 % fewer assembled reads and 20 % less OSD
-/// CPU per op for 3 % more rewrites; docs/benchmarks.md).
+/// (session 32, measured with the one threshold at 1: 25 % fewer assembled reads over the A/B runs for 3 % more
+/// rewrites, and 64K random reads at QD16 after 4K overwrites at 20 % less OSD CPU per op; docs/benchmarks.md).
 pub const DEFAULT_DEFRAG_SMALL_EXTRA_READS: u32 = 1;
 
 /// Default [`StoreConfig::defrag_extra_reads`]: a 64 KiB read that took four device reads (or a 4 MiB read
